@@ -1,0 +1,86 @@
+package route
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Dump writes c as stable, human-readable text. Golden tests of translation
+// compare dumps, so the format changes only on purpose.
+func Dump(c *Config) string {
+	var b strings.Builder
+	for _, vh := range c.VirtualHosts {
+		host := vh.Host
+		if host == "" {
+			host = "*"
+		}
+		fmt.Fprintf(&b, "host %s\n", host)
+		for _, r := range vh.Routes {
+			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress)
+		}
+	}
+	if c.DefaultBackend != nil {
+		fmt.Fprintf(&b, "default -> %s\n", c.DefaultBackend.Name)
+	}
+	seen := map[*Backend]bool{}
+	var backends []*Backend
+	add := func(be *Backend) {
+		if be != nil && !seen[be] {
+			seen[be] = true
+			backends = append(backends, be)
+		}
+	}
+	for _, vh := range c.VirtualHosts {
+		for _, r := range vh.Routes {
+			add(r.Backend)
+		}
+	}
+	add(c.DefaultBackend)
+	for _, be := range backends {
+		fmt.Fprintf(&b, "backend %s policy=%s\n", be.Name, dumpPolicy(be.Policy))
+		if len(be.Endpoints) == 0 {
+			b.WriteString("  (no endpoints)\n")
+		}
+		for _, ep := range be.Endpoints {
+			if ep.Zone != "" {
+				fmt.Fprintf(&b, "  %s zone=%s\n", ep.Address, ep.Zone)
+			} else {
+				fmt.Fprintf(&b, "  %s\n", ep.Address)
+			}
+		}
+	}
+	for _, ct := range c.Certificates {
+		fmt.Fprintf(&b, "tls %s from %s\n", strings.Join(ct.Hosts, ","), ct.Source)
+	}
+	if c.DefaultCertificate != nil {
+		fmt.Fprintf(&b, "tls default from %s\n", c.DefaultCertificate.Source)
+	}
+	return b.String()
+}
+
+func backendName(be *Backend) string {
+	if be == nil {
+		return "<nil>"
+	}
+	return be.Name
+}
+
+func dumpPolicy(p Policy) string {
+	s := p.Algorithm.String()
+	if p.Algorithm == HeaderHash {
+		s += "(" + p.HashHeader + ")"
+	}
+	if p.Affinity != nil {
+		s += fmt.Sprintf(" affinity=cookie(%s,max-age=%s)", p.Affinity.Name, p.Affinity.MaxAge)
+	}
+	if p.Retries >= 0 {
+		s += fmt.Sprintf(" retries=%d", p.Retries)
+	}
+	if p.ConnectTimeout > 0 {
+		s += fmt.Sprintf(" connect-timeout=%s", p.ConnectTimeout)
+	}
+	if p.ResponseTimeout > 0 {
+		s += fmt.Sprintf(" response-timeout=%s", p.ResponseTimeout)
+	}
+	return s
+}

@@ -1,0 +1,325 @@
+// Package route holds sluice's routing table: an immutable value built off the
+// request path by internal/translate and read by internal/proxy with one
+// atomic load per request.
+//
+// Data flow: Kubernetes objects → translate.Build (pure) → route.Config →
+// route.New → *Table → proxy (atomic swap). A Table is never modified after
+// New returns; a change of configuration builds a new Table.
+//
+// Matching follows the Ingress v1 rules:
+//   - hosts are exact and case-insensitive, a port in the Host header is
+//     ignored; "*.example.com" matches exactly one extra DNS label; an exact
+//     host wins over a wildcard, a wildcard over rules without a host;
+//   - the most specific virtual host is chosen first and there is no fall
+//     through: a request whose host selects a virtual host but whose path
+//     matches none of its routes gets the default backend (or 404), as in
+//     ingress-nginx and Contour;
+//   - paths: Exact is case-sensitive with a significant trailing slash;
+//     Prefix matches element-wise on '/' boundaries, ignoring a trailing
+//     slash in the rule; the longest match wins and Exact beats Prefix.
+package route
+
+import (
+	"crypto/tls"
+	"strings"
+	"time"
+)
+
+// PathType says how a Route's Path is matched.
+type PathType uint8
+
+const (
+	// PathPrefix matches element-wise on '/' boundaries. Ingress
+	// ImplementationSpecific paths are translated to PathPrefix.
+	PathPrefix PathType = iota
+	// PathExact matches the request path exactly, case-sensitively.
+	PathExact
+)
+
+func (p PathType) String() string {
+	if p == PathExact {
+		return "Exact"
+	}
+	return "Prefix"
+}
+
+// Algorithm chooses an endpoint of a Backend for a request.
+type Algorithm uint8
+
+const (
+	// LeastRequest picks the less loaded of two random endpoints (default).
+	LeastRequest Algorithm = iota
+	// RoundRobin cycles through the endpoints.
+	RoundRobin
+	// HeaderHash hashes Policy.HashHeader onto a consistent-hash ring;
+	// requests without the header fall back to LeastRequest.
+	HeaderHash
+)
+
+func (a Algorithm) String() string {
+	switch a {
+	case RoundRobin:
+		return "round-robin"
+	case HeaderHash:
+		return "header-hash"
+	default:
+		return "least-request"
+	}
+}
+
+// Config is what translate produces and New compiles. It is plain data and
+// deterministic: translate sorts everything, so two Configs built from the
+// same objects are equal and dump to the same text.
+type Config struct {
+	// VirtualHosts, one per distinct host. Host "" holds the rules without a
+	// host; a host beginning with "*." is a wildcard. Hosts are lower case.
+	VirtualHosts []VirtualHost
+	// DefaultBackend serves requests that match no route. nil means 404.
+	DefaultBackend *Backend
+	// Certificates for TLS, selected by SNI.
+	Certificates []Certificate
+	// DefaultCertificate is served when no certificate matches the SNI name
+	// (or the client sent none). nil means the handshake fails in that case.
+	DefaultCertificate *Certificate
+}
+
+// VirtualHost is the set of routes for one host.
+type VirtualHost struct {
+	Host   string
+	Routes []Route
+}
+
+// Route sends requests matching PathType and Path to Backend.
+type Route struct {
+	PathType PathType
+	// Path as written in the Ingress (a Prefix rule's trailing slash is kept
+	// here and ignored when matching).
+	Path    string
+	Backend *Backend
+	// Ingress that defined this route, "namespace/name"; used in metrics,
+	// logs and access logs.
+	Ingress string
+}
+
+// Backend is a Service port and the pod endpoints behind it. Backends are
+// shared between routes that name the same Service port with the same policy.
+type Backend struct {
+	// Name identifies the backend: "namespace/service:port" (port as written
+	// in the Ingress, a number or a name).
+	Name      string
+	Namespace string
+	Service   string
+	Port      string
+	// Endpoints that may receive new requests: the ready ones, or, if none is
+	// ready, the serving-and-terminating ones. Sorted by Address. Empty means
+	// the route answers 503.
+	Endpoints []Endpoint
+	Policy    Policy
+}
+
+// Endpoint is one pod address.
+type Endpoint struct {
+	// Address is "ip:port" ("[ip]:port" for IPv6).
+	Address string
+	// Zone is the EndpointSlice zone hint, "" if unknown.
+	Zone string
+}
+
+// Policy holds per-backend balancing and retry settings taken from Ingress
+// annotations. The zero value is the default behaviour.
+type Policy struct {
+	Algorithm Algorithm
+	// HashHeader is the request header hashed by HeaderHash.
+	HashHeader string
+	// Affinity, when non-nil, pins a client to an endpoint with a cookie.
+	Affinity *CookieAffinity
+	// Retries is the number of extra attempts after a failure that is safe to
+	// retry. Negative means the proxy default; 0 disables retries.
+	Retries int
+	// ConnectTimeout and ResponseTimeout override the proxy defaults when
+	// non-zero.
+	ConnectTimeout  time.Duration
+	ResponseTimeout time.Duration
+}
+
+// CookieAffinity configures sticky sessions.
+type CookieAffinity struct {
+	// Name of the cookie.
+	Name string
+	// MaxAge of the cookie; 0 means a session cookie.
+	MaxAge time.Duration
+}
+
+// Certificate is a parsed TLS key pair for a set of host names.
+type Certificate struct {
+	// Hosts the certificate serves, lower case; may include wildcards.
+	Hosts []string
+	// Source is the Secret it came from, "namespace/name".
+	Source string
+	Cert   *tls.Certificate
+}
+
+// Table is the compiled, immutable form of a Config.
+type Table struct {
+	config    Config
+	exact     map[string]*vhost
+	wildcards map[string]*vhost // keyed by the suffix after "*."
+	catchAll  *vhost
+	defaultRt *Route
+	certs     map[string]*tls.Certificate // exact SNI name
+	wildCerts map[string]*tls.Certificate // keyed by the suffix after "*."
+	defCert   *tls.Certificate
+}
+
+type vhost struct {
+	exact    map[string]*Route
+	prefixes map[string]*Route // normalized: trailing slashes removed; "" is "/"
+}
+
+// New compiles c into a Table. c must not be modified afterwards. When two
+// routes of a host have the same type and path, the first one wins (translate
+// resolves and reports conflicts before this).
+func New(c Config) *Table {
+	t := &Table{
+		config:    c,
+		exact:     make(map[string]*vhost),
+		wildcards: make(map[string]*vhost),
+		certs:     make(map[string]*tls.Certificate),
+		wildCerts: make(map[string]*tls.Certificate),
+	}
+	for i := range c.VirtualHosts {
+		vh := &c.VirtualHosts[i]
+		v := &vhost{exact: make(map[string]*Route), prefixes: make(map[string]*Route)}
+		for j := range vh.Routes {
+			r := &vh.Routes[j]
+			if r.PathType == PathExact {
+				if _, dup := v.exact[r.Path]; !dup {
+					v.exact[r.Path] = r
+				}
+				continue
+			}
+			key := strings.TrimRight(r.Path, "/")
+			if _, dup := v.prefixes[key]; !dup {
+				v.prefixes[key] = r
+			}
+		}
+		host := strings.ToLower(vh.Host)
+		switch {
+		case host == "":
+			if t.catchAll == nil {
+				t.catchAll = v
+			}
+		case strings.HasPrefix(host, "*."):
+			if _, dup := t.wildcards[host[2:]]; !dup {
+				t.wildcards[host[2:]] = v
+			}
+		default:
+			if _, dup := t.exact[host]; !dup {
+				t.exact[host] = v
+			}
+		}
+	}
+	if c.DefaultBackend != nil {
+		t.defaultRt = &Route{PathType: PathPrefix, Path: "/", Backend: c.DefaultBackend}
+	}
+	for i := range c.Certificates {
+		ct := &c.Certificates[i]
+		for _, h := range ct.Hosts {
+			h = strings.ToLower(h)
+			if strings.HasPrefix(h, "*.") {
+				if _, dup := t.wildCerts[h[2:]]; !dup {
+					t.wildCerts[h[2:]] = ct.Cert
+				}
+			} else if _, dup := t.certs[h]; !dup {
+				t.certs[h] = ct.Cert
+			}
+		}
+	}
+	if c.DefaultCertificate != nil {
+		t.defCert = c.DefaultCertificate.Cert
+	}
+	return t
+}
+
+// Config returns the Config the table was built from. Callers must not modify
+// it.
+func (t *Table) Config() *Config { return &t.config }
+
+// Match returns the route for a request with the given Host header (a port is
+// ignored) and URL path, or nil when nothing matches and there is no default
+// backend. Match does not allocate for lower-case hosts.
+func (t *Table) Match(host, path string) *Route {
+	if r := t.matchHost(canonicalHost(host), path); r != nil {
+		return r
+	}
+	return t.defaultRt
+}
+
+func (t *Table) matchHost(host, path string) *Route {
+	v := t.exact[host]
+	if v == nil {
+		if i := strings.IndexByte(host, '.'); i > 0 {
+			v = t.wildcards[host[i+1:]]
+		}
+	}
+	if v == nil {
+		v = t.catchAll
+	}
+	if v == nil {
+		return nil
+	}
+	return v.match(path)
+}
+
+func (v *vhost) match(path string) *Route {
+	if r := v.exact[path]; r != nil {
+		return r
+	}
+	if len(v.prefixes) == 0 {
+		return nil
+	}
+	s := strings.TrimRight(path, "/")
+	for {
+		if r := v.prefixes[s]; r != nil {
+			return r
+		}
+		i := strings.LastIndexByte(s, '/')
+		if i < 0 {
+			return nil
+		}
+		s = s[:i]
+	}
+}
+
+// Certificate returns the certificate for an SNI server name: an exact name,
+// then a wildcard covering it, then the default certificate; nil if none.
+func (t *Table) Certificate(serverName string) *tls.Certificate {
+	name := canonicalHost(serverName)
+	if c := t.certs[name]; c != nil {
+		return c
+	}
+	if i := strings.IndexByte(name, '.'); i > 0 {
+		if c := t.wildCerts[name[i+1:]]; c != nil {
+			return c
+		}
+	}
+	return t.defCert
+}
+
+// canonicalHost strips a port and a trailing dot and lower-cases, allocating
+// only when the host has upper-case letters.
+func canonicalHost(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		// host:port, or [v6]:port; a bare IPv6 literal needs brackets in Host.
+		if strings.IndexByte(h[:i], ':') < 0 || strings.HasPrefix(h, "[") {
+			h = h[:i]
+		}
+	}
+	h = strings.TrimSuffix(h, ".")
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
+}

@@ -1,0 +1,111 @@
+// Command echo is the small HTTP server sluice's tests, `make run` and
+// benchmarks use as a backend: the local cluster maps the image name "echo"
+// to it. It answers every request with its own identity and what it saw, so a
+// test can tell which pod served a request.
+//
+//	echo --listen :8080 --name pod-a
+//
+// GET /healthz answers 200 until SIGTERM, then 503 for --shutdown-delay
+// before the server shuts down gracefully (in-flight requests finish).
+// GET /bytes/N answers N bytes. Any other path answers with a short text body
+// "name method host path\n"; with ?json=1 a JSON document.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	listen := flag.String("listen", envOr("ECHO_LISTEN", ":8080"), "address to listen on")
+	name := flag.String("name", envOr("POD_NAME", hostname()), "name reported in responses")
+	shutdownDelay := flag.Duration("shutdown-delay", 0, "after SIGTERM, fail /healthz for this long before shutting down")
+	flag.Parse()
+
+	var stopping atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if stopping.Load() {
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/bytes/", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/bytes/"))
+		if err != nil || n < 0 || n > 64<<20 {
+			http.Error(w, "bad size", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		buf := make([]byte, min(n, 32<<10))
+		for i := range buf {
+			buf[i] = 'x'
+		}
+		for n > 0 {
+			k := min(n, len(buf))
+			if _, err := w.Write(buf[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Echo-Name", *name)
+		if r.URL.Query().Get("json") != "" {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{
+				"name": *name, "method": r.Method, "host": r.Host, "path": r.URL.Path,
+				"remote": r.RemoteAddr, "headers": r.Header,
+			})
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "%s %s %s %s\n", *name, r.Method, r.Host, r.URL.Path)
+	})
+
+	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	slog.Info("echo listening", "address", *listen, "name", *name)
+	select {
+	case err := <-errc:
+		slog.Error("echo failed", "error", err)
+		os.Exit(1)
+	case <-ctx.Done():
+	}
+	stopping.Store(true)
+	time.Sleep(*shutdownDelay)
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		slog.Error("echo shutdown", "error", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
