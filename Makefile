@@ -1,0 +1,52 @@
+# sluice — the two commands that matter: `make run` and `make test`.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+FUZZTIME ?= 15s
+
+.PHONY: all build run run-manifests test test-unit test-race fuzz lint bench generate clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+	$(GO) build -o $(BIN)/echo ./test/echo
+
+## run: a local cluster (real control plane, 3 simulated nodes), sluice and a sample app on 127.0.0.1:8080 (root)
+run: build
+	scripts/run-local.sh
+
+## run-manifests: sluice proxy on the example manifests, no cluster and no root needed
+run-manifests: build
+	scripts/run-manifests.sh
+
+## test: every test suite (static checks, unit, integration with real HAProxy, e2e on the local cluster)
+test:
+	scripts/test.sh
+
+test-unit:
+	$(GO) test ./...
+
+test-race:
+	$(GO) test -race -count=1 ./...
+
+## fuzz: run every native fuzz target for FUZZTIME each
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
+
+lint:
+	gofmt -l $$(git ls-files '*.go' | grep -v '^tools/')
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
+	$(GO) vet -tags e2e ./...
+
+bench:
+	scripts/bench.sh
+
+generate:
+	$(GO) generate ./...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# test.sh runs every sluice test, the way CI does (`make test`):
+#   1. static checks: gofmt, go vet (all build tags);
+#   2. unit tests: go test ./... (quick; fakes allowed; fuzz seed corpora);
+#   3. integration tests (build tag `integration`): real HAProxy, real sluice
+#      processes on loopback;
+#   4. end-to-end tests (build tag `e2e`): a real kube-apiserver,
+#      controller-manager and scheduler with simulated nodes in network
+#      namespaces. Needs root; the Kubernetes binaries are built once and cached.
+# Select stages with TEST_STAGES="unit integration e2e" (default: all).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+stages=${TEST_STAGES:-"static unit integration e2e"}
+want() { [[ " $stages " == *" $1 "* ]]; }
+
+# Packages holding tests with the given build tag.
+tagged() {
+	grep -rl --include='*_test.go' "^//go:build.*\b$1\b" . 2>/dev/null |
+		xargs -r -n1 dirname | sort -u | sed 's|^\./|./|'
+}
+
+start=$(date +%s)
+stamp() { echo "== $1 ($(($(date +%s) - start))s)"; }
+
+scripts/install-deps.sh
+
+if want static; then
+	stamp "static checks"
+	unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null || true)
+	if [[ -n "$unformatted" ]]; then
+		echo "gofmt needed on:"; echo "$unformatted"; exit 1
+	fi
+	go vet ./...
+	go vet -tags integration ./...
+	go vet -tags e2e ./...
+fi
+
+if want unit; then
+	stamp "unit tests"
+	go test -count=1 ./...
+fi
+
+if want integration; then
+	pkgs=$(tagged integration)
+	if [[ -n "$pkgs" ]]; then
+		stamp "integration tests: $(echo $pkgs)"
+		go test -count=1 -tags integration -timeout 15m $pkgs
+	fi
+fi
+
+if want e2e; then
+	pkgs=$(tagged e2e)
+	if [[ -n "$pkgs" ]]; then
+		if [[ $(id -u) != 0 ]]; then
+			echo "e2e tests need root (network namespaces); run as root or set TEST_STAGES" >&2
+			exit 1
+		fi
+		stamp "building Kubernetes binaries (cached after the first time)"
+		SLUICE_KUBE_BIN=$(scripts/kube-binaries.sh)
+		export SLUICE_KUBE_BIN
+		stamp "e2e tests: $(echo $pkgs)"
+		# One package at a time: each starts its own control plane.
+		go test -count=1 -p 1 -tags e2e -timeout 25m $pkgs
+	fi
+fi
+stamp "all tests passed"
