@@ -1,0 +1,397 @@
+// Package haproxy is the lb.Provider for an HAProxy (2.4+) that sluice
+// drives through its runtime API: each sluice target is a dynamic server in
+// a backend (the group), added with "add server" and removed with
+// "del server" once drained. It sits at the apply end of the controller's
+// target flow (pods → targets.Desired → targets.Diff → Provider).
+//
+// The provider keeps no state of its own. Everything it needs is read back
+// from HAProxy ("show servers state", "show stat"), so a controller restart
+// loses nothing, and an HAProxy restart or reload (which forgets dynamic
+// servers) simply shows up as an empty list that the controller's next diff
+// fills again.
+//
+// Servers are owned by name: sluice's servers are called PREFIX+address
+// (e.g. "sluice-10-244-1-5-8080"), and a server counts as sluice's only if
+// its name is exactly the name of its current address. Other servers in the
+// backend are never listed or touched.
+package haproxy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"sluice.dev/sluice/internal/lb"
+)
+
+// Options configures a Provider.
+type Options struct {
+	// Address of the runtime API socket: a unix socket path
+	// ("/run/haproxy/admin.sock", optionally prefixed "unix:") or a TCP
+	// "host:port" ("127.0.0.1:9999"). Required. The socket must be
+	// declared with "level admin".
+	Address string
+	// Prefix starts the name of every server sluice creates and owns.
+	// Default "sluice-". Characters [A-Za-z0-9_.-].
+	Prefix string
+	// CheckInterval is the health-check interval of added servers ("inter").
+	// Default 1s. The check itself (e.g. "option httpchk GET /healthz")
+	// comes from the backend: dynamic servers inherit backend options, but
+	// not "default-server" lines.
+	CheckInterval time.Duration
+	// Rise and Fall are the consecutive check results that turn a server
+	// up or down. Defaults 1 and 2.
+	Rise, Fall int
+	// Weight of added servers. Default 100.
+	Weight int
+	// ServerArgs are extra "add server" keywords and values, e.g.
+	// {"check-ssl", "ssl", "verify", "none"}; each must be a single token
+	// of [A-Za-z0-9_.:/@=,+%-]. Default none.
+	ServerArgs []string
+	// MaxDrain is how long a deregistered server stays in "drain" (sticky
+	// sessions may still reach it) while it still has sessions; after that
+	// it goes to "maint" (nothing new at all) regardless. A drained server
+	// with no sessions goes to maint on the next Deregister. Default 60s.
+	MaxDrain time.Duration
+	// Timeout bounds one runtime API exchange (dial, send, read) unless
+	// the context's deadline is sooner. Default 5s.
+	Timeout time.Duration
+	// MaxResponse bounds the size of one answer. Default 16 MiB.
+	MaxResponse int64
+}
+
+// Provider implements lb.Provider over HAProxy's runtime API.
+type Provider struct {
+	c        client
+	prefix   string
+	addArgs  string // everything after "add server B/N ADDR"
+	maxDrain time.Duration
+}
+
+var _ lb.Provider = (*Provider)(nil)
+
+// New validates o and returns a Provider. It does not contact HAProxy.
+func New(o Options) (*Provider, error) {
+	if o.Address == "" {
+		return nil, errors.New("creating haproxy provider: runtime API address is required")
+	}
+	network, address := "tcp", o.Address
+	if strings.HasPrefix(address, "unix:") {
+		network, address = "unix", strings.TrimPrefix(address, "unix:")
+	} else if strings.Contains(address, "/") {
+		network = "unix"
+	}
+	p := &Provider{
+		c: client{
+			network:     network,
+			address:     address,
+			timeout:     cmp.Or(o.Timeout, 5*time.Second),
+			maxResponse: cmp.Or(o.MaxResponse, 16<<20),
+		},
+		prefix:   cmp.Or(o.Prefix, "sluice-"),
+		maxDrain: cmp.Or(o.MaxDrain, 60*time.Second),
+	}
+	if err := validPrefix(p.prefix); err != nil {
+		return nil, fmt.Errorf("creating haproxy provider: %w", err)
+	}
+	inter := cmp.Or(o.CheckInterval, time.Second)
+	rise, fall, weight := cmp.Or(o.Rise, 1), cmp.Or(o.Fall, 2), cmp.Or(o.Weight, 100)
+	if inter < time.Millisecond || rise < 1 || fall < 1 || weight < 0 || weight > 256 {
+		return nil, fmt.Errorf("creating haproxy provider: check interval %v, rise %d, fall %d, weight %d out of range: %w",
+			inter, rise, fall, weight, lb.ErrInvalid)
+	}
+	args := []string{"check", "inter", strconv.FormatInt(inter.Milliseconds(), 10) + "ms",
+		"fall", strconv.Itoa(fall), "rise", strconv.Itoa(rise), "weight", strconv.Itoa(weight)}
+	for _, a := range o.ServerArgs {
+		if err := checkArg(a); err != nil {
+			return nil, fmt.Errorf("creating haproxy provider: %w", err)
+		}
+		args = append(args, a)
+	}
+	p.addArgs = strings.Join(args, " ")
+	return p, nil
+}
+
+// server is one sluice-owned server as read back from HAProxy.
+type server struct {
+	name   string
+	addr   netip.AddrPort
+	admin  int
+	since  int      // seconds since the last state change, -1 unknown
+	stat   *statRow // nil if "show stat" did not list it (raced with add/del)
+	status lb.Status
+}
+
+// list reads the backend's sluice-owned servers, sorted by address.
+func (p *Provider) list(ctx context.Context, backend string) ([]server, error) {
+	out, err := p.c.run(ctx, "show servers state "+backend)
+	if err != nil {
+		return nil, err
+	}
+	states, err := parseServersState(out)
+	if err != nil {
+		return nil, err
+	}
+	var owned []server
+	for _, r := range states {
+		if !strings.HasPrefix(r.Name, p.prefix) || r.Backend != backend || !r.Addr.IsValid() {
+			continue
+		}
+		ap := netip.AddrPortFrom(r.Addr, r.Port)
+		if serverName(p.prefix, ap) != r.Name {
+			continue // not ours: the name must be the name of its address
+		}
+		owned = append(owned, server{name: r.Name, addr: ap, admin: r.Admin, since: r.SinceChange})
+	}
+	if len(owned) == 0 {
+		return nil, nil
+	}
+	out, err = p.c.run(ctx, "show stat "+backend+" 4 -1")
+	if err != nil {
+		return nil, err
+	}
+	stats, err := parseShowStat(out)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*statRow, len(stats))
+	for i := range stats {
+		if stats[i].Proxy == backend {
+			byName[stats[i].Name] = &stats[i]
+		}
+	}
+	for i := range owned {
+		s := &owned[i]
+		s.stat = byName[s.name]
+		state, reason := health(s.admin, s.stat)
+		s.status = lb.Status{Target: lb.Target{Address: s.addr}, State: state, Reason: reason, Connections: -1}
+		if s.stat != nil {
+			s.status.Connections = s.stat.Sessions
+		}
+	}
+	slices.SortFunc(owned, func(a, b server) int { return a.addr.Compare(b.addr) })
+	return owned, nil
+}
+
+// health maps HAProxy's view of a server onto lb.State.
+func health(admin int, st *statRow) (lb.State, string) {
+	switch {
+	case admin&admMaint != 0:
+		return lb.Draining, "maint"
+	case admin&admDrain != 0:
+		return lb.Draining, "drain"
+	case st == nil:
+		return lb.Unavailable, "not in stats"
+	}
+	switch s := st.Status; {
+	case s == "no check":
+		return lb.Unavailable, "no check"
+	case strings.HasPrefix(s, "MAINT"):
+		return lb.Draining, "maint"
+	case strings.HasPrefix(s, "DRAIN"):
+		return lb.Draining, "drain"
+	case strings.HasPrefix(s, "NOLB"):
+		return lb.Draining, "nolb"
+	case st.CheckStatus == "" || st.CheckStatus == "INI":
+		return lb.Initial, ""
+	case s == "UP":
+		return lb.Healthy, ""
+	case strings.HasPrefix(s, "UP"): // "UP 1/2": up, but failing checks
+		return lb.Healthy, checkReason(st)
+	case strings.HasPrefix(s, "DOWN"):
+		return lb.Unhealthy, checkReason(st)
+	default:
+		return lb.Unavailable, truncate(s, 40)
+	}
+}
+
+func checkReason(st *statRow) string {
+	r := strings.TrimSpace(st.CheckStatus + " " + st.CheckCode)
+	if st.CheckDesc != "" {
+		r += ": " + st.CheckDesc
+	}
+	return truncate(r, 200)
+}
+
+// Targets implements lb.Provider.
+func (p *Provider) Targets(ctx context.Context, group string) ([]lb.Status, error) {
+	if err := validBackend(group); err != nil {
+		return nil, fmt.Errorf("listing targets: %w", err)
+	}
+	servers, err := p.list(ctx, group)
+	if err != nil {
+		return nil, fmt.Errorf("listing targets of backend %s: %w", group, err)
+	}
+	out := make([]lb.Status, len(servers))
+	for i, s := range servers {
+		out[i] = s.status
+	}
+	return out, nil
+}
+
+// prepare validates group and targets and reads the current servers.
+func (p *Provider) prepare(ctx context.Context, group string, ts []lb.Target) ([]netip.AddrPort, map[netip.AddrPort]server, error) {
+	if err := validBackend(group); err != nil {
+		return nil, nil, err
+	}
+	var errs []error
+	addrs := make([]netip.AddrPort, 0, len(ts))
+	seen := map[netip.AddrPort]bool{}
+	for _, t := range ts {
+		ap, err := checkAddr(t.Address)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !seen[ap] {
+			seen[ap] = true
+			addrs = append(addrs, ap)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	servers, err := p.list(ctx, group)
+	if err != nil {
+		return nil, nil, err
+	}
+	current := make(map[netip.AddrPort]server, len(servers))
+	for _, s := range servers {
+		current[s.addr] = s
+	}
+	return addrs, current, errors.Join(errs...)
+}
+
+// fatal reports errors that doom every further command on the group.
+func fatal(err error) bool {
+	return errors.Is(err, lb.ErrGroupNotFound) || errors.Is(err, lb.ErrNotDynamic) || errors.Is(err, lb.ErrUnreachable)
+}
+
+// Register implements lb.Provider. A new server is added in maintenance,
+// gets its health check enabled, and is then set ready and forced down in
+// one command line, so it receives no traffic before its first passing
+// check (HAProxy would otherwise treat an unchecked server as up).
+func (p *Provider) Register(ctx context.Context, group string, ts []lb.Target) error {
+	addrs, current, err := p.prepare(ctx, group, ts)
+	if err != nil && (addrs == nil || fatal(err)) {
+		return fmt.Errorf("registering targets in backend %s: %w", group, err)
+	}
+	errs := []error{err}
+	for _, ap := range addrs {
+		err := p.register(ctx, group, ap, current)
+		if err != nil {
+			err = fmt.Errorf("registering %v in backend %s: %w", ap, group, err)
+			if fatal(err) {
+				return errors.Join(append(errs, err)...)
+			}
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Provider) register(ctx context.Context, group string, ap netip.AddrPort, current map[netip.AddrPort]server) error {
+	s, exists := current[ap]
+	ref := group + "/" + serverName(p.prefix, ap)
+	if exists {
+		ref = group + "/" + s.name
+		switch {
+		case s.admin&admMaint != 0:
+			// Checks stopped in maintenance; the last result is stale.
+			return p.activate(ctx, ref)
+		case s.admin&admDrain != 0:
+			// Checks kept running while draining; trust them.
+			return p.do(ctx, []string{"set server " + ref + " state ready"})
+		default:
+			return nil
+		}
+	}
+	if err := p.do(ctx, []string{"add server " + ref + " " + formatAddr(ap) + " " + p.addArgs}, msgNewServer); err != nil {
+		return err
+	}
+	return p.activate(ctx, ref)
+}
+
+// activate takes a server out of maintenance with health checks on, forced
+// down until a check passes.
+func (p *Provider) activate(ctx context.Context, ref string) error {
+	if err := p.do(ctx, []string{"enable health " + ref}); err != nil {
+		return err
+	}
+	return p.do(ctx, []string{"set server " + ref + " state ready", "set server " + ref + " health down"})
+}
+
+// do runs commands on one line and classifies the answer.
+func (p *Provider) do(ctx context.Context, cmds []string, ok ...string) error {
+	out, err := p.c.run(ctx, cmds...)
+	if err != nil {
+		return err
+	}
+	return classify(out, ok...)
+}
+
+// Deregister implements lb.Provider. Each call moves a target one step
+// along ready → drain → maint → deleted:
+//   - a server taking traffic is set to "drain" (no new load-balanced
+//     traffic; sticky sessions and health checks continue);
+//   - a draining server with no sessions, or draining for longer than
+//     MaxDrain, is set to "maint" (nothing new at all) and deleted;
+//   - a server in maintenance is deleted once HAProxy agrees it has no
+//     connections left ("del server" refuses otherwise; that refusal is not
+//     an error, the target simply stays Draining with its connection count).
+func (p *Provider) Deregister(ctx context.Context, group string, ts []lb.Target) error {
+	addrs, current, err := p.prepare(ctx, group, ts)
+	if err != nil && (addrs == nil || fatal(err)) {
+		return fmt.Errorf("deregistering targets from backend %s: %w", group, err)
+	}
+	errs := []error{err}
+	for _, ap := range addrs {
+		s, ok := current[ap]
+		if !ok {
+			continue
+		}
+		if err := p.deregister(ctx, group, s); err != nil {
+			err = fmt.Errorf("deregistering %v from backend %s: %w", ap, group, err)
+			if fatal(err) {
+				return errors.Join(append(errs, err)...)
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Provider) deregister(ctx context.Context, group string, s server) error {
+	ref := group + "/" + s.name
+	switch {
+	case s.admin&admMaint != 0:
+	case s.admin&admDrain != 0:
+		sessions := s.status.Connections
+		if sessions != 0 && (s.since < 0 || time.Duration(s.since)*time.Second < p.maxDrain) {
+			return nil // still draining
+		}
+		if err := p.do(ctx, []string{"set server " + ref + " state maint"}); err != nil {
+			return ignoreGone(err)
+		}
+	default:
+		return ignoreGone(p.do(ctx, []string{"set server " + ref + " state drain"}))
+	}
+	err := p.do(ctx, []string{"del server " + ref}, msgServerDeleted)
+	if errors.Is(err, errBusy) {
+		return nil // in-flight requests still finishing
+	}
+	return ignoreGone(err)
+}
+
+func ignoreGone(err error) error {
+	if errors.Is(err, errServerGone) {
+		return nil
+	}
+	return err
+}
