@@ -5,6 +5,49 @@
 //
 // Data flow: source (API server or manifest files) → Build → route.New →
 // proxy.
+//
+// Build follows the Ingress v1 rules of the Kubernetes documentation and the
+// API server's validation, so manifests served with --manifests behave as
+// they would in a cluster. Choices where the API leaves room:
+//
+//   - Class: an Ingress is served when spec.ingressClassName (or, if unset,
+//     the legacy kubernetes.io/ingress.class annotation) names
+//     Options.IngressClass or an IngressClass whose spec.controller is
+//     Options.ControllerName. An Ingress with neither is served only when
+//     one of those classes is annotated
+//     ingressclass.kubernetes.io/is-default-class: "true". Other Ingresses
+//     are ignored without a Problem.
+//   - Precedence: Ingresses are taken oldest creationTimestamp first, then
+//     by namespace/name. The first to claim a host and path, the default
+//     backend or a TLS host name keeps it; later claims get a "Conflict"
+//     Problem. Prefix paths that differ only in trailing slashes ("/foo",
+//     "/foo/") are the same claim, because they match the same requests.
+//   - Hosts are lower-cased; invalid hosts (not a DNS-1123 subdomain or
+//     "*." wildcard, or an IP address) skip their rule.
+//   - Paths: ImplementationSpecific is treated as Prefix, and its empty path
+//     (which the API allows) as "/". A path without pathType is reported and
+//     skipped, as the API server would reject it; so are paths the API
+//     rejects for Exact and Prefix (not absolute, "//", "/../", ...).
+//   - Backends: only Services in the Ingress's namespace (the API has no
+//     field for another). A missing Service or port, or an ExternalName
+//     Service, is a Problem, but the route stays, without endpoints, so
+//     clients get 503 rather than 404. Resource backends are skipped.
+//   - Endpoints come from the EndpointSlices labelled
+//     kubernetes.io/service-name, port matched by the Service port's name:
+//     the ready ones (nil counts as ready), or, if none is ready, the
+//     serving and terminating ones. FQDN slices are ignored.
+//   - Backends are shared by routes naming the same Service port with the
+//     same policy. When one Service port is used with several policies,
+//     each variant's name gets a "#hash" suffix derived from its policy.
+//   - TLS: a spec.tls entry without hosts covers the Ingress's own rule
+//     hosts (reported and ignored if it has none); an entry without
+//     secretName only asks for TLS, served with the default certificate.
+//     The oldest entry naming a host owns it even if its Secret is missing
+//     or broken: those hosts then get the default certificate (never a newer
+//     Ingress's), and their routes stay.
+//   - Annotations are parsed by one typed parser each (annotations.go); an
+//     invalid value is reported as "InvalidAnnotation" and the default used.
+//     There are no configuration snippets.
 package translate
 
 import (

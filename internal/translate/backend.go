@@ -1,0 +1,225 @@
+package translate
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"sluice.dev/sluice/internal/route"
+)
+
+// serviceKey names a Service port as an Ingress writes it.
+type serviceKey struct {
+	namespace, service, port string
+	byName                   bool
+}
+
+// backendKey identifies a shared route.Backend.
+type backendKey struct {
+	svc serviceKey
+	pol policyKey
+}
+
+// policyKey is the comparable form of a route.Policy.
+type policyKey struct {
+	algorithm       route.Algorithm
+	hashHeader      string
+	affinity        bool
+	cookie          string
+	maxAge          int64
+	retries         int
+	connect, answer int64
+}
+
+func keyOf(p route.Policy) policyKey {
+	k := policyKey{
+		algorithm:  p.Algorithm,
+		hashHeader: p.HashHeader,
+		retries:    p.Retries,
+		connect:    int64(p.ConnectTimeout),
+		answer:     int64(p.ResponseTimeout),
+	}
+	if p.Affinity != nil {
+		k.affinity, k.cookie, k.maxAge = true, p.Affinity.Name, int64(p.Affinity.MaxAge)
+	}
+	return k
+}
+
+// resolved is the outcome of looking up a Service port and its endpoints.
+// A non-empty reason is a Problem for every Ingress that uses it.
+type resolved struct {
+	endpoints       []route.Endpoint
+	reason, message string
+}
+
+// backendFor returns the shared Backend for an Ingress backend, or nil after
+// reporting a Problem when the backend cannot be served at all. where names
+// the field for messages, e.g. "spec.defaultBackend".
+func (b *builder) backendFor(ing *networkingv1.Ingress, ib *networkingv1.IngressBackend, pol route.Policy, where string) *route.Backend {
+	switch {
+	case ib.Resource != nil:
+		b.problem(ing, "UnsupportedBackend", where+": resource backends are not supported; skipped")
+		return nil
+	case ib.Service == nil:
+		b.problem(ing, "InvalidBackend", where+": a service backend is required; skipped")
+		return nil
+	}
+	svc := ib.Service
+	if len(validation.IsDNS1123Label(svc.Name)) > 0 {
+		b.problem(ing, "InvalidBackend", where+": service name must be a DNS-1123 label; skipped")
+		return nil
+	}
+	key := serviceKey{namespace: ing.Namespace, service: svc.Name}
+	switch {
+	case svc.Port.Name != "" && svc.Port.Number != 0:
+		b.problem(ing, "InvalidBackend", where+": service port must have a name or a number, not both; skipped")
+		return nil
+	case svc.Port.Name != "":
+		if len(validation.IsValidPortName(svc.Port.Name)) > 0 {
+			b.problem(ing, "InvalidBackend", where+": service port name is not a valid port name; skipped")
+			return nil
+		}
+		key.port, key.byName = svc.Port.Name, true
+	default:
+		if len(validation.IsValidPortNum(int(svc.Port.Number))) > 0 {
+			b.problem(ing, "InvalidBackend", where+": service port must be a name or a number from 1 to 65535; skipped")
+			return nil
+		}
+		key.port = strconv.Itoa(int(svc.Port.Number))
+	}
+
+	res, ok := b.resolved[key]
+	if !ok {
+		res = b.resolve(key)
+		b.resolved[key] = res
+	}
+	if res.reason != "" {
+		b.problem(ing, res.reason, res.message)
+	}
+	bk := backendKey{svc: key, pol: keyOf(pol)}
+	if be := b.backends[bk]; be != nil {
+		return be
+	}
+	be := &route.Backend{
+		Name:      key.namespace + "/" + key.service + ":" + key.port,
+		Namespace: key.namespace,
+		Service:   key.service,
+		Port:      key.port,
+		Endpoints: res.endpoints,
+		Policy:    pol,
+	}
+	b.backends[bk] = be
+	b.variants[key]++
+	return be
+}
+
+// nameBackends makes Backend names unique: when routes use one Service port
+// with different policies, each variant's name gets a suffix derived from
+// its policy alone, so it is stable across builds.
+func (b *builder) nameBackends() {
+	for k, be := range b.backends {
+		if b.variants[k.svc] > 1 {
+			h := fnv.New32a()
+			p := k.pol
+			fmt.Fprintf(h, "%d|%s|%t|%s|%d|%d|%d|%d", p.algorithm, p.hashHeader, p.affinity, p.cookie, p.maxAge, p.retries, p.connect, p.answer)
+			be.Name += fmt.Sprintf("#%08x", h.Sum32())
+		}
+	}
+}
+
+// resolve finds the Service port named by key and its endpoints.
+func (b *builder) resolve(key serviceKey) resolved {
+	nsName := key.namespace + "/" + key.service
+	svc := b.services[nsName]
+	switch {
+	case svc == nil:
+		return resolved{reason: "ServiceNotFound", message: "service " + nsName + " not found; the route answers 503"}
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		return resolved{reason: "UnsupportedService", message: "service " + nsName + " is of type ExternalName, which is not supported; the route answers 503"}
+	}
+	var sp *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		if key.byName && p.Name == key.port || !key.byName && strconv.Itoa(int(p.Port)) == key.port {
+			sp = p
+			break
+		}
+	}
+	if sp == nil {
+		return resolved{reason: "ServicePortNotFound", message: "service " + nsName + " has no port " + key.port + "; the route answers 503"}
+	}
+	return resolved{endpoints: endpointsOf(b.slices[nsName], sp.Name)}
+}
+
+// endpointsOf returns the addresses of the slices' port called portName:
+// the ready endpoints, or, when none is ready, the serving and terminating
+// ones. Sorted by address, without duplicates.
+func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string) []route.Endpoint {
+	var ready, terminating []route.Endpoint
+	for _, s := range epSlices {
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
+		port := slicePort(s, portName)
+		if port == 0 {
+			continue
+		}
+		for i := range s.Endpoints {
+			ep := &s.Endpoints[i]
+			if len(ep.Addresses) == 0 {
+				continue
+			}
+			// Addresses are fungible; like kube-proxy, use the first.
+			addr, err := netip.ParseAddr(ep.Addresses[0])
+			if err != nil || addr.Zone() != "" || addr.Is4() != (s.AddressType == discoveryv1.AddressTypeIPv4) {
+				continue
+			}
+			e := route.Endpoint{Address: net.JoinHostPort(addr.String(), strconv.Itoa(port))}
+			if ep.Zone != nil {
+				e.Zone = *ep.Zone
+			}
+			c := ep.Conditions
+			isReady := c.Ready == nil || *c.Ready
+			serving := c.Serving == nil || *c.Serving
+			isTerminating := c.Terminating != nil && *c.Terminating
+			switch {
+			case isReady:
+				ready = append(ready, e)
+			case serving && isTerminating:
+				terminating = append(terminating, e)
+			}
+		}
+	}
+	eps := ready
+	if len(eps) == 0 {
+		eps = terminating
+	}
+	slices.SortFunc(eps, func(a, b route.Endpoint) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Zone, b.Zone))
+	})
+	return slices.CompactFunc(eps, func(a, b route.Endpoint) bool { return a.Address == b.Address })
+}
+
+// slicePort returns the number of the slice port called name (nil means ""),
+// or 0.
+func slicePort(s *discoveryv1.EndpointSlice, name string) int {
+	for _, p := range s.Ports {
+		n := ""
+		if p.Name != nil {
+			n = *p.Name
+		}
+		if n == name && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
+			return int(*p.Port)
+		}
+	}
+	return 0
+}

@@ -1,0 +1,243 @@
+package translate
+
+import (
+	"cmp"
+	"crypto/tls"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"sluice.dev/sluice/internal/route"
+)
+
+// DefaultIngressClass is the IngressClass name served when
+// Options.IngressClass is empty.
+const DefaultIngressClass = "sluice"
+
+// Build translates the Ingresses of our class into a route.Config. It never
+// fails as a whole: whatever cannot be served is left out and reported as a
+// Problem, sorted. The result does not depend on the order of the objects in
+// in. Build does not modify in; the Config shares nothing mutable with it.
+func Build(in Input, opts Options) (route.Config, []Problem) {
+	if opts.IngressClass == "" {
+		opts.IngressClass = DefaultIngressClass
+	}
+	if opts.ControllerName == "" {
+		opts.ControllerName = ControllerName
+	}
+	b := newBuilder(in, opts)
+
+	filter := newClassFilter(in.IngressClasses, opts)
+	ings := make([]*networkingv1.Ingress, 0, len(in.Ingresses))
+	for _, ing := range in.Ingresses {
+		if ing != nil && filter.serves(ing) {
+			ings = append(ings, ing)
+		}
+	}
+	slices.SortFunc(ings, olderFirst)
+	for _, ing := range ings {
+		b.addIngress(ing)
+	}
+
+	b.nameBackends()
+	cfg := route.Config{
+		VirtualHosts:       b.virtualHosts(),
+		DefaultBackend:     b.defaultBackend,
+		Certificates:       b.certificates(),
+		DefaultCertificate: b.defaultCertificate(),
+	}
+	return cfg, sortProblems(b.problems)
+}
+
+// builder holds the state of one Build call.
+type builder struct {
+	opts     Options
+	services map[string]*corev1.Service              // namespace/name
+	slices   map[string][]*discoveryv1.EndpointSlice // namespace/service
+	secrets  map[string]*corev1.Secret               // namespace/name
+	resolved map[serviceKey]resolved                 // Service ports looked up
+	backends map[backendKey]*route.Backend           // shared backends
+	variants map[serviceKey]int                      // policies per Service port
+	keyPairs map[string]keyPair                      // parsed Secrets
+	sni      map[string]sniOwner                     // TLS host → owner
+	certs    map[string][]string                     // Secret → claimed hosts
+	certOf   map[string]*tls.Certificate             // Secret → key pair
+	vhosts   map[string]*vhostRoutes                 // host → routes
+	problems []Problem
+
+	defaultBackend *route.Backend
+	defaultOwner   string
+}
+
+// vhostRoutes collects one host's routes and which Ingress owns each match.
+type vhostRoutes struct {
+	routes []route.Route
+	owners map[string]string // matchKey → Ingress namespace/name
+}
+
+func newBuilder(in Input, opts Options) *builder {
+	b := &builder{
+		opts:     opts,
+		services: make(map[string]*corev1.Service, len(in.Services)),
+		slices:   make(map[string][]*discoveryv1.EndpointSlice, len(in.EndpointSlices)),
+		secrets:  make(map[string]*corev1.Secret, len(in.Secrets)),
+		resolved: make(map[serviceKey]resolved),
+		backends: make(map[backendKey]*route.Backend),
+		variants: make(map[serviceKey]int),
+		keyPairs: make(map[string]keyPair),
+		sni:      make(map[string]sniOwner),
+		certs:    make(map[string][]string),
+		certOf:   make(map[string]*tls.Certificate),
+		vhosts:   make(map[string]*vhostRoutes),
+	}
+	for _, s := range in.Services {
+		if s != nil {
+			b.services[s.Namespace+"/"+s.Name] = s
+		}
+	}
+	for _, s := range in.EndpointSlices {
+		if s == nil {
+			continue
+		}
+		if svc := s.Labels[discoveryv1.LabelServiceName]; svc != "" {
+			k := s.Namespace + "/" + svc
+			b.slices[k] = append(b.slices[k], s)
+		}
+	}
+	for _, s := range in.Secrets {
+		if s != nil {
+			b.secrets[s.Namespace+"/"+s.Name] = s
+		}
+	}
+	return b
+}
+
+// olderFirst orders Ingresses by precedence: the oldest creationTimestamp,
+// then namespace, then name.
+func olderFirst(a, b *networkingv1.Ingress) int {
+	return cmp.Or(
+		a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time),
+		strings.Compare(a.Namespace, b.Namespace),
+		strings.Compare(a.Name, b.Name),
+	)
+}
+
+func (b *builder) problem(ing *networkingv1.Ingress, reason, message string) {
+	b.problems = append(b.problems, Problem{
+		Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name, Reason: reason, Message: message,
+	})
+}
+
+// addIngress adds one served Ingress. Ingresses arrive in precedence order,
+// so whatever an earlier one claimed (a host and path, the default backend,
+// an SNI name) stays with it.
+func (b *builder) addIngress(ing *networkingv1.Ingress) {
+	id := ing.Namespace + "/" + ing.Name
+	pol, errs := parsePolicy(ing.Annotations)
+	for _, e := range errs {
+		b.problem(ing, "InvalidAnnotation", "annotation "+e.key+": "+e.msg)
+	}
+
+	if db := ing.Spec.DefaultBackend; db != nil {
+		if be := b.backendFor(ing, db, pol, "spec.defaultBackend"); be != nil {
+			switch {
+			case b.defaultBackend == nil:
+				b.defaultBackend, b.defaultOwner = be, id
+			case b.defaultBackend != be:
+				b.problem(ing, "Conflict", "spec.defaultBackend: the default backend is already set by Ingress "+
+					b.defaultOwner+", which takes precedence (older, or first by namespace/name); ignored")
+			}
+		}
+	}
+
+	var ruleHosts []string
+	for i := range ing.Spec.Rules {
+		rule := &ing.Spec.Rules[i]
+		host, msg := checkHost(rule.Host)
+		if msg != "" {
+			b.problem(ing, "InvalidHost", fmt.Sprintf("spec.rules[%d]: host %q %s; rule skipped", i, host, msg))
+			continue
+		}
+		if host != "" && !slices.Contains(ruleHosts, host) {
+			ruleHosts = append(ruleHosts, host)
+		}
+		if rule.HTTP == nil {
+			continue
+		}
+		for j := range rule.HTTP.Paths {
+			b.addPath(ing, id, host, &rule.HTTP.Paths[j], fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j), pol)
+		}
+	}
+	b.addTLS(ing, ruleHosts)
+}
+
+func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *networkingv1.HTTPIngressPath, where string, pol route.Policy) {
+	pt, path, msg := checkPath(p)
+	if msg != "" {
+		b.problem(ing, "InvalidPath", where+": "+msg+"; skipped")
+		return
+	}
+	vh := b.vhosts[host]
+	if vh == nil {
+		vh = &vhostRoutes{owners: make(map[string]string)}
+		b.vhosts[host] = vh
+	}
+	mk := matchKey(pt, path)
+	if owner, taken := vh.owners[mk]; taken {
+		if owner == id {
+			b.problem(ing, "Conflict", fmt.Sprintf("%s: host %s %s %s repeats an earlier path of this Ingress; skipped", where, hostLabel(host), pt, path))
+		} else {
+			b.problem(ing, "Conflict", fmt.Sprintf("%s: host %s %s %s is already routed by Ingress %s, which takes precedence (older, or first by namespace/name); skipped", where, hostLabel(host), pt, path, owner))
+		}
+		return
+	}
+	be := b.backendFor(ing, &p.Backend, pol, where)
+	if be == nil {
+		return
+	}
+	vh.owners[mk] = id
+	vh.routes = append(vh.routes, route.Route{PathType: pt, Path: path, Backend: be, Ingress: id})
+}
+
+func hostLabel(h string) string {
+	if h == "" {
+		return "*"
+	}
+	return h
+}
+
+// virtualHosts returns the hosts that have routes, sorted by host, each with
+// its routes sorted by path type and path.
+func (b *builder) virtualHosts() []route.VirtualHost {
+	out := make([]route.VirtualHost, 0, len(b.vhosts))
+	for host, vh := range b.vhosts {
+		if len(vh.routes) == 0 {
+			continue
+		}
+		slices.SortFunc(vh.routes, func(x, y route.Route) int {
+			return cmp.Or(cmp.Compare(x.PathType, y.PathType), strings.Compare(x.Path, y.Path))
+		})
+		out = append(out, route.VirtualHost{Host: host, Routes: vh.routes})
+	}
+	slices.SortFunc(out, func(x, y route.VirtualHost) int { return strings.Compare(x.Host, y.Host) })
+	return out
+}
+
+// sortProblems sorts and removes duplicates (an Ingress that names a missing
+// Service twice gets one Problem).
+func sortProblems(ps []Problem) []Problem {
+	slices.SortFunc(ps, func(a, b Problem) int {
+		return cmp.Or(
+			strings.Compare(a.Kind, b.Kind),
+			strings.Compare(a.Namespace, b.Namespace),
+			strings.Compare(a.Name, b.Name),
+			strings.Compare(a.Reason, b.Reason),
+			strings.Compare(a.Message, b.Message),
+		)
+	})
+	return slices.Compact(ps)
+}

@@ -1,0 +1,313 @@
+package translate
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/internal/route"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
+
+// TestGolden builds every testdata/<case>/input.yaml and compares the dump,
+// the problems and the answers to testdata/<case>/requests.txt (if any) with
+// testdata/<case>/golden.txt.
+func TestGolden(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/*/input.yaml")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no golden cases: %v", err)
+	}
+	for _, in := range dirs {
+		dir := filepath.Dir(in)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			input, opts := loadCase(t, dir)
+			cfg, problems := Build(input, opts)
+			checkInvariants(t, &cfg)
+			got := render(t, dir, &cfg, problems)
+			golden := filepath.Join(dir, "golden.txt")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("reading golden file (run with -update to create it): %v", err)
+			}
+			if got != string(want) {
+				t.Errorf("output differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+// render is the golden text: route.Dump, the problems, and the route and
+// certificate chosen for each line of requests.txt ("http HOST PATH" with
+// HOST "-" for none, or "sni NAME").
+func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(route.Dump(cfg))
+	b.WriteString("problems:\n")
+	for _, p := range problems {
+		fmt.Fprintf(&b, "  %s %s/%s %s: %s\n", p.Kind, p.Namespace, p.Name, p.Reason, p.Message)
+	}
+	reqs, err := os.ReadFile(filepath.Join(dir, "requests.txt"))
+	if os.IsNotExist(err) {
+		return b.String()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	tbl := route.New(*cfg)
+	sources := map[*tls.Certificate]string{}
+	for _, c := range cfg.Certificates {
+		sources[c.Cert] = c.Source
+	}
+	if cfg.DefaultCertificate != nil {
+		sources[cfg.DefaultCertificate.Cert] = "default " + cfg.DefaultCertificate.Source
+	}
+	b.WriteString("requests:\n")
+	sc := bufio.NewScanner(bytes.NewReader(reqs))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+			continue
+		case f[0] == "http" && len(f) == 3:
+			host := f[1]
+			if host == "-" {
+				host = ""
+			}
+			r := tbl.Match(host, f[2])
+			if r == nil {
+				fmt.Fprintf(&b, "  http %s %s -> 404\n", f[1], f[2])
+			} else {
+				fmt.Fprintf(&b, "  http %s %s -> %s (ingress %s)\n", f[1], f[2], r.Backend.Name, r.Ingress)
+			}
+		case f[0] == "sni" && len(f) == 2:
+			src := "none"
+			if c := tbl.Certificate(f[1]); c != nil {
+				src = sources[c]
+			}
+			fmt.Fprintf(&b, "  sni %s -> %s\n", f[1], src)
+		default:
+			t.Fatalf("requests.txt: bad line %q", sc.Text())
+		}
+	}
+	return b.String()
+}
+
+// loadCase decodes dir/input.yaml: multi-document YAML of Ingress,
+// IngressClass, Service, EndpointSlice and Secret objects, plus an optional
+// document of kind BuildOptions with the Options fields. Secret stringData is
+// merged into data, with "{{cert}}" and "{{key}}" replaced by a test key
+// pair.
+func loadCase(t testing.TB, dir string) (Input, Options) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "input.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, opts, err := decodeObjects(data)
+	if err != nil {
+		t.Fatalf("decoding %s/input.yaml: %v", dir, err)
+	}
+	return in, opts
+}
+
+var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+func decodeObjects(data []byte) (Input, Options, error) {
+	var in Input
+	var opts Options
+	for i, doc := range docSeparator.Split(string(data), -1) {
+		if j, err := yaml.YAMLToJSON([]byte(doc)); err != nil {
+			return in, opts, fmt.Errorf("document %d: %w", i, err)
+		} else if string(j) == "null" {
+			continue // empty or only comments
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			return in, opts, fmt.Errorf("document %d: %w", i, err)
+		}
+		var err error
+		switch tm.Kind {
+		case "Ingress":
+			o := &networkingv1.Ingress{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.Ingresses = append(in.Ingresses, o)
+		case "IngressClass":
+			o := &networkingv1.IngressClass{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.IngressClasses = append(in.IngressClasses, o)
+		case "Service":
+			o := &corev1.Service{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.Services = append(in.Services, o)
+		case "EndpointSlice":
+			o := &discoveryv1.EndpointSlice{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.EndpointSlices = append(in.EndpointSlices, o)
+		case "Secret":
+			o := &corev1.Secret{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			mergeStringData(o)
+			in.Secrets = append(in.Secrets, o)
+		case "BuildOptions":
+			var o struct {
+				Kind               string `json:"kind"`
+				IngressClass       string `json:"ingressClass"`
+				ControllerName     string `json:"controllerName"`
+				DefaultCertificate string `json:"defaultCertificate"`
+			}
+			err = yaml.UnmarshalStrict([]byte(doc), &o)
+			opts = Options{IngressClass: o.IngressClass, ControllerName: o.ControllerName, DefaultCertificate: o.DefaultCertificate}
+		default:
+			err = fmt.Errorf("unknown kind %q", tm.Kind)
+		}
+		if err != nil {
+			return in, opts, fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)
+		}
+	}
+	return in, opts, nil
+}
+
+func mergeStringData(s *corev1.Secret) {
+	if len(s.StringData) > 0 && s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	kp := testKeyPair()
+	for k, v := range s.StringData {
+		v = strings.ReplaceAll(v, "{{cert}}", kp.cert)
+		v = strings.ReplaceAll(v, "{{key}}", kp.key)
+		s.Data[k] = []byte(v)
+	}
+	s.StringData = nil
+}
+
+type pemPair struct{ cert, key string }
+
+// testKeyPair is a self-signed ECDSA certificate for the goldens' Secrets;
+// the dump never shows its bytes, so a fresh one per run is fine.
+var testKeyPair = sync.OnceValue(func() pemPair {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "sluice test"},
+		DNSNames:     []string{"example.com", "*.example.com"},
+		NotBefore:    time.Unix(0, 0),
+		NotAfter:     time.Unix(0, 0).Add(100 * 365 * 24 * time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		panic(err)
+	}
+	return pemPair{
+		cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		key:  string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})),
+	}
+})
+
+// checkInvariants asserts what every Config from Build must satisfy.
+func checkInvariants(t testing.TB, cfg *route.Config) {
+	t.Helper()
+	for i, vh := range cfg.VirtualHosts {
+		if i > 0 && cfg.VirtualHosts[i-1].Host >= vh.Host {
+			t.Errorf("virtual hosts not sorted/unique: %q then %q", cfg.VirtualHosts[i-1].Host, vh.Host)
+		}
+		if vh.Host != strings.ToLower(vh.Host) {
+			t.Errorf("host %q not lower case", vh.Host)
+		}
+		if _, msg := checkHost(vh.Host); msg != "" {
+			t.Errorf("host %q invalid: %s", vh.Host, msg)
+		}
+		if len(vh.Routes) == 0 {
+			t.Errorf("host %q has no routes", vh.Host)
+		}
+		seen := map[string]bool{}
+		for j, r := range vh.Routes {
+			if !strings.HasPrefix(r.Path, "/") {
+				t.Errorf("host %q: path %q not absolute", vh.Host, r.Path)
+			}
+			if r.Backend == nil || r.Backend.Name == "" {
+				t.Errorf("host %q path %q: no backend", vh.Host, r.Path)
+			}
+			if r.Ingress == "" {
+				t.Errorf("host %q path %q: no ingress", vh.Host, r.Path)
+			}
+			k := matchKey(r.PathType, r.Path)
+			if seen[k] {
+				t.Errorf("host %q: duplicate route %s %q", vh.Host, r.PathType, r.Path)
+			}
+			seen[k] = true
+			if j > 0 {
+				p := vh.Routes[j-1]
+				if p.PathType > r.PathType || p.PathType == r.PathType && p.Path >= r.Path {
+					t.Errorf("host %q: routes not sorted: %s %q then %s %q", vh.Host, p.PathType, p.Path, r.PathType, r.Path)
+				}
+			}
+			if r.Backend != nil {
+				checkBackend(t, r.Backend)
+			}
+		}
+	}
+	if cfg.DefaultBackend != nil {
+		checkBackend(t, cfg.DefaultBackend)
+	}
+	for _, c := range cfg.Certificates {
+		if c.Cert == nil || c.Cert.Leaf == nil || len(c.Hosts) == 0 || c.Source == "" {
+			t.Errorf("bad certificate from %q", c.Source)
+		}
+	}
+	if c := cfg.DefaultCertificate; c != nil && (c.Cert == nil || c.Cert.Leaf == nil) {
+		t.Errorf("bad default certificate from %q", c.Source)
+	}
+}
+
+func checkBackend(t testing.TB, be *route.Backend) {
+	t.Helper()
+	if !strings.HasPrefix(be.Name, be.Namespace+"/"+be.Service+":"+be.Port) {
+		t.Errorf("backend name %q does not name %s/%s:%s", be.Name, be.Namespace, be.Service, be.Port)
+	}
+	for i, ep := range be.Endpoints {
+		if i > 0 && be.Endpoints[i-1].Address >= ep.Address {
+			t.Errorf("backend %s: endpoints not sorted/unique", be.Name)
+		}
+	}
+	p := be.Policy
+	if p.Retries < -1 || p.Retries > MaxRetries || p.ConnectTimeout < 0 || p.ConnectTimeout > MaxTimeout ||
+		p.ResponseTimeout < 0 || p.ResponseTimeout > MaxTimeout || (p.Algorithm == route.HeaderHash) != (p.HashHeader != "") {
+		t.Errorf("backend %s: bad policy %+v", be.Name, p)
+	}
+}

@@ -1,0 +1,147 @@
+package translate
+
+import (
+	"net"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"sluice.dev/sluice/internal/route"
+)
+
+// Names of the IngressClass selection annotations.
+const (
+	annotationIngressClass = "kubernetes.io/ingress.class"
+	annotationDefaultClass = "ingressclass.kubernetes.io/is-default-class"
+)
+
+// classFilter decides which Ingresses sluice serves.
+type classFilter struct {
+	ours         map[string]bool // IngressClass names that are ours
+	serveNoClass bool
+}
+
+func newClassFilter(classes []*networkingv1.IngressClass, opts Options) classFilter {
+	f := classFilter{ours: map[string]bool{opts.IngressClass: true}}
+	for _, c := range classes {
+		if c == nil {
+			continue
+		}
+		if c.Name == opts.IngressClass || c.Spec.Controller == opts.ControllerName {
+			f.ours[c.Name] = true
+			if c.Annotations[annotationDefaultClass] == "true" {
+				f.serveNoClass = true
+			}
+		}
+	}
+	return f
+}
+
+// serves reports whether ing is ours: spec.ingressClassName, else the legacy
+// annotation, names our class or a class of our controller; an Ingress with
+// neither is ours only when one of our classes is the cluster default.
+func (f classFilter) serves(ing *networkingv1.Ingress) bool {
+	if ing.Spec.IngressClassName != nil {
+		return f.ours[*ing.Spec.IngressClassName]
+	}
+	if v, ok := ing.Annotations[annotationIngressClass]; ok {
+		return f.ours[v]
+	}
+	return f.serveNoClass
+}
+
+// checkHost lower-cases h and validates it as an Ingress rule or TLS host: a
+// DNS-1123 subdomain, or "*." followed by one; never an IP address. "" (all
+// hosts) is valid. The message is "" when h is valid.
+func checkHost(h string) (string, string) {
+	h = strings.ToLower(h)
+	if h == "" {
+		return "", ""
+	}
+	if isIPLike(h) {
+		return h, "must be a DNS name, not an IP address"
+	}
+	var errs []string
+	if strings.Contains(h, "*") {
+		errs = validation.IsWildcardDNS1123Subdomain(h)
+	} else {
+		errs = validation.IsDNS1123Subdomain(h)
+	}
+	if len(errs) > 0 {
+		return h, "must be a DNS-1123 subdomain or a wildcard such as *.example.com"
+	}
+	return h, ""
+}
+
+// isIPLike reports an IP literal, including the sloppy IPv4 forms (leading
+// zeros) the API server also rejects.
+func isIPLike(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	parts := strings.Split(h, ".")
+	if len(parts) != 4 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Path sequences the API server rejects in Exact and Prefix paths.
+var (
+	invalidPathSequences = []string{"//", "/./", "/../", "%2f", "%2F"}
+	invalidPathSuffixes  = []string{"/..", "/."}
+)
+
+// checkPath validates one HTTPIngressPath as the API server does and returns
+// the route path type and path. ImplementationSpecific is Prefix; its path
+// may be empty, which means "/". The message is "" when p is valid.
+func checkPath(p *networkingv1.HTTPIngressPath) (route.PathType, string, string) {
+	if p.PathType == nil {
+		return 0, "", "pathType is required"
+	}
+	switch *p.PathType {
+	case networkingv1.PathTypeExact, networkingv1.PathTypePrefix:
+		if !strings.HasPrefix(p.Path, "/") {
+			return 0, "", "path must begin with '/'"
+		}
+		for _, s := range invalidPathSequences {
+			if strings.Contains(p.Path, s) {
+				return 0, "", "path must not contain '" + s + "'"
+			}
+		}
+		for _, s := range invalidPathSuffixes {
+			if strings.HasSuffix(p.Path, s) {
+				return 0, "", "path must not end with '" + s + "'"
+			}
+		}
+		if *p.PathType == networkingv1.PathTypeExact {
+			return route.PathExact, p.Path, ""
+		}
+		return route.PathPrefix, p.Path, ""
+	case networkingv1.PathTypeImplementationSpecific:
+		if p.Path == "" {
+			return route.PathPrefix, "/", ""
+		}
+		if !strings.HasPrefix(p.Path, "/") {
+			return 0, "", "path must begin with '/'"
+		}
+		return route.PathPrefix, p.Path, ""
+	}
+	return 0, "", `pathType must be "Exact", "Prefix" or "ImplementationSpecific"`
+}
+
+// matchKey is what two routes of one host must not share: route.New keys
+// Prefix routes by their path without trailing slashes, so "/foo" and
+// "/foo/" are the same rule.
+func matchKey(t route.PathType, path string) string {
+	if t == route.PathPrefix {
+		return "P" + strings.TrimRight(path, "/")
+	}
+	return "E" + path
+}

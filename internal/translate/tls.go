@@ -1,0 +1,147 @@
+package translate
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"sluice.dev/sluice/internal/route"
+)
+
+// keyPair is a parsed Secret, or why it could not be parsed.
+type keyPair struct {
+	cert            *tls.Certificate
+	reason, message string
+}
+
+// sniOwner is the TLS entry that serves a host name.
+type sniOwner struct {
+	ingress string // namespace/name
+	source  string // Secret namespace/name
+}
+
+// keyPair parses the kubernetes.io/tls Secret namespace/name once per build.
+func (b *builder) keyPair(namespace, name string) keyPair {
+	nsName := namespace + "/" + name
+	if kp, ok := b.keyPairs[nsName]; ok {
+		return kp
+	}
+	kp := parseSecret(nsName, b.secrets[nsName])
+	b.keyPairs[nsName] = kp
+	return kp
+}
+
+func parseSecret(nsName string, s *corev1.Secret) keyPair {
+	if s == nil {
+		return keyPair{reason: "SecretNotFound", message: "secret " + nsName + " not found"}
+	}
+	if s.Type != corev1.SecretTypeTLS {
+		return keyPair{reason: "InvalidSecret", message: "secret " + nsName + " is not of type " + string(corev1.SecretTypeTLS)}
+	}
+	crt, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+	if len(crt) == 0 || len(key) == 0 {
+		return keyPair{reason: "InvalidSecret", message: "secret " + nsName + " lacks " + corev1.TLSCertKey + " or " + corev1.TLSPrivateKeyKey}
+	}
+	cert, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		return keyPair{reason: "InvalidSecret", message: fmt.Sprintf("secret %s: parsing key pair: %v", nsName, err)}
+	}
+	if cert.Leaf == nil {
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			return keyPair{reason: "InvalidSecret", message: fmt.Sprintf("secret %s: parsing certificate: %v", nsName, err)}
+		}
+		cert.Leaf = leaf
+	}
+	return keyPair{cert: &cert}
+}
+
+// addTLS claims the SNI names of ing's spec.tls entries. An entry without
+// hosts covers the Ingress's own rule hosts (ruleHosts). An entry without a
+// secretName is SNI routing only and claims nothing: its hosts get the
+// default certificate. The first claim of a name wins (Ingresses arrive
+// oldest first), whether or not its Secret is usable: a missing or broken
+// Secret loses only its own hosts' TLS (they get the default certificate)
+// and never hands them to a newer Ingress.
+func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) {
+	for i, t := range ing.Spec.TLS {
+		where := fmt.Sprintf("spec.tls[%d]", i)
+		hosts := t.Hosts
+		if len(hosts) == 0 {
+			if len(ruleHosts) == 0 {
+				b.problem(ing, "InvalidTLS", where+": no hosts, and the Ingress has no rule hosts to use instead; ignored")
+				continue
+			}
+			hosts = ruleHosts
+		}
+		if t.SecretName == "" {
+			continue
+		}
+		kp := b.keyPair(ing.Namespace, t.SecretName)
+		if kp.reason != "" {
+			b.problem(ing, kp.reason, where+": "+kp.message+"; its hosts get the default certificate")
+		}
+		source := ing.Namespace + "/" + t.SecretName
+		for _, h := range hosts {
+			h, msg := checkHost(h)
+			switch {
+			case msg != "":
+				b.problem(ing, "InvalidHost", fmt.Sprintf("%s: host %q %s; skipped", where, h, msg))
+				continue
+			case h == "":
+				continue
+			}
+			owner, taken := b.sni[h]
+			if !taken {
+				b.sni[h] = sniOwner{ingress: ing.Namespace + "/" + ing.Name, source: source}
+				if kp.cert != nil {
+					b.certs[source] = append(b.certs[source], h)
+					b.certOf[source] = kp.cert
+				}
+				continue
+			}
+			if owner.source != source {
+				b.problem(ing, "Conflict", fmt.Sprintf("%s: TLS for host %s is already claimed with secret %s by Ingress %s, which takes precedence (older, or first by namespace/name); skipped", where, h, owner.source, owner.ingress))
+			}
+		}
+	}
+}
+
+// certificates returns the claimed certificates sorted by source, hosts
+// sorted.
+func (b *builder) certificates() []route.Certificate {
+	out := make([]route.Certificate, 0, len(b.certs))
+	for source, hosts := range b.certs {
+		slices.Sort(hosts)
+		out = append(out, route.Certificate{Hosts: hosts, Source: source, Cert: b.certOf[source]})
+	}
+	slices.SortFunc(out, func(a, b route.Certificate) int { return strings.Compare(a.Source, b.Source) })
+	return out
+}
+
+// defaultCertificate resolves Options.DefaultCertificate; problems are
+// reported on the Secret.
+func (b *builder) defaultCertificate() *route.Certificate {
+	ref := b.opts.DefaultCertificate
+	if ref == "" {
+		return nil
+	}
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		b.problems = append(b.problems, Problem{Kind: "Secret", Name: ref, Reason: "InvalidOption",
+			Message: "default certificate must be namespace/name; no default certificate"})
+		return nil
+	}
+	kp := b.keyPair(ns, name)
+	if kp.reason != "" {
+		b.problems = append(b.problems, Problem{Kind: "Secret", Namespace: ns, Name: name, Reason: kp.reason,
+			Message: "default certificate: " + kp.message + "; no default certificate"})
+		return nil
+	}
+	return &route.Certificate{Source: ref, Cert: kp.cert}
+}
