@@ -181,6 +181,9 @@ func (f *fakeAPI) exec(w []string) string {
 			sv.status = "DOWN"
 		}
 		return "\n"
+	case len(w) == 4 && w[0] == "set" && w[1] == "weight":
+		_, _, msg := f.lookup(w[2])
+		return msg + "\n"
 	case len(w) == 3 && w[0] == "del" && w[1] == "server":
 		b, i, msg := f.lookup(w[2])
 		switch {

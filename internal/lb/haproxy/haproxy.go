@@ -48,7 +48,8 @@ type Options struct {
 	// Rise and Fall are the consecutive check results that turn a server
 	// up or down. Defaults 1 and 2.
 	Rise, Fall int
-	// Weight of added servers. Default 100.
+	// Weight of added servers, 1..256. Default 100. (Servers are added
+	// with weight 0 and get this weight once forced down; see Register.)
 	Weight int
 	// ServerArgs are extra "add server" keywords and values, e.g.
 	// {"check-ssl", "ssl", "verify", "none"}; each must be a single token
@@ -71,6 +72,7 @@ type Provider struct {
 	c        client
 	prefix   string
 	addArgs  string // everything after "add server B/N ADDR"
+	weight   string
 	maxDrain time.Duration
 }
 
@@ -102,12 +104,13 @@ func New(o Options) (*Provider, error) {
 	}
 	inter := cmp.Or(o.CheckInterval, time.Second)
 	rise, fall, weight := cmp.Or(o.Rise, 1), cmp.Or(o.Fall, 2), cmp.Or(o.Weight, 100)
-	if inter < time.Millisecond || rise < 1 || fall < 1 || weight < 0 || weight > 256 {
+	if inter < time.Millisecond || rise < 1 || fall < 1 || weight < 1 || weight > 256 {
 		return nil, fmt.Errorf("creating haproxy provider: check interval %v, rise %d, fall %d, weight %d out of range: %w",
 			inter, rise, fall, weight, lb.ErrInvalid)
 	}
 	args := []string{"check", "inter", strconv.FormatInt(inter.Milliseconds(), 10) + "ms",
-		"fall", strconv.Itoa(fall), "rise", strconv.Itoa(rise), "weight", strconv.Itoa(weight)}
+		"fall", strconv.Itoa(fall), "rise", strconv.Itoa(rise), "weight", "0"}
+	p.weight = strconv.Itoa(weight)
 	for _, a := range o.ServerArgs {
 		if err := checkArg(a); err != nil {
 			return nil, fmt.Errorf("creating haproxy provider: %w", err)
@@ -273,10 +276,12 @@ func fatal(err error) bool {
 	return errors.Is(err, lb.ErrGroupNotFound) || errors.Is(err, lb.ErrNotDynamic) || errors.Is(err, lb.ErrUnreachable)
 }
 
-// Register implements lb.Provider. A new server is added in maintenance,
-// gets its health check enabled, and is then set ready and forced down in
-// one command line, so it receives no traffic before its first passing
-// check (HAProxy would otherwise treat an unchecked server as up).
+// Register implements lb.Provider. A new server is added in maintenance
+// with weight 0, gets its health check enabled, and is then set ready,
+// forced down and given its weight in one command line, so it receives no
+// traffic before its first passing check: HAProxy 2.6 treats a server that
+// leaves maintenance as up until a check says otherwise, and the weight of
+// 0 covers the instant between "state ready" and "health down".
 func (p *Provider) Register(ctx context.Context, group string, ts []lb.Target) error {
 	addrs, current, err := p.prepare(ctx, group, ts)
 	if err != nil && (addrs == nil || fatal(err)) {
@@ -324,7 +329,12 @@ func (p *Provider) activate(ctx context.Context, ref string) error {
 	if err := p.do(ctx, []string{"enable health " + ref}); err != nil {
 		return err
 	}
-	return p.do(ctx, []string{"set server " + ref + " state ready", "set server " + ref + " health down"})
+	return p.do(ctx, []string{
+		"set weight " + ref + " 0",
+		"set server " + ref + " state ready",
+		"set server " + ref + " health down",
+		"set weight " + ref + " " + p.weight,
+	})
 }
 
 // do runs commands on one line and classifies the answer.

@@ -33,9 +33,10 @@ func TestRegisterCommandSequence(t *testing.T) {
 	}
 	want := []string{
 		"show servers state be",
-		"add server be/sluice-10-0-0-1-80 10.0.0.1:80 check inter 1000ms fall 2 rise 1 weight 100",
+		"add server be/sluice-10-0-0-1-80 10.0.0.1:80 check inter 1000ms fall 2 rise 1 weight 0",
 		"enable health be/sluice-10-0-0-1-80",
-		"set server be/sluice-10-0-0-1-80 state ready; set server be/sluice-10-0-0-1-80 health down",
+		"set weight be/sluice-10-0-0-1-80 0; set server be/sluice-10-0-0-1-80 state ready; " +
+			"set server be/sluice-10-0-0-1-80 health down; set weight be/sluice-10-0-0-1-80 100",
 	}
 	if got := f.commands(); !slices.Equal(got, want) {
 		t.Fatalf("commands:\n got %q\nwant %q", got, want)
@@ -250,7 +251,7 @@ func TestNewOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.c.network != "tcp" || p.addArgs != "check inter 1000ms fall 2 rise 1 weight 100 check-ssl ssl verify none" {
+	if p.c.network != "tcp" || p.addArgs != "check inter 1000ms fall 2 rise 1 weight 0 check-ssl ssl verify none" || p.weight != "100" {
 		t.Fatalf("%+v %q", p.c, p.addArgs)
 	}
 	if p, _ := New(Options{Address: "unix:rel.sock"}); p.c.network != "unix" || p.c.address != "rel.sock" {
