@@ -35,6 +35,7 @@ type fakeServer struct {
 	check  string // check_status
 	code   string
 	scur   int
+	since  int // srv_time_since_last_change
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -123,8 +124,8 @@ func (f *fakeAPI) exec(w []string) string {
 		var s strings.Builder
 		s.WriteString("1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord srv_use_ssl srv_check_port srv_check_addr srv_agent_addr srv_agent_port\n")
 		for i, sv := range b.servers {
-			fmt.Fprintf(&s, "3 %s %d %s %s 2 %d 100 100 0 15 3 2 6 0 0 0 - %d - 0 0 - - 0\n",
-				w[3], i+1, sv.name, sv.addr.Addr(), sv.admin, sv.addr.Port())
+			fmt.Fprintf(&s, "3 %s %d %s %s 2 %d 100 100 %d 15 3 2 6 0 0 0 - %d - 0 0 - - 0\n",
+				w[3], i+1, sv.name, sv.addr.Addr(), sv.admin, sv.since, sv.addr.Port())
 		}
 		return s.String() + "\n"
 	case len(w) == 5 && w[0] == "show" && w[1] == "stat":

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"sluice.dev/sluice/internal/lb"
 )
@@ -134,6 +135,33 @@ func TestDeregisterMaintWithConnections(t *testing.T) {
 	}
 	if s := f.server("be", "sluice-10-0-0-1-80"); s.admin != 0 || s.status != "DOWN" {
 		t.Fatalf("re-registered server: %+v", s)
+	}
+}
+
+func TestDeregisterMaxDrain(t *testing.T) {
+	f := newFakeAPI(t)
+	f.backends["be"] = &fakeBackend{dynamic: true, servers: []*fakeServer{
+		{name: "sluice-10-0-0-1-80", addr: netip.MustParseAddrPort("10.0.0.1:80"), admin: admForcedDrain, scur: 1, since: 59},
+	}}
+	p, err := New(Options{Address: f.path, MaxDrain: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := []lb.Target{target("10.0.0.1:80")}
+	if err := p.Deregister(context.Background(), "be", tg); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.server("be", "sluice-10-0-0-1-80")
+	if srv.admin != admForcedDrain {
+		t.Fatalf("left drain before MaxDrain: %+v", srv)
+	}
+	f.update(func() { srv.since = 60 })
+	if err := p.Deregister(context.Background(), "be", tg); err != nil {
+		t.Fatal(err)
+	}
+	// In maintenance now, kept while its session lasts.
+	if srv := f.server("be", "sluice-10-0-0-1-80"); srv == nil || srv.admin != admForcedMaint {
+		t.Fatalf("after MaxDrain: %+v", srv)
 	}
 }
 

@@ -55,6 +55,7 @@ frontend fe
 backend be
     balance roundrobin
     option httpchk GET /healthz
+    timeout check 60s
 backend static
     balance static-rr
     option httpchk GET /healthz
@@ -126,6 +127,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 type backendServer struct {
 	addr    netip.AddrPort
 	healthy atomic.Bool
+	gate    chan struct{} // health checks wait until it closes
 	release chan struct{} // closes to end /slow requests
 	hits    atomic.Int64
 }
@@ -136,10 +138,18 @@ func startBackend(t *testing.T, name string, healthy bool) *backendServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &backendServer{addr: netip.MustParseAddrPort(ln.Addr().String()), release: make(chan struct{})}
+	b := &backendServer{addr: netip.MustParseAddrPort(ln.Addr().String()), release: make(chan struct{}), gate: make(chan struct{})}
+	if healthy {
+		close(b.gate)
+	}
 	b.healthy.Store(healthy)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-b.gate:
+		case <-r.Context().Done():
+			return
+		}
 		if !b.healthy.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
@@ -192,14 +202,17 @@ func TestIntegrationLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	good := startBackend(t, "good", true)
+	good := startBackend(t, "good", false) // health checks held until good.gate closes
+	good.healthy.Store(true)
 	bad := startBackend(t, "bad", false)
+	close(bad.gate)
 	tg := []lb.Target{{Address: good.addr}, {Address: bad.addr}}
 
 	if err := p.Register(ctx, "be", tg); err != nil {
 		t.Fatal(err)
 	}
-	// Straight after registration neither target has been checked.
+	// Until its first check answers, a new target is Initial and takes no
+	// traffic (HAProxy alone would call it up).
 	st, err := p.Targets(ctx, "be")
 	if err != nil {
 		t.Fatal(err)
@@ -207,12 +220,18 @@ func TestIntegrationLifecycle(t *testing.T) {
 	if len(st) != 2 {
 		t.Fatalf("targets after register: %+v", st)
 	}
-	for _, s := range st {
-		if s.State != lb.Initial && s.State != lb.Healthy && s.State != lb.Unhealthy {
-			t.Fatalf("fresh target %+v", s)
-		}
+	if s, _ := statusOf(t, p, good.addr); s.State != lb.Initial {
+		t.Fatalf("target with its check pending: %+v", s)
 	}
-	t.Logf("right after register: %+v", st)
+	resp, err := http.Get("http://" + env.front + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || good.hits.Load() != 0 {
+		t.Fatalf("unchecked target served: %d, hits %d", resp.StatusCode, good.hits.Load())
+	}
+	close(good.gate)
 	waitState(t, p, good.addr, lb.Healthy)
 	s := waitState(t, p, bad.addr, lb.Unhealthy)
 	if !strings.Contains(s.Reason, "503") {
@@ -274,7 +293,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 		t.Fatalf("busy target after second deregister: %+v", s)
 	}
 	// No new traffic while draining.
-	resp, err := client.Get("http://" + env.front + "/")
+	resp, err = client.Get("http://" + env.front + "/")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,3 +232,15 @@ func FuzzCommandInput(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseShowStat(b *testing.B) {
+	data, err := os.ReadFile("testdata/show-stat.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := parseShowStat(string(data)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
