@@ -1,0 +1,182 @@
+// Command idleconns measures a proxy's memory per idle keep-alive client
+// connection: it reads the proxy's VmRSS, opens N connections that each send
+// one request and read the whole response, waits for the proxy to settle,
+// reads VmRSS again and reports (after-before)/N. The connections stay open
+// and idle until the second reading, then are closed.
+//
+// Data flow: scripts/bench.sh → idleconns → N × TCP → proxy → backend;
+// idleconns → JSON line → raw.jsonl → report.
+//
+//	idleconns --proxy sluice --pid 1234 --addr 127.0.0.1:24081 --conns 10000
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sluice.dev/sluice/bench/internal/result"
+)
+
+// Options configure one measurement.
+type Options struct {
+	PID         int           // process whose VmRSS is read
+	Addr        string        // proxy address, loopback
+	Host        string        // Host header
+	Conns       int           // idle connections to hold
+	Concurrency int           // connections being opened at once
+	Settle      time.Duration // wait before each RSS reading
+}
+
+func main() {
+	var o Options
+	proxy := flag.String("proxy", "", "name of the proxy under test")
+	round := flag.Int("round", 0, "round number, recorded as is")
+	flag.IntVar(&o.PID, "pid", 0, "PID whose VmRSS is measured (the proxy's worker)")
+	flag.StringVar(&o.Addr, "addr", "", "proxy address host:port (loopback)")
+	flag.StringVar(&o.Host, "host", "bench.local", "Host header")
+	flag.IntVar(&o.Conns, "conns", 10000, "idle keep-alive connections to open")
+	flag.IntVar(&o.Concurrency, "concurrency", 100, "connections opened in parallel")
+	flag.DurationVar(&o.Settle, "settle", 2*time.Second, "wait before each RSS reading")
+	flag.Parse()
+	rec := result.Record{Phase: result.PhaseIdle, Proxy: *proxy, Round: *round}
+	if err := measure(&rec, o); err != nil {
+		rec.Error = err.Error()
+	}
+	result.Print(rec)
+}
+
+func measure(rec *result.Record, o Options) error {
+	if err := checkLoopback(o.Addr); err != nil {
+		return err
+	}
+	if o.PID <= 0 || o.Conns <= 0 || o.Concurrency <= 0 {
+		return errors.New("--pid, --conns and --concurrency must be positive")
+	}
+	req := []byte("GET / HTTP/1.1\r\nHost: " + o.Host + "\r\nUser-Agent: sluice-bench-idle\r\n\r\n")
+
+	// Warm up on one connection so lazily allocated state (upstream
+	// connection, pools) is in the "before" reading, not charged to the
+	// idle connections.
+	c, err := open(o.Addr, req)
+	if err != nil {
+		return fmt.Errorf("warming up: %w", err)
+	}
+	c.Close()
+	time.Sleep(o.Settle)
+	if rec.RSSBeforeKiB, err = result.RSSKiB(o.PID); err != nil {
+		return err
+	}
+
+	conns := make([]net.Conn, o.Conns)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < o.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= o.Conns {
+					return
+				}
+				c, err := open(o.Addr, req)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				conns[i] = c
+			}
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	time.Sleep(o.Settle)
+	if rec.RSSAfterKiB, err = result.RSSKiB(o.PID); err != nil {
+		return err
+	}
+	// Check that the proxy kept them open: a closed connection reads EOF at
+	// once, an open idle one times out.
+	closed := 0
+	for _, c := range conns {
+		if c == nil {
+			continue
+		}
+		c.SetReadDeadline(time.Now().Add(time.Microsecond))
+		if _, err := c.Read(make([]byte, 1)); !isTimeout(err) {
+			closed++
+		}
+	}
+	rec.Conns = o.Conns - int(failed.Load()) - closed
+	rec.Failed = failed.Load() + int64(closed)
+	if rec.Conns > 0 {
+		rec.KiBPerConn = float64(rec.RSSAfterKiB-rec.RSSBeforeKiB) / float64(rec.Conns)
+	}
+	if e, ok := firstErr.Load().(string); ok {
+		rec.Samples = append(rec.Samples, e)
+	}
+	if closed > 0 {
+		rec.Samples = append(rec.Samples, fmt.Sprintf("%d connections closed by the proxy while idle", closed))
+	}
+	return nil
+}
+
+// open dials addr, sends one request and reads the whole response.
+func open(addr string, req []byte) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("dialing: %w", err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(req); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("writing request: %w", err)
+	}
+	// The bufio.Reader is dropped after the response: the connection is idle
+	// from here on and no more bytes are expected.
+	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 1024), nil)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("reading response: %w", err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+		c.Close()
+		return nil, fmt.Errorf("response: status %d, close %v, body error %v", resp.StatusCode, resp.Close, err)
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("parsing --addr: %w", err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--addr %q: only loopback addresses are allowed", addr)
+	}
+	return nil
+}

@@ -1,0 +1,305 @@
+// Command report turns the raw measurements of one `make bench` run into the
+// published results: medians per proxy with ratios to HAProxy and nginx as a
+// markdown table (latest.md), the same numbers plus every raw record as JSON
+// (latest.json), and a bar chart of CPU per request (cpu.png).
+//
+// Data flow: measuring tools → raw.jsonl → report (here) → bench/results/.
+//
+//	report --raw raw.jsonl --out bench/results --meta "date=..." --meta "machine=..."
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sluice.dev/sluice/bench/internal/result"
+)
+
+// proxies in table order; "direct" is the backend without a proxy.
+var proxies = []string{"sluice", "haproxy", "nginx", "direct"}
+
+type metaFlag []string
+
+func (m *metaFlag) String() string     { return strings.Join(*m, ",") }
+func (m *metaFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+func main() {
+	raw := flag.String("raw", "raw.jsonl", "raw records, one JSON object a line")
+	out := flag.String("out", "bench/results", "directory for latest.md, latest.json and cpu.png")
+	printWhat := flag.String("print", "", "print one number and write nothing: \"rate\" (half of HAProxy's median max req/s, the open-loop rate) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's)")
+	var meta metaFlag
+	flag.Var(&meta, "meta", "KEY=VALUE shown in the header (repeatable, kept in order)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *printWhat != "" {
+		if err := printOne(*raw, *printWhat); err != nil {
+			log.Error("report failed", "error", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*raw, *out, meta); err != nil {
+		log.Error("report failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(rawPath, out string, meta []string) error {
+	f, err := os.Open(rawPath)
+	if err != nil {
+		return fmt.Errorf("opening raw records: %w", err)
+	}
+	recs, err := result.Read(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	s := summarize(recs)
+	for _, kv := range meta {
+		k, v, _ := strings.Cut(kv, "=")
+		s.Meta = append(s.Meta, [2]string{k, v})
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", out, err)
+	}
+	md := markdown(s)
+	if err := os.WriteFile(filepath.Join(out, "latest.md"), []byte(md), 0o644); err != nil {
+		return fmt.Errorf("writing latest.md: %w", err)
+	}
+	js, err := json.MarshalIndent(struct {
+		*Summary
+		Raw []result.Record `json:"raw"`
+	}{s, recs}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding latest.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "latest.json"), append(js, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing latest.json: %w", err)
+	}
+	if err := writeChart(filepath.Join(out, "cpu.png"), s); err != nil {
+		return err
+	}
+	fmt.Print(md)
+	return nil
+}
+
+// printOne prints the number scripts/bench.sh needs between phases.
+func printOne(rawPath, what string) error {
+	f, err := os.Open(rawPath)
+	if err != nil {
+		return fmt.Errorf("opening raw records: %w", err)
+	}
+	recs, err := result.Read(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	s := summarize(recs)
+	byName := map[string]*Proxy{}
+	for _, p := range s.Proxies {
+		byName[p.Name] = p
+	}
+	switch what {
+	case "rate":
+		// Half of HAProxy's max; without HAProxy, half of the slowest proxy's.
+		ref := byName["haproxy"].MaxRPS
+		if ref == nil {
+			for _, p := range s.Proxies {
+				if p.Name != "direct" && p.MaxRPS != nil && (ref == nil || *p.MaxRPS < *ref) {
+					ref = p.MaxRPS
+				}
+			}
+		}
+		if ref == nil || *ref < 2 {
+			return fmt.Errorf("no throughput measured: cannot pick a rate")
+		}
+		fmt.Println(int(*ref / 2))
+	case "sluice-ratio":
+		r := byName["sluice"].RatioHAProxy
+		if r == nil {
+			fmt.Println(0)
+			return nil
+		}
+		fmt.Printf("%.2f\n", *r)
+	default:
+		return fmt.Errorf("--print %q: want rate or sluice-ratio", what)
+	}
+	return nil
+}
+
+// Proxy holds the medians of one proxy. Pointers are nil when not measured.
+type Proxy struct {
+	Name          string           `json:"name"`
+	CPUMicrosReq  *float64         `json:"cpu_us_per_req,omitempty"`
+	RatioHAProxy  *float64         `json:"cpu_ratio_vs_haproxy,omitempty"`
+	RatioNginx    *float64         `json:"cpu_ratio_vs_nginx,omitempty"`
+	CPUUtil       *float64         `json:"cpu_util_during_max,omitempty"`
+	MaxRPS        *float64         `json:"max_rps,omitempty"`
+	P50Us         *float64         `json:"p50_us,omitempty"`
+	P99Us         *float64         `json:"p99_us,omitempty"`
+	P50AddedUs    *float64         `json:"p50_added_us,omitempty"`
+	P99AddedUs    *float64         `json:"p99_added_us,omitempty"`
+	KiBPerConn    *float64         `json:"kib_per_idle_conn,omitempty"`
+	Failed        int64            `json:"failed"`
+	FailedByPhase map[string]int64 `json:"failed_by_phase"`
+	Errors        []string         `json:"errors,omitempty"`
+	Rounds        int              `json:"rounds"`
+}
+
+// Control holds the control-plane numbers.
+type Control struct {
+	Ingresses       int       `json:"ingresses,omitempty"`
+	Routes          int       `json:"routes,omitempty"`
+	BuildMs         *float64  `json:"build_ms_in_process,omitempty"`
+	HeapPerRouteB   *float64  `json:"heap_per_route_bytes,omitempty"`
+	StartupMs       *float64  `json:"startup_ms,omitempty"`
+	BinaryBuildMs   *float64  `json:"build_ms_in_binary,omitempty"`
+	ChangeToLiveMs  *float64  `json:"change_to_live_ms,omitempty"`
+	ChangeToLiveAll []float64 `json:"change_to_live_ms_all,omitempty"`
+	RSSKiB          *float64  `json:"rss_kib,omitempty"`
+	Errors          []string  `json:"errors,omitempty"`
+}
+
+// Summary is everything latest.md and latest.json show.
+type Summary struct {
+	Meta      [][2]string `json:"meta"`
+	Rate      int         `json:"latency_rate"`
+	IdleConns int         `json:"idle_conns"`
+	Proxies   []*Proxy    `json:"proxies"`
+	Control   Control     `json:"control"`
+}
+
+func median(xs []float64) *float64 {
+	m, ok := result.Median(xs)
+	if !ok {
+		return nil
+	}
+	return &m
+}
+
+func summarize(recs []result.Record) *Summary {
+	s := &Summary{}
+	by := map[string]*Proxy{}
+	for _, name := range proxies {
+		p := &Proxy{Name: name, FailedByPhase: map[string]int64{}}
+		by[name] = p
+		s.Proxies = append(s.Proxies, p)
+	}
+	type series struct{ cpu, util, rps, p50, p99, kib []float64 }
+	ser := map[string]*series{}
+	lat := map[string]map[int]result.Record{} // proxy → round → record
+	rounds := map[string]map[int]bool{}
+	var build, heap, startup, binBuild, change, rss []float64
+	for _, r := range recs {
+		if r.Phase == result.PhaseControl || r.Phase == result.PhaseTranslate {
+			c := &s.Control
+			if r.Error != "" {
+				c.Errors = append(c.Errors, r.Phase+": "+r.Error)
+				continue
+			}
+			if r.Ingresses > 0 {
+				c.Ingresses = r.Ingresses
+			}
+			if r.Routes > 0 {
+				c.Routes = r.Routes
+			}
+			if r.Phase == result.PhaseTranslate {
+				build = append(build, r.BuildMs)
+				heap = append(heap, r.HeapPerRouteB)
+				continue
+			}
+			startup = append(startup, r.StartupMs)
+			if r.BuildMs > 0 {
+				binBuild = append(binBuild, r.BuildMs)
+			}
+			change = append(change, r.ChangeToLiveMs)
+			rss = append(rss, float64(r.ProcessRSSKiB))
+			c.Errors = append(c.Errors, r.Samples...)
+			continue
+		}
+		p, ok := by[r.Proxy]
+		if !ok {
+			continue
+		}
+		if rounds[r.Proxy] == nil {
+			rounds[r.Proxy] = map[int]bool{}
+			ser[r.Proxy] = &series{}
+			lat[r.Proxy] = map[int]result.Record{}
+		}
+		rounds[r.Proxy][r.Round] = true
+		se := ser[r.Proxy]
+		if r.Error != "" {
+			p.Errors = append(p.Errors, fmt.Sprintf("%s round %d: %s", r.Phase, r.Round, r.Error))
+			p.FailedByPhase[r.Phase]++
+			p.Failed++
+			continue
+		}
+		if r.Failed > 0 {
+			p.FailedByPhase[r.Phase] += r.Failed
+			p.Failed += r.Failed
+			for _, e := range r.Samples {
+				p.Errors = append(p.Errors, fmt.Sprintf("%s round %d: %s", r.Phase, r.Round, e))
+			}
+		}
+		switch r.Phase {
+		case result.PhaseThroughput:
+			se.rps = append(se.rps, r.RPS)
+			if r.CPUMicrosReq > 0 {
+				se.cpu = append(se.cpu, r.CPUMicrosReq)
+				se.util = append(se.util, r.CPUUtil)
+			}
+		case result.PhaseLatency:
+			s.Rate = r.Rate
+			se.p50 = append(se.p50, r.P50Us)
+			se.p99 = append(se.p99, r.P99Us)
+			lat[r.Proxy][r.Round] = r
+		case result.PhaseIdle:
+			s.IdleConns = max(s.IdleConns, r.Conns)
+			se.kib = append(se.kib, r.KiBPerConn)
+		}
+	}
+	for _, p := range s.Proxies {
+		p.Rounds = len(rounds[p.Name])
+		se := ser[p.Name]
+		if se == nil {
+			continue
+		}
+		p.CPUMicrosReq, p.CPUUtil, p.MaxRPS = median(se.cpu), median(se.util), median(se.rps)
+		p.P50Us, p.P99Us, p.KiBPerConn = median(se.p50), median(se.p99), median(se.kib)
+		// Added latency: the proxy's percentile minus the direct run's in
+		// the same round, then the median over rounds.
+		if p.Name != "direct" {
+			var d50, d99 []float64
+			for round, r := range lat[p.Name] {
+				if d, ok := lat["direct"][round]; ok {
+					d50 = append(d50, r.P50Us-d.P50Us)
+					d99 = append(d99, r.P99Us-d.P99Us)
+				}
+			}
+			p.P50AddedUs, p.P99AddedUs = median(d50), median(d99)
+		}
+	}
+	for _, p := range s.Proxies {
+		if p.CPUMicrosReq == nil {
+			continue
+		}
+		if h := by["haproxy"].CPUMicrosReq; h != nil && *h > 0 {
+			v := *p.CPUMicrosReq / *h
+			p.RatioHAProxy = &v
+		}
+		if n := by["nginx"].CPUMicrosReq; n != nil && *n > 0 {
+			v := *p.CPUMicrosReq / *n
+			p.RatioNginx = &v
+		}
+	}
+	c := &s.Control
+	c.BuildMs, c.HeapPerRouteB = median(build), median(heap)
+	c.StartupMs, c.BinaryBuildMs, c.ChangeToLiveMs, c.RSSKiB = median(startup), median(binBuild), median(change), median(rss)
+	c.ChangeToLiveAll = change
+	return s
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"strings"
+)
+
+func num(v *float64, format string) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+func markdown(s *Summary) string {
+	var b strings.Builder
+	date := ""
+	for _, kv := range s.Meta {
+		if kv[0] == "date" {
+			date = kv[1]
+		}
+	}
+	fmt.Fprintf(&b, "# sluice vs HAProxy vs nginx — %s\n\n", date)
+	for _, kv := range s.Meta {
+		if kv[0] == "date" {
+			continue
+		}
+		fmt.Fprintf(&b, "- **%s**: %s\n", kv[0], kv[1])
+	}
+	b.WriteString("\nMedians of the rounds; each proxy runs alone on core 0 with one worker " +
+		"(sluice GOMAXPROCS=1, nginx worker_processes 1, HAProxy nbthread 1); wrk, the open-loop " +
+		"load tool and the backend share core 1. Ratios are sluice's (or the row's) CPU per request " +
+		"divided by HAProxy's and nginx's.\n\n")
+	b.WriteString("| proxy | CPU µs/req | ratio vs HAProxy | ratio vs nginx | max req/s | p50 added | p99 added | KiB per idle conn | failed |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, p := range s.Proxies {
+		failed := fmt.Sprint(p.Failed)
+		if p.Rounds == 0 {
+			failed = "not run"
+		}
+		p50, p99 := num(p.P50AddedUs, "%.0f µs"), num(p.P99AddedUs, "%.0f µs")
+		if p.Name == "direct" {
+			p50, p99 = num(p.P50Us, "(%.0f µs)"), num(p.P99Us, "(%.0f µs)")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			p.Name, num(p.CPUMicrosReq, "%.1f"), num(p.RatioHAProxy, "%.2f×"), num(p.RatioNginx, "%.2f×"),
+			num(p.MaxRPS, "%.0f"), p50, p99, num(p.KiBPerConn, "%.1f"), failed)
+	}
+	fmt.Fprintf(&b, "\n- CPU µs/req: the proxy process's utime+stime (/proc/PID/stat) during the wrk run (settings above; "+
+		"100-byte responses, HTTP/1.1 keep-alive on both sides) divided by the requests wrk completed.\n")
+	fmt.Fprintf(&b, "- max req/s: wrk's rate in the same run. `direct` is wrk straight to the backend (the ceiling of core 1).\n")
+	fmt.Fprintf(&b, "- p50/p99 added: the proxy's latency percentile minus the direct run's in the same round, open loop at %d req/s "+
+		"(half of HAProxy's median max) for the wrk duration, latency counted from each request's scheduled start; the `direct` row shows the base in parentheses.\n", s.Rate)
+	fmt.Fprintf(&b, "- KiB per idle conn: VmRSS growth of a freshly started proxy after %d keep-alive connections each sent one request and went idle.\n", s.IdleConns)
+	fmt.Fprintf(&b, "- failed: non-2xx responses + wrk socket errors + failed open-loop requests + idle connections that could not be opened or were closed; must be 0.\n\n")
+
+	b.WriteString("Proxy CPU use during the max-rate runs (1.00 = one full core; below ~0.9 the load generator or the backend on core 1 was the limit, not the proxy):")
+	for _, p := range s.Proxies {
+		if p.CPUUtil != nil {
+			fmt.Fprintf(&b, " %s %.2f;", p.Name, *p.CPUUtil)
+		}
+	}
+	b.WriteString("\n")
+	c := s.Control
+	if c.Ingresses > 0 || len(c.Errors) > 0 {
+		controlTable(&b, c)
+	}
+	var errs []string
+	for _, p := range s.Proxies {
+		for _, e := range p.Errors {
+			errs = append(errs, p.Name+": "+e)
+		}
+	}
+	for _, e := range c.Errors {
+		errs = append(errs, "control plane: "+e)
+	}
+	if len(errs) > 0 {
+		b.WriteString("\n## Errors\n\n")
+		for i, e := range errs {
+			if i == 20 {
+				fmt.Fprintf(&b, "- … %d more in latest.json\n", len(errs)-20)
+				break
+			}
+			fmt.Fprintf(&b, "- %s\n", e)
+		}
+	}
+	return b.String()
+}
+
+func controlTable(b *strings.Builder, c Control) {
+	b.WriteString("\n## Control plane\n\n| measure | value |\n| --- | ---: |\n")
+	fmt.Fprintf(b, "| translate + compile %d Ingresses (%d routes) in-process, median of 5 | %s |\n", c.Ingresses, c.Routes, num(c.BuildMs, "%.0f ms"))
+	fmt.Fprintf(b, "| heap retained by the compiled table, per route | %s |\n", num(c.HeapPerRouteB, "%.0f B"))
+	fmt.Fprintf(b, "| `sluice proxy --manifests` start → last of the %d Ingresses answering | %s |\n", c.Ingresses, num(c.StartupMs, "%.0f ms"))
+	fmt.Fprintf(b, "| table build inside the binary (sluice_table_build_duration_seconds) | %s |\n", num(c.BinaryBuildMs, "%.0f ms"))
+	all := make([]string, len(c.ChangeToLiveAll))
+	for i, v := range c.ChangeToLiveAll {
+		all[i] = fmt.Sprintf("%.0f", v)
+	}
+	fmt.Fprintf(b, "| one Ingress file changed → new host answering (median; all: %s ms) | %s |\n", strings.Join(all, ", "), num(c.ChangeToLiveMs, "%.0f ms"))
+	rss := c.RSSKiB
+	if rss != nil {
+		v := *rss / 1024
+		rss = &v
+	}
+	fmt.Fprintf(b, "| sluice RSS serving them | %s |\n", num(rss, "%.0f MiB"))
+}
+
+// writeChart draws one bar per proxy with its CPU µs per request.
+func writeChart(path string, s *Summary) error {
+	const (
+		w, h   = 720, 420
+		scale  = 2
+		top    = 70
+		bottom = 60
+	)
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	white := color.RGBA{255, 255, 255, 255}
+	black := color.RGBA{30, 30, 30, 255}
+	grey := color.RGBA{200, 200, 200, 255}
+	colors := map[string]color.RGBA{
+		"sluice":  {31, 119, 180, 255},
+		"haproxy": {44, 160, 44, 255},
+		"nginx":   {214, 39, 40, 255},
+	}
+	fill(img, img.Bounds(), white)
+	title := "CPU µS PER REQUEST (LOWER IS BETTER)"
+	drawText(img, (w-textWidth(title, scale))/2, 20, title, scale, black)
+
+	type bar struct {
+		name string
+		v    float64
+	}
+	var bars []bar
+	maxV := 0.0
+	for _, p := range s.Proxies {
+		if p.CPUMicrosReq == nil || p.Name == "direct" {
+			continue
+		}
+		bars = append(bars, bar{p.Name, *p.CPUMicrosReq})
+		maxV = max(maxV, *p.CPUMicrosReq)
+	}
+	base := h - bottom
+	fill(img, image.Rect(40, base, w-40, base+2), black)
+	if len(bars) == 0 || maxV <= 0 {
+		msg := "NO DATA"
+		drawText(img, (w-textWidth(msg, scale))/2, h/2, msg, scale, black)
+		return savePNG(path, img)
+	}
+	slot := (w - 80) / len(bars)
+	bw := slot * 3 / 5
+	for i, b := range bars {
+		x0 := 40 + i*slot + (slot-bw)/2
+		height := int(b.v / maxV * float64(base-top-30))
+		c, ok := colors[b.name]
+		if !ok {
+			c = grey
+		}
+		fill(img, image.Rect(x0, base-height, x0+bw, base), c)
+		label := fmt.Sprintf("%.1f", b.v)
+		drawText(img, x0+(bw-textWidth(label, scale))/2, base-height-20, label, scale, black)
+		name := strings.ToUpper(b.name)
+		drawText(img, x0+(bw-textWidth(name, scale))/2, base+14, name, scale, black)
+	}
+	return savePNG(path, img)
+}
+
+func fill(img *image.RGBA, r image.Rectangle, c color.RGBA) {
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			img.SetRGBA(x, y, c)
+		}
+	}
+}
+
+func savePNG(path string, img image.Image) error {
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		return fmt.Errorf("encoding %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sluice.dev/sluice/bench/internal/result"
+)
+
+func TestSummarize(t *testing.T) {
+	recs := []result.Record{
+		{Phase: result.PhaseThroughput, Proxy: "haproxy", Round: 1, RPS: 100, CPUMicrosReq: 10},
+		{Phase: result.PhaseThroughput, Proxy: "haproxy", Round: 2, RPS: 300, CPUMicrosReq: 30},
+		{Phase: result.PhaseThroughput, Proxy: "haproxy", Round: 3, RPS: 200, CPUMicrosReq: 20},
+		{Phase: result.PhaseThroughput, Proxy: "nginx", Round: 1, RPS: 100, CPUMicrosReq: 40},
+		{Phase: result.PhaseThroughput, Proxy: "sluice", Round: 1, RPS: 100, CPUMicrosReq: 30, Failed: 2, Non2xx: 2},
+		{Phase: result.PhaseLatency, Proxy: "direct", Round: 1, Rate: 50, P50Us: 100, P99Us: 1000},
+		{Phase: result.PhaseLatency, Proxy: "direct", Round: 2, Rate: 50, P50Us: 200, P99Us: 2000},
+		{Phase: result.PhaseLatency, Proxy: "sluice", Round: 1, Rate: 50, P50Us: 150, P99Us: 1500},
+		{Phase: result.PhaseLatency, Proxy: "sluice", Round: 2, Rate: 50, P50Us: 260, P99Us: 2700},
+		{Phase: result.PhaseIdle, Proxy: "sluice", Round: 1, Conns: 9000, KiBPerConn: 4.5},
+		{Phase: result.PhaseIdle, Proxy: "nginx", Round: 1, Error: "boom", Failed: 0},
+		{Phase: result.PhaseTranslate, Proxy: "sluice", Ingresses: 10, Routes: 21, BuildMs: 3, HeapPerRouteB: 200},
+		{Phase: result.PhaseControl, Proxy: "sluice", Round: 1, Ingresses: 10, StartupMs: 50, ChangeToLiveMs: 7},
+	}
+	s := summarize(recs)
+	by := map[string]*Proxy{}
+	for _, p := range s.Proxies {
+		by[p.Name] = p
+	}
+	eq := func(name string, got *float64, want float64) {
+		t.Helper()
+		if got == nil || math.Abs(*got-want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	eq("haproxy cpu", by["haproxy"].CPUMicrosReq, 20)
+	eq("haproxy rps", by["haproxy"].MaxRPS, 200)
+	eq("sluice ratio vs haproxy", by["sluice"].RatioHAProxy, 1.5)
+	eq("sluice ratio vs nginx", by["sluice"].RatioNginx, 0.75)
+	eq("sluice p50 added", by["sluice"].P50AddedUs, 55)  // median of 50 and 60
+	eq("sluice p99 added", by["sluice"].P99AddedUs, 600) // median of 500 and 700
+	eq("sluice idle", by["sluice"].KiBPerConn, 4.5)
+	if by["sluice"].Failed != 2 || by["nginx"].Failed != 1 || by["haproxy"].Failed != 0 {
+		t.Errorf("failed: sluice %d nginx %d haproxy %d, want 2 1 0", by["sluice"].Failed, by["nginx"].Failed, by["haproxy"].Failed)
+	}
+	if s.Rate != 50 || s.IdleConns != 9000 || s.Control.Routes != 21 {
+		t.Errorf("rate %d idle %d routes %d", s.Rate, s.IdleConns, s.Control.Routes)
+	}
+	eq("change to live", s.Control.ChangeToLiveMs, 7)
+
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "raw.jsonl")
+	f, err := os.Create(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		b, _ := jsonLine(r)
+		f.Write(b)
+	}
+	f.Close()
+	if err := run(raw, dir, []string{"date=today", "machine=test"}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"— today", "| sluice | 30.0 | 1.50× | 0.75× | 100 | 55 µs | 600 µs | 4.5 | 2 |", "nginx: idle round 1: boom"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("latest.md lacks %q:\n%s", want, md)
+		}
+	}
+	for _, name := range []string{"latest.json", "cpu.png"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", name, err)
+		}
+	}
+}
+
+func jsonLine(r result.Record) ([]byte, error) {
+	b, err := json.Marshal(r)
+	return append(b, '\n'), err
+}
