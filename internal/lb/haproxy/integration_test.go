@@ -29,6 +29,7 @@ const haproxyBin = "/usr/sbin/haproxy"
 // /healthz) and a static-rr backend "static".
 type haproxyEnv struct {
 	dir, sock, front string
+	tcpAPI           string // the same runtime API over TCP
 	cfg              string
 	cmd              *exec.Cmd
 }
@@ -39,10 +40,11 @@ func startHAProxy(t *testing.T) *haproxyEnv {
 		t.Skipf("no haproxy: %v", err)
 	}
 	dir := t.TempDir()
-	e := &haproxyEnv{dir: dir, sock: filepath.Join(dir, "admin.sock"), front: freeAddr(t)}
+	e := &haproxyEnv{dir: dir, sock: filepath.Join(dir, "admin.sock"), front: freeAddr(t), tcpAPI: freeAddr(t)}
 	e.cfg = filepath.Join(dir, "haproxy.cfg")
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin
+    stats socket ipv4@%s level admin
     maxconn 1000
 defaults
     mode http
@@ -59,7 +61,7 @@ backend be
 backend static
     balance static-rr
     option httpchk GET /healthz
-`, e.sock, e.front)
+`, e.sock, e.tcpAPI, e.front)
 	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -348,6 +350,15 @@ func TestIntegrationRestartAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, p, good.addr, lb.Healthy)
+
+	// The runtime API over TCP sees the same.
+	overTCP, err := New(Options{Address: env.tcpAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := overTCP.Targets(ctx, "be"); err != nil || len(st) != 1 || st[0].State != lb.Healthy {
+		t.Fatalf("targets over TCP: %+v %v", st, err)
+	}
 
 	if err := p.Register(ctx, "static", tg); !errors.Is(err, lb.ErrNotDynamic) {
 		t.Fatalf("register in static-rr backend: %v", err)
