@@ -1,0 +1,389 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// forward sends r to an endpoint of rv's backend (which has at least one),
+// retrying failures that are safe to retry on other endpoints, and copies
+// the response back.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
+	bv := rv.backend
+	now := p.now().UnixNano()
+
+	// Read what balancing needs before the header is rewritten.
+	var key uint64
+	hasKey := false
+	if bv.hashHeader != "" {
+		if vals := r.Header[bv.hashHeader]; len(vals) > 0 {
+			key, hasKey = hashString(vals[0]), true
+		}
+	}
+	pin := bv.pinned(r.Header, now)
+
+	ip, trusted := p.peer(r.RemoteAddr)
+	upgrade, https := p.rewriteRequestHeader(r, ip, trusted)
+
+	var rb *replayBody
+	var body io.ReadCloser
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		rb = &replayBody{rc: r.Body}
+		body = rb
+	}
+	replayable := rb == nil && idempotent(r.Method)
+
+	var t tried
+	for attempt := 0; ; attempt++ {
+		i := pin
+		if attempt > 0 || i < 0 {
+			i = bv.pick(key, hasKey, now, &t)
+		}
+		t.add(i)
+		ep := &bv.eps[i]
+		out := outbound(r, ep.u.addr, body, rb)
+
+		ep.u.inflight.Add(1)
+		res, err := ep.pool.tr.RoundTrip(out)
+		if err == nil {
+			ep.u.succeeded()
+			setCookie := ""
+			if bv.cookies != nil && i != pin {
+				setCookie = ep.setCookie
+				if https {
+					setCookie = ep.setCookieSecure
+				}
+			}
+			status, n, abort := p.respond(w, r, bv, ep, res, upgrade, setCookie)
+			ep.u.inflight.Add(-1)
+			ep.pool.release()
+			p.record(r, rv, status, n, ep.u.addr, start)
+			if abort {
+				// The upstream failed mid-body: abort the client's response
+				// so it is not mistaken for a complete one.
+				panic(http.ErrAbortHandler)
+			}
+			return
+		}
+		ep.u.inflight.Add(-1)
+
+		if r.Context().Err() != nil {
+			p.record(r, rv, statusClientClosed, 0, ep.u.addr, start)
+			return
+		}
+		kind := classify(err)
+		bv.m.errors[kind].Inc()
+		if kind == kindConnect {
+			now = p.now().UnixNano()
+			if ep.u.connectFailed(now, p.opts.FailureThreshold, p.opts.EjectDuration) {
+				bv.m.ejected.Inc()
+				p.log.Warn("endpoint ejected after consecutive connect failures",
+					"service", bv.service, "upstream", ep.u.addr, "for", p.opts.EjectDuration, "error", err)
+			}
+		}
+		retry := attempt < bv.retries &&
+			(kind == kindConnect && (rb == nil || !rb.read.Load()) || kind == kindReset && replayable)
+		p.log.Debug("upstream attempt failed", "service", bv.service, "upstream", ep.u.addr,
+			"kind", kindNames[kind], "retry", retry, "error", err)
+		if retry {
+			bv.m.retries.Inc()
+			continue
+		}
+		status, msg := http.StatusBadGateway, bodyBadGateway
+		if isTimeout(err) {
+			status, msg = http.StatusGatewayTimeout, bodyTimeout
+		}
+		n := writePlain(w, status, msg)
+		p.record(r, rv, status, int64(n), ep.u.addr, start)
+		return
+	}
+}
+
+// outboundReq is the upstream request and its URL in one allocation.
+type outboundReq struct {
+	req http.Request
+	url url.URL
+}
+
+// outbound returns the request to send to addr. It shares r's header (already
+// rewritten), context and body; a new one is made per attempt because a
+// failed attempt's transport goroutines may still hold the previous one.
+func outbound(r *http.Request, addr string, body io.ReadCloser, rb *replayBody) *http.Request {
+	o := &outboundReq{req: *r, url: *r.URL}
+	o.url.Scheme = "http"
+	o.url.Host = addr
+	o.url.User = nil
+	o.req.URL = &o.url
+	o.req.RequestURI = ""
+	// The client's "Connection: close" is about its own connection.
+	o.req.Close = false
+	o.req.Body = body
+	if body == nil {
+		// A nil body lets the transport retry on a stale keep-alive
+		// connection by itself (golang.org/issue/16036).
+		o.req.ContentLength = 0
+	} else {
+		o.req.GetBody = rb.get
+	}
+	return &o.req
+}
+
+// replayBody wraps a request body to know whether the transport read from
+// it: until then the same body can be sent again, to another endpoint after
+// a connect failure, or by the transport on a fresh connection. Close does
+// nothing; the server closes the real body when the handler returns.
+type replayBody struct {
+	rc   io.ReadCloser
+	read atomic.Bool
+}
+
+var errNotReplayable = errors.New("request body already sent")
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	if !b.read.Load() {
+		b.read.Store(true)
+	}
+	return b.rc.Read(p)
+}
+
+func (b *replayBody) Close() error { return nil }
+
+func (b *replayBody) get() (io.ReadCloser, error) {
+	if b.read.Load() {
+		return nil, errNotReplayable
+	}
+	return b, nil
+}
+
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+func classify(err error) int {
+	var ce *connectError
+	if errors.As(err, &ce) {
+		return kindConnect
+	}
+	if isTimeout(err) {
+		return kindTimeout
+	}
+	return kindReset
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// hopHeader reports whether the canonical header key k is hop-by-hop
+// (RFC 9110 section 7.6.1, plus the non-standard ones proxies drop).
+func hopHeader(k string) bool {
+	switch k {
+	case "Connection", "Keep-Alive", "Proxy", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return strings.HasPrefix(k, "Proxy-")
+}
+
+func forwardedHeader(k string) bool {
+	return k == "Forwarded" || strings.HasPrefix(k, "X-Forwarded-")
+}
+
+// rewriteRequestHeader turns the client's header into the upstream's in
+// place, saving a header copy per request: net/http reads what it needs
+// from the request header before calling the handler
+// (golang.org/issue/14940). It returns the protocol to upgrade to ("" for
+// none) and whether the client's request arrived over HTTPS (as trusted
+// X-Forwarded-Proto says, or the connection).
+func (p *Proxy) rewriteRequestHeader(r *http.Request, ip string, trusted bool) (upgrade string, https bool) {
+	h := r.Header
+	conn := h["Connection"]
+	var upVals []string
+	if len(conn) > 0 && httpguts.HeaderValuesContainsToken(conn, "Upgrade") {
+		if up := h["Upgrade"]; len(up) > 0 && up[0] != "" && isPrint(up[0]) &&
+			!strings.EqualFold(up[0], "h2c") {
+			upgrade, upVals = up[0], up
+		}
+	}
+	keepTE := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
+	for k := range h {
+		if hopHeader(k) || (!trusted && forwardedHeader(k)) ||
+			(len(conn) > 0 && httpguts.HeaderValuesContainsToken(conn, k)) {
+			delete(h, k)
+		}
+	}
+	if keepTE {
+		h["Te"] = valTrailers
+	}
+	if upgrade != "" {
+		h["Connection"] = valUpgrade
+		h["Upgrade"] = upVals[:1:1]
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = valEmpty // or the transport sends Go's
+	}
+
+	// X-Forwarded-*: only a trusted peer's survive the loop above.
+	https = r.TLS != nil
+	if xp := h["X-Forwarded-Proto"]; len(xp) > 0 {
+		first, _, _ := strings.Cut(xp[0], ",")
+		https = strings.EqualFold(strings.TrimSpace(first), "https")
+	} else if https {
+		h["X-Forwarded-Proto"] = valHTTPS
+	} else {
+		h["X-Forwarded-Proto"] = valHTTP
+	}
+	vals := new([3]string) // one allocation for the values below
+	if xff := h["X-Forwarded-For"]; len(xff) > 0 {
+		vals[0] = strings.Join(xff, ", ") + ", " + ip
+	} else {
+		vals[0] = ip
+	}
+	h["X-Forwarded-For"] = vals[0:1:1]
+	if _, ok := h["X-Forwarded-Host"]; !ok {
+		vals[1] = r.Host
+		h["X-Forwarded-Host"] = vals[1:2:2]
+	}
+	if _, ok := h["X-Forwarded-Port"]; !ok {
+		switch port := portOf(r.Host); {
+		case port != "":
+			vals[2] = port
+			h["X-Forwarded-Port"] = vals[2:3:3]
+		case https:
+			h["X-Forwarded-Port"] = valPort443
+		default:
+			h["X-Forwarded-Port"] = valPort80
+		}
+	}
+	return upgrade, https
+}
+
+func isPrint(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// respond copies res to w and reports the status sent, the body bytes
+// written, and whether the client's response must be aborted.
+func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView, ep *endpoint, res *http.Response, upgrade, setCookie string) (status int, n int64, abort bool) {
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		status, n = p.tunnel(w, r, bv, res, upgrade, setCookie)
+		return status, n, false
+	}
+	h := w.Header()
+	conn := res.Header["Connection"]
+	for k, vv := range res.Header {
+		if hopHeader(k) || (len(conn) > 0 && httpguts.HeaderValuesContainsToken(conn, k)) {
+			continue
+		}
+		if old, ok := h[k]; ok {
+			vv = append(old, vv...)
+		}
+		h[k] = vv // the response header is ours: share, don't copy
+	}
+	if setCookie != "" {
+		h["Set-Cookie"] = append(h["Set-Cookie"], setCookie)
+	}
+	announced := len(res.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, announced)
+		for k := range res.Trailer {
+			keys = append(keys, k)
+		}
+		h["Trailer"] = []string{strings.Join(keys, ", ")}
+	}
+	w.WriteHeader(res.StatusCode)
+
+	var rc *http.ResponseController
+	if streaming(res) {
+		rc = http.NewResponseController(w)
+		_ = rc.Flush() // headers now: an event stream may be quiet for long
+	}
+	n, rerr, werr := p.copyBody(w, res.Body, rc)
+	res.Body.Close()
+	if rerr != nil && r.Context().Err() == nil {
+		bv.m.errors[kindBody].Inc()
+		p.log.Debug("upstream failed while sending the response body", "service", bv.service,
+			"upstream", ep.u.addr, "error", rerr)
+		return res.StatusCode, n, true
+	}
+	if rerr != nil || werr != nil {
+		return res.StatusCode, n, false // the client went away
+	}
+	if len(res.Trailer) > 0 {
+		// Force chunking, or net/http may compute a Content-Length for a
+		// short body and drop the trailers.
+		_ = http.NewResponseController(w).Flush()
+		if len(res.Trailer) == announced {
+			for k, vv := range res.Trailer {
+				h[k] = vv
+			}
+		} else {
+			for k, vv := range res.Trailer {
+				h[http.TrailerPrefix+k] = vv
+			}
+		}
+	}
+	return res.StatusCode, n, false
+}
+
+// streaming reports whether a response is flushed after every read from the
+// upstream: server-sent events, and bodies of unknown length.
+func streaming(res *http.Response) bool {
+	if ct := res.Header["Content-Type"]; len(ct) > 0 {
+		mt, _, _ := strings.Cut(ct[0], ";")
+		if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+			return true
+		}
+	}
+	return res.ContentLength == -1
+}
+
+// copyBody copies src to w with a pooled buffer, flushing after each write
+// when rc is set. rerr is a failure reading src, werr one writing to w.
+func (p *Proxy) copyBody(w io.Writer, src io.Reader, rc *http.ResponseController) (n int64, rerr, werr error) {
+	bp := p.bufs.Get().(*[]byte)
+	defer p.bufs.Put(bp)
+	buf := *bp
+	for {
+		nr, err := src.Read(buf)
+		if nr > 0 {
+			nw, ew := w.Write(buf[:nr])
+			n += int64(nw)
+			if ew != nil {
+				return n, nil, ew
+			}
+			if rc != nil {
+				if ew := rc.Flush(); ew != nil {
+					return n, nil, ew
+				}
+			}
+		}
+		if err == io.EOF {
+			return n, nil, nil
+		}
+		if err != nil {
+			return n, err, nil
+		}
+	}
+}

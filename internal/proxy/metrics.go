@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Upstream error kinds, the values of the "kind" label of
+// sluice_upstream_errors_total.
+const (
+	kindConnect = iota // dial failed: refused, unreachable, connect timeout
+	kindTimeout        // no response headers within the response timeout
+	kindReset          // connection failed after the request was sent, before response headers
+	kindBody           // upstream failed while the response body was being copied
+	numKinds
+)
+
+var kindNames = [numKinds]string{"connect", "timeout", "reset", "body"}
+
+// codeClasses are the values of the "code_class" label; index status/100-1.
+var codeClasses = [5]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// metrics holds the collectors. They always exist so the request path has no
+// nil checks; they are registered only when Options.Registerer is set.
+type metrics struct {
+	requests       *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	upstreamErrors *prometheus.CounterVec
+	retries        *prometheus.CounterVec
+	ejected        *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "requests_total",
+			Help: "HTTP requests handled by the proxy, by Ingress, Service and status class.",
+		}, []string{"ingress", "service", "code_class"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sluice", Name: "request_duration_seconds",
+			Help:    "Time from receiving a request to the end of its response, by Ingress and Service.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"ingress", "service"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "upstream_errors_total",
+			Help: "Failed attempts to pod endpoints, by Service and kind (connect, timeout, reset, body).",
+		}, []string{"service", "kind"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "upstream_retries_total",
+			Help: "Requests retried on another endpoint, by Service.",
+		}, []string{"service"}),
+		ejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "endpoints_ejected_total",
+			Help: "Endpoints ejected by passive health checking after consecutive connect failures, by Service.",
+		}, []string{"service"}),
+	}
+	if reg != nil {
+		m.requests = register(reg, m.requests)
+		m.duration = register(reg, m.duration)
+		m.upstreamErrors = register(reg, m.upstreamErrors)
+		m.retries = register(reg, m.retries)
+		m.ejected = register(reg, m.ejected)
+	}
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// the same description (a second Proxy on the same registry shares series).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		// A conflicting, different collector: keep ours unregistered rather
+		// than fail; the request path works either way.
+	}
+	return c
+}
+
+// routeMetrics are the label children of one (ingress, service) pair,
+// resolved in Update so that a request does no label lookup.
+type routeMetrics struct {
+	requests [5]prometheus.Counter
+	duration prometheus.Observer
+}
+
+func (m *metrics) route(ingress, service string) routeMetrics {
+	var rm routeMetrics
+	for i, c := range codeClasses {
+		rm.requests[i] = m.requests.WithLabelValues(ingress, service, c)
+	}
+	rm.duration = m.duration.WithLabelValues(ingress, service)
+	return rm
+}
+
+// backendMetrics are the label children of one service.
+type backendMetrics struct {
+	errors  [numKinds]prometheus.Counter
+	retries prometheus.Counter
+	ejected prometheus.Counter
+}
+
+func (m *metrics) backend(service string) backendMetrics {
+	var bm backendMetrics
+	for i, k := range kindNames {
+		bm.errors[i] = m.upstreamErrors.WithLabelValues(service, k)
+	}
+	bm.retries = m.retries.WithLabelValues(service)
+	bm.ejected = m.ejected.WithLabelValues(service)
+	return bm
+}
+
+func codeClass(status int) int {
+	c := status/100 - 1
+	if c < 0 || c > 4 {
+		return 4
+	}
+	return c
+}

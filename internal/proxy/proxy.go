@@ -1,0 +1,272 @@
+// Package proxy is sluice's HTTP request-handling core, the last step of the
+// data flow: Kubernetes objects → translate → route.Table → proxy. Update
+// turns each new table into a runtime view off the request path and swaps it
+// in atomically; ServeHTTP loads the current view once, matches the request
+// with route.Table.Match, picks a pod endpoint (least-request,
+// round-robin, consistent header hash, cookie affinity; passive health) and
+// forwards the request over a per-endpoint keep-alive pool, retrying safe
+// failures on another endpoint.
+//
+// Upstream state (in-flight counts, passive-health counters, idle
+// connections) lives in a registry keyed by endpoint address that survives
+// table swaps; an endpoint that leaves every backend has its idle
+// connections closed while its in-flight requests finish.
+package proxy
+
+import (
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"sluice.dev/sluice/internal/route"
+)
+
+// Options configure a Proxy. Zero values mean the documented defaults.
+type Options struct {
+	// TrustedProxies are the peers (by the request's RemoteAddr) whose
+	// incoming X-Forwarded-* headers are kept and extended. From any other
+	// peer they are removed and replaced. Empty: trust no one.
+	TrustedProxies []netip.Prefix
+	// DialTimeout bounds connecting to an endpoint; default 5s.
+	// Policy.ConnectTimeout overrides it per backend.
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for response headers after the
+	// request is sent; default 60s. Policy.ResponseTimeout overrides it.
+	ResponseHeaderTimeout time.Duration
+	// IdleConnTimeout closes upstream keep-alive connections idle this long;
+	// default 90s.
+	IdleConnTimeout time.Duration
+	// MaxIdleConnsPerEndpoint is the idle connections kept per endpoint;
+	// default 256. (net/http's default of 2 churns connections under load.)
+	MaxIdleConnsPerEndpoint int
+	// Retries is the number of extra attempts for a failure that is safe to
+	// retry, used when a backend's Policy.Retries is negative; default 2
+	// (0 means the default; a negative value disables retries).
+	Retries int
+	// FailureThreshold is the number of consecutive connect failures that
+	// ejects an endpoint; default 3.
+	FailureThreshold int
+	// EjectDuration is how long an ejected endpoint is skipped; default 10s.
+	EjectDuration time.Duration
+	// Registerer receives the proxy's metrics; nil means not registered.
+	Registerer prometheus.Registerer
+	// Logger for upstream problems; nil discards.
+	Logger *slog.Logger
+	// AccessLog, when non-nil, gets one line per request.
+	AccessLog *slog.Logger
+}
+
+// Proxy is an http.Handler forwarding requests to the pod endpoints of the
+// current routing table. Create it with New; it answers 503 until the first
+// Update.
+type Proxy struct {
+	opts   Options
+	log    *slog.Logger
+	access *slog.Logger
+	m      *metrics
+	view   atomic.Pointer[view]
+	// now is the clock of passive health (tests replace it).
+	now func() time.Time
+	// bufs holds *[]byte buffers for copying bodies.
+	bufs sync.Pool
+	// unrouted counts requests answered without a route (404/503).
+	unrouted *routeView
+
+	mu  sync.Mutex           // serializes Update
+	ups map[string]*upstream // the registry, by address; guarded by mu
+}
+
+var _ http.Handler = (*Proxy)(nil)
+
+// New returns a Proxy with no routing table.
+func New(o Options) *Proxy {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.ResponseHeaderTimeout <= 0 {
+		o.ResponseHeaderTimeout = 60 * time.Second
+	}
+	if o.IdleConnTimeout <= 0 {
+		o.IdleConnTimeout = 90 * time.Second
+	}
+	if o.MaxIdleConnsPerEndpoint <= 0 {
+		o.MaxIdleConnsPerEndpoint = 256
+	}
+	switch {
+	case o.Retries == 0:
+		o.Retries = 2
+	case o.Retries < 0:
+		o.Retries = 0
+	}
+	if o.FailureThreshold <= 0 {
+		o.FailureThreshold = 3
+	}
+	if o.EjectDuration <= 0 {
+		o.EjectDuration = 10 * time.Second
+	}
+	p := &Proxy{
+		opts:   o,
+		log:    o.Logger,
+		access: o.AccessLog,
+		m:      newMetrics(o.Registerer),
+		now:    time.Now,
+		ups:    make(map[string]*upstream),
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
+	p.unrouted = p.routeView(nil, "")
+	return p
+}
+
+// Table returns the current routing table, nil before the first Update.
+func (p *Proxy) Table() *route.Table {
+	if v := p.view.Load(); v != nil {
+		return v.table
+	}
+	return nil
+}
+
+// Short plain-text answers of the proxy itself. They never echo the request.
+var (
+	bodyNotReady   = []byte("sluice: no routing table yet\n")
+	bodyNoRoute    = []byte("sluice: no route for this host and path\n")
+	bodyNoEndpoint = []byte("sluice: no endpoints available for this route\n")
+	bodyBadGateway = []byte("sluice: upstream connection failed\n")
+	bodyTimeout    = []byte("sluice: upstream timed out\n")
+)
+
+// Immutable header values shared by all requests (the server and transports
+// only read header values).
+var (
+	valTextPlain = []string{"text/plain; charset=utf-8"}
+	valNosniff   = []string{"nosniff"}
+	valHTTP      = []string{"http"}
+	valHTTPS     = []string{"https"}
+	valPort80    = []string{"80"}
+	valPort443   = []string{"443"}
+	valTrailers  = []string{"trailers"}
+	valUpgrade   = []string{"Upgrade"}
+	valEmpty     = []string{""}
+)
+
+// ServeHTTP routes r with one atomic load of the current view and forwards
+// it. Before the first Update it answers 503 (the proxy is not ready, and a
+// load balancer retries a 503 elsewhere); no matching route is 404; a route
+// whose backend has no endpoints is 503.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	v := p.view.Load()
+	if v == nil {
+		p.answer(w, r, p.unrouted, http.StatusServiceUnavailable, bodyNotReady, start)
+		return
+	}
+	rt := v.table.Match(r.Host, r.URL.Path)
+	if rt == nil {
+		p.answer(w, r, p.unrouted, http.StatusNotFound, bodyNoRoute, start)
+		return
+	}
+	rv := v.routes[rt]
+	if rv == nil { // the table's default route
+		if bv := v.backends[rt.Backend]; bv != nil && bv.dflt != nil {
+			rv = bv.dflt
+		} else {
+			rv = p.unrouted
+		}
+	}
+	if rv.backend == nil || len(rv.backend.eps) == 0 {
+		p.answer(w, r, rv, http.StatusServiceUnavailable, bodyNoEndpoint, start)
+		return
+	}
+	p.forward(w, r, rv, start)
+}
+
+// answer writes one of the proxy's own short responses and records it.
+func (p *Proxy) answer(w http.ResponseWriter, r *http.Request, rv *routeView, status int, body []byte, start time.Time) {
+	n := writePlain(w, status, body)
+	p.record(r, rv, status, int64(n), "", start)
+}
+
+func writePlain(w http.ResponseWriter, status int, body []byte) int {
+	h := w.Header()
+	h["Content-Type"] = valTextPlain
+	h["X-Content-Type-Options"] = valNosniff
+	w.WriteHeader(status)
+	n, _ := w.Write(body)
+	return n
+}
+
+// statusClientClosed is recorded (never sent) when the client went away
+// before the upstream answered, as nginx does.
+const statusClientClosed = 499
+
+// record updates metrics and writes the access log line.
+func (p *Proxy) record(r *http.Request, rv *routeView, status int, n int64, upstream string, start time.Time) {
+	d := time.Since(start)
+	rv.m.requests[codeClass(status)].Inc()
+	rv.m.duration.Observe(d.Seconds())
+	if p.access == nil {
+		return
+	}
+	ip, _ := p.peer(r.RemoteAddr)
+	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method),
+		slog.String("host", r.Host),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Int64("bytes", n),
+		slog.Duration("duration", d),
+		slog.String("upstream", upstream),
+		slog.String("ingress", rv.ingress),
+		slog.String("service", rv.service),
+		slog.String("client", ip),
+	)
+}
+
+// peer returns the client IP of a RemoteAddr ("ip:port" or "[ip]:port") as
+// a substring, and whether it is a trusted proxy.
+func (p *Proxy) peer(remote string) (ip string, trusted bool) {
+	ip = remote
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		ip = remote[:strings.LastIndexByte(remote, ':')]
+		if len(ip) >= 2 && ip[0] == '[' {
+			ip = ip[1 : len(ip)-1]
+		}
+		return ip, p.trusted(ap.Addr())
+	}
+	if a, err := netip.ParseAddr(remote); err == nil {
+		return ip, p.trusted(a)
+	}
+	return ip, false
+}
+
+func (p *Proxy) trusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, pf := range p.opts.TrustedProxies {
+		if pf.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// portOf returns the port of a Host header value, "" if none.
+func portOf(host string) string {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 || strings.HasSuffix(host, "]") {
+		return ""
+	}
+	port := host[i+1:]
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return ""
+	}
+	return port
+}

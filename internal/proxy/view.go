@@ -1,0 +1,246 @@
+package proxy
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"sluice.dev/sluice/internal/route"
+)
+
+// view is the runtime form of one route.Table, built by Update off the
+// request path and swapped in atomically. Everything a request needs beyond
+// Table.Match is a pointer-keyed map lookup away.
+type view struct {
+	table    *route.Table
+	routes   map[*route.Route]*routeView
+	backends map[*route.Backend]*backendView
+}
+
+// routeView is what a matched route resolves to.
+type routeView struct {
+	backend *backendView // nil for a route without a backend
+	ingress string
+	service string
+	m       routeMetrics
+}
+
+// backendView is one backend of one table: its endpoints bound to their
+// upstream state and pools, and what its balancing policy needs.
+type backendView struct {
+	name    string
+	service string // "namespace/service", the metrics label
+	eps     []endpoint
+	policy  route.Policy
+	retries int
+	// hashHeader is Policy.HashHeader in canonical form, so the request
+	// header map can be indexed without allocating.
+	hashHeader string
+	ring       []ringPoint // HeaderHash only
+	// cookies maps an affinity cookie value to an index in eps.
+	cookies map[string]int
+	rr      atomic.Uint64
+	// dflt serves requests that reach the table's DefaultBackend through
+	// the table's default route, which Update cannot see (route.Table keeps
+	// it private); nil for other backends.
+	dflt *routeView
+	m    backendMetrics
+}
+
+// endpoint is one entry of a backendView.
+type endpoint struct {
+	u    *upstream
+	pool *pool
+	// cookie is the affinity cookie value naming this endpoint (a hash of
+	// its address), setCookie and setCookieSecure the Set-Cookie values.
+	cookie, setCookie, setCookieSecure string
+}
+
+// Update installs t: it builds the per-table runtime view (endpoint state
+// bound from the registry, hash rings, metric children), swaps it in with
+// one atomic store, and then closes the idle connections of endpoints that
+// no backend lists any more. Requests already running finish on the view
+// they loaded. A nil t makes the proxy answer 503 as before the first
+// Update. Update is safe to call concurrently with itself and ServeHTTP.
+func (p *Proxy) Update(t *route.Table) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+
+	usedUps := make(map[*upstream]bool)
+	usedPools := make(map[*pool]bool)
+	var v *view
+	if t != nil {
+		v = p.build(t, usedUps, usedPools)
+	}
+	old := p.view.Swap(v)
+
+	for addr, u := range p.ups {
+		if !usedUps[u] {
+			delete(p.ups, addr)
+			for _, pl := range u.pools {
+				pl.retire()
+			}
+			continue
+		}
+		for k, pl := range u.pools {
+			if !usedPools[pl] {
+				delete(u.pools, k)
+				pl.retire()
+			}
+		}
+	}
+	if old != nil || v != nil {
+		p.log.Debug("routing table installed", "backends", len(p.backends(v)), "endpoints", len(p.ups))
+	}
+}
+
+func (p *Proxy) backends(v *view) map[*route.Backend]*backendView {
+	if v == nil {
+		return nil
+	}
+	return v.backends
+}
+
+func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[*pool]bool) *view {
+	cfg := t.Config()
+	v := &view{
+		table:    t,
+		routes:   make(map[*route.Route]*routeView),
+		backends: make(map[*route.Backend]*backendView),
+	}
+	// Previous backends by name, to reuse their hash rings.
+	prev := make(map[string]*backendView)
+	if pv := p.view.Load(); pv != nil {
+		for _, bv := range pv.backends {
+			if bv.ring != nil {
+				prev[bv.name] = bv
+			}
+		}
+	}
+	backend := func(b *route.Backend) *backendView {
+		if b == nil {
+			return nil
+		}
+		if bv := v.backends[b]; bv != nil {
+			return bv
+		}
+		bv := p.buildBackend(b, prev, usedUps, usedPools)
+		v.backends[b] = bv
+		return bv
+	}
+	for i := range cfg.VirtualHosts {
+		vh := &cfg.VirtualHosts[i]
+		for j := range vh.Routes {
+			r := &vh.Routes[j]
+			bv := backend(r.Backend)
+			v.routes[r] = p.routeView(bv, r.Ingress)
+		}
+	}
+	if bv := backend(cfg.DefaultBackend); bv != nil {
+		bv.dflt = p.routeView(bv, "")
+	}
+	return v
+}
+
+func (p *Proxy) routeView(bv *backendView, ingress string) *routeView {
+	rv := &routeView{backend: bv, ingress: ingress}
+	if bv != nil {
+		rv.service = bv.service
+	}
+	rv.m = p.m.route(rv.ingress, rv.service)
+	return rv
+}
+
+func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, usedUps map[*upstream]bool, usedPools map[*pool]bool) *backendView {
+	bv := &backendView{
+		name:    b.Name,
+		service: b.Namespace + "/" + b.Service,
+		policy:  b.Policy,
+		retries: b.Policy.Retries,
+	}
+	if bv.retries < 0 {
+		bv.retries = p.opts.Retries
+	}
+	if b.Policy.HashHeader != "" {
+		bv.hashHeader = http.CanonicalHeaderKey(b.Policy.HashHeader)
+	}
+	key := poolKey{connect: p.opts.DialTimeout, response: p.opts.ResponseHeaderTimeout}
+	if b.Policy.ConnectTimeout > 0 {
+		key.connect = b.Policy.ConnectTimeout
+	}
+	if b.Policy.ResponseTimeout > 0 {
+		key.response = b.Policy.ResponseTimeout
+	}
+
+	seen := make(map[string]bool, len(b.Endpoints))
+	for _, e := range b.Endpoints {
+		if e.Address == "" || seen[e.Address] {
+			continue
+		}
+		seen[e.Address] = true
+		u := p.ups[e.Address]
+		if u == nil {
+			u = &upstream{addr: e.Address, pools: make(map[poolKey]*pool)}
+			p.ups[e.Address] = u
+		}
+		pl := u.pools[key]
+		if pl == nil {
+			pl = p.newPool(key)
+			u.pools[key] = pl
+		}
+		usedUps[u] = true
+		usedPools[pl] = true
+		bv.eps = append(bv.eps, endpoint{u: u, pool: pl})
+	}
+
+	if b.Policy.Algorithm == route.HeaderHash && len(bv.eps) > 0 {
+		bv.ring = ring(bv, prev[b.Name])
+	}
+	if a := b.Policy.Affinity; a != nil && len(bv.eps) > 0 {
+		p.affinity(bv, a)
+	}
+	bv.m = p.m.backend(bv.service)
+	return bv
+}
+
+// ring returns the hash ring for bv, reusing the previous table's ring when
+// the same backend had the same endpoints (rebuilding rings is the costly
+// part of an Update with many endpoints).
+func ring(bv, prev *backendView) []ringPoint {
+	if prev != nil && sameAddrs(prev.eps, bv.eps) {
+		return prev.ring
+	}
+	addrs := make([]string, len(bv.eps))
+	for i, e := range bv.eps {
+		addrs[i] = e.u.addr
+	}
+	return buildRing(addrs)
+}
+
+func sameAddrs(a, b []endpoint) bool {
+	return slices.EqualFunc(a, b, func(x, y endpoint) bool { return x.u.addr == y.u.addr })
+}
+
+func (p *Proxy) affinity(bv *backendView, a *route.CookieAffinity) {
+	maxAge := 0
+	if a.MaxAge > 0 {
+		maxAge = int((a.MaxAge + time.Second - 1) / time.Second)
+	}
+	bv.cookies = make(map[string]int, len(bv.eps))
+	for i := range bv.eps {
+		e := &bv.eps[i]
+		e.cookie = affinityValue(e.u.addr)
+		c := &http.Cookie{Name: a.Name, Value: e.cookie, Path: "/", MaxAge: maxAge, HttpOnly: true}
+		e.setCookie = c.String()
+		c.Secure = true
+		e.setCookieSecure = c.String()
+		if e.setCookie == "" { // invalid cookie name: String returns ""
+			p.log.Warn("invalid affinity cookie name; affinity disabled", "backend", bv.name, "cookie", strconv.Quote(a.Name))
+			bv.cookies = nil
+			return
+		}
+		bv.cookies[e.cookie] = i
+	}
+}
