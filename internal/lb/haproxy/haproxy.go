@@ -67,7 +67,10 @@ type Options struct {
 	MaxResponse int64
 }
 
-// Provider implements lb.Provider over HAProxy's runtime API.
+// Provider implements lb.Provider over HAProxy's runtime API. It is safe for
+// concurrent use, but calls for the same backend should be serialized by the
+// caller (one reconcile per group at a time): each call reads the backend,
+// then acts on what it read.
 type Provider struct {
 	c        client
 	prefix   string
