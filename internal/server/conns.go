@@ -1,0 +1,144 @@
+package server
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Reasons a traffic connection closed (label of
+// sluice_connections_closed_total).
+const (
+	reasonServing          = "serving"           // closed while serving: client, idle timeout, errors
+	reasonDrain            = "drain"             // closed politely while draining or stopping
+	reasonShutdownDeadline = "shutdown_deadline" // still open at the shutdown deadline
+	reasonHijackedDeadline = "hijacked_deadline" // an upgraded connection still open at the deadline
+	reasonForced           = "forced"            // closed at once by a further signal
+)
+
+// tracker knows every open traffic connection, below TLS and PROXY
+// protocol, so that stopping can wait for all of them (including hijacked
+// ones, which net/http forgets) and force-close the rest.
+type tracker struct {
+	m      *metrics
+	reason func() string // why a connection closing now closes
+
+	lastAccept atomic.Int64 // UnixNano of the latest accepted connection
+
+	mu      sync.Mutex
+	conns   map[*trackedConn]struct{}
+	changed chan struct{} // closed and replaced when a connection goes
+}
+
+func newTracker(m *metrics, reason func() string) *tracker {
+	return &tracker{m: m, reason: reason, conns: map[*trackedConn]struct{}{}, changed: make(chan struct{})}
+}
+
+func (t *tracker) add(c *trackedConn) {
+	t.lastAccept.Store(time.Now().UnixNano())
+	t.mu.Lock()
+	t.conns[c] = struct{}{}
+	t.mu.Unlock()
+	t.m.accepted.WithLabelValues(c.listener).Inc()
+	t.m.active.WithLabelValues(c.listener).Inc()
+}
+
+func (t *tracker) remove(c *trackedConn, reason string) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	close(t.changed)
+	t.changed = make(chan struct{})
+	t.mu.Unlock()
+	t.m.active.WithLabelValues(c.listener).Dec()
+	t.m.closed.WithLabelValues(reason).Inc()
+}
+
+// empty returns a channel that is closed if no connection is open, or
+// that closes at the next change (the caller checks again).
+func (t *tracker) empty() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.conns) == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return t.changed
+}
+
+// closeAll force-closes every open connection. reason(hijacked) names why.
+func (t *tracker) closeAll(reason func(hijacked bool) string) int {
+	t.mu.Lock()
+	conns := make([]*trackedConn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.forceClose(reason(c.hijacked.Load()))
+	}
+	return len(conns)
+}
+
+type trackingListener struct {
+	net.Listener
+	t    *tracker
+	name string
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, t: l.t, listener: l.name}
+	l.t.add(tc)
+	return tc, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	t        *tracker
+	listener string
+	hijacked atomic.Bool
+	once     sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.t.remove(c, c.t.reason()) })
+	return err
+}
+
+func (c *trackedConn) forceClose(reason string) {
+	c.once.Do(func() { c.t.remove(c, reason) })
+	c.Conn.Close()
+}
+
+// connState marks hijacked connections (WebSocket and other upgrades),
+// which net/http no longer tracks or closes at shutdown.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	if st != http.StateHijacked {
+		return
+	}
+	if tc := unwrap(c); tc != nil {
+		tc.hijacked.Store(true)
+	}
+}
+
+// unwrap finds the tracked connection below TLS and PROXY protocol.
+func unwrap(c net.Conn) *trackedConn {
+	for c != nil {
+		if tc, ok := c.(*trackedConn); ok {
+			return tc
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.NetConn()
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+// Package server runs sluice's listeners: plain HTTP and HTTPS traffic (with
+// optional PROXY protocol below TLS) in front of the proxy handler, and the
+// admin listener with /healthz, /readyz, /livez and /metrics. It owns the
+// lifecycle of the process, serving → draining → stopping → exited, that
+// lets a load balancer take an ingress pod out of rotation without losing a
+// request.
+//
+// Data flow: client → TCP listener → connection tracking → PROXY protocol
+// (internal/proxyproto) → TLS (SNI via Options.GetCertificate) → net/http
+// (HTTP/1.1, HTTP/2 via ALPN) → drain-aware wrapper → Options.Handler
+// (internal/proxy). cmd/sluice builds the Options and calls Run.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"sluice.dev/sluice/internal/proxyproto"
+)
+
+// Options configures a Server. Durations left at zero get the default named
+// in their comment.
+type Options struct {
+	// HTTPAddress, HTTPSAddress and AdminAddress are listen addresses
+	// (host:port); "" disables that listener.
+	HTTPAddress, HTTPSAddress, AdminAddress string
+	// Handler serves traffic (the proxy). Required if a traffic listener
+	// is enabled.
+	Handler http.Handler
+	// GetCertificate picks the certificate for a TLS ClientHello (SNI). It
+	// is asked on every handshake, so a rotated certificate applies to new
+	// connections while established ones keep theirs. Nil disables HTTPS.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// ProxyProtocol reads PROXY protocol v1/v2 headers on the traffic
+	// listeners from peers in TrustedProxies (which must not be empty
+	// then). A trusted peer may also connect without a header; untrusted
+	// peers' bytes are never interpreted.
+	ProxyProtocol  bool
+	TrustedProxies []netip.Prefix
+	// ReadHeaderTimeout defaults to 10s, IdleTimeout to 120s.
+	ReadHeaderTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes defaults to 64 KiB.
+	MaxHeaderBytes int
+	// DrainMaxWait caps the draining state. Zero means 60s; a negative
+	// value skips draining (a signal goes straight to stopping).
+	DrainMaxWait time.Duration
+	// DrainQuietPeriod ends draining once no new traffic connection has
+	// been accepted for this long. Zero disables it.
+	DrainQuietPeriod time.Duration
+	// ShutdownTimeout is how long in-flight requests and upgraded
+	// connections get once stopping starts. Zero means 30s; a negative
+	// value closes everything at once.
+	ShutdownTimeout time.Duration
+	// HealthOnTrafficPort also answers /healthz on the traffic listeners;
+	// the path is then not proxied.
+	HealthOnTrafficPort bool
+	// Drained is closed when the controller reports that the load
+	// balancer sends this pod no more traffic. Nil means never.
+	Drained <-chan struct{}
+	// Ready reports whether the first complete routing table is loaded.
+	// Nil means always ready.
+	Ready func() bool
+	// Gatherer is served on /metrics; nil answers 404 there. Registerer
+	// receives the lifecycle metrics; nil leaves them unregistered.
+	Gatherer   prometheus.Gatherer
+	Registerer prometheus.Registerer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Listener names, used in metric labels.
+const (
+	listenerHTTP  = "http"
+	listenerHTTPS = "https"
+)
+
+// Server owns the listeners and the lifecycle. Create it with New, then
+// call Run once.
+type Server struct {
+	o       Options
+	log     *slog.Logger
+	m       *metrics
+	tracker *tracker
+
+	httpLn, httpsLn, adminLn net.Listener // bound sockets
+	traffic, admin           *http.Server
+
+	state   atomic.Int32
+	mu      sync.Mutex
+	since   time.Time    // entered the current state
+	history []transition // every state entered, for tests
+	ran     bool
+}
+
+type transition struct {
+	state  State
+	reason string
+}
+
+// New validates o, fills in defaults and binds the listeners, so that bind
+// errors surface before anything else starts.
+func New(o Options) (*Server, error) {
+	setDefaults(&o)
+	if o.GetCertificate == nil && o.HTTPSAddress != "" {
+		o.Logger.Info("https listener disabled: no certificate source", "address", o.HTTPSAddress)
+		o.HTTPSAddress = ""
+	}
+	if o.Handler == nil && (o.HTTPAddress != "" || o.HTTPSAddress != "") {
+		return nil, errors.New("creating server: a handler is required for the traffic listeners")
+	}
+	if o.ProxyProtocol && len(o.TrustedProxies) == 0 {
+		return nil, errors.New("creating server: proxy protocol needs trusted proxies (0.0.0.0/0 and ::/0 trust every peer)")
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("creating server: %w", err)
+	}
+	s := &Server{o: o, log: o.Logger, m: m, since: time.Now(), history: []transition{{StateServing, "new"}}}
+	s.tracker = newTracker(m, s.closeReason)
+	m.setState(StateServing)
+
+	if err := s.bind(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	errorLog := log.New(errorLogWriter{o.Logger}, "", 0)
+	s.traffic = &http.Server{
+		Handler:           s.trafficHandler(),
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		ConnState:         s.connState,
+		ErrorLog:          errorLog,
+	}
+	if s.httpsLn != nil {
+		// The listener negotiates ALPN with its own config; the server's
+		// copy only tells net/http to set up HTTP/2 for Serve.
+		s.traffic.TLSConfig = s.tlsConfig().Clone()
+	}
+	s.admin = &http.Server{
+		Handler:           s.adminHandler(),
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		ErrorLog:          errorLog,
+	}
+	return s, nil
+}
+
+func setDefaults(o *Options) {
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = 10 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 120 * time.Second
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = 64 << 10
+	}
+	if o.DrainMaxWait == 0 {
+		o.DrainMaxWait = 60 * time.Second
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+func (s *Server) tlsConfig() *tls.Config {
+	return &tls.Config{
+		GetCertificate: s.o.GetCertificate,
+		NextProtos:     []string{"h2", "http/1.1"},
+		MinVersion:     tls.VersionTLS12,
+	}
+}
+
+// bind opens the listeners and stacks the traffic ones: tracking (counts
+// and force-closes raw connections) → PROXY protocol → TLS.
+func (s *Server) bind() error {
+	listen := func(addr string) (net.Listener, error) {
+		if addr == "" {
+			return nil, nil
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("binding %s: %w", addr, err)
+		}
+		return l, nil
+	}
+	traffic := func(addr, name string) (net.Listener, error) {
+		l, err := listen(addr)
+		if l == nil {
+			return nil, err
+		}
+		l = &trackingListener{Listener: l, t: s.tracker, name: name}
+		if s.o.ProxyProtocol {
+			l = proxyproto.NewListener(l, proxyproto.Options{Trusted: s.o.TrustedProxies})
+		}
+		return l, nil
+	}
+	var err error
+	if s.httpLn, err = traffic(s.o.HTTPAddress, listenerHTTP); err != nil {
+		return err
+	}
+	if s.httpsLn, err = traffic(s.o.HTTPSAddress, listenerHTTPS); err != nil {
+		return err
+	}
+	if s.httpsLn != nil {
+		s.httpsLn = tls.NewListener(s.httpsLn, s.tlsConfig())
+	}
+	s.adminLn, err = listen(s.o.AdminAddress)
+	return err
+}
+
+// Addrs returns the bound addresses; nil for a disabled listener.
+func (s *Server) Addrs() (http, https, admin net.Addr) {
+	addr := func(l net.Listener) net.Addr {
+		if l == nil {
+			return nil
+		}
+		return l.Addr()
+	}
+	return addr(s.httpLn), addr(s.httpsLn), addr(s.adminLn)
+}
+
+// Close releases the listeners of a Server whose Run was never called (for
+// a caller that fails after New). Run closes them itself.
+func (s *Server) Close() error {
+	var errs []error
+	for _, l := range []net.Listener{s.httpLn, s.httpsLn, s.adminLn} {
+		if l != nil {
+			if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// trafficHandler answers /healthz when asked to and, from draining on,
+// asks every connection to close after its response: HTTP/1.1 gets
+// "Connection: close", and net/http turns the same header on an HTTP/2
+// response into a GOAWAY for that connection.
+func (s *Server) trafficHandler() http.Handler {
+	next := s.o.Handler
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.State() != StateServing && !isUpgrade(r) {
+			w.Header().Set("Connection", "close")
+		}
+		if s.o.HealthOnTrafficPort && r.URL.Path == "/healthz" {
+			s.serveHealth(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isUpgrade reports a request that may switch protocols; its response
+// needs its own Connection header.
+func isUpgrade(r *http.Request) bool {
+	return r.Method == http.MethodConnect || r.Header.Get("Upgrade") != ""
+}
+
+// errorLogWriter sends net/http's log lines to slog. TLS handshake errors
+// (scanners, clients without SNI match) are debug noise; the rest warns.
+type errorLogWriter struct{ log *slog.Logger }
+
+func (w errorLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelWarn
+	if strings.Contains(msg, "TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	w.log.Log(context.Background(), level, msg, "component", "net/http")
+	return len(p), nil
+}
