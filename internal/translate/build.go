@@ -85,14 +85,14 @@ func newBuilder(in Input, opts Options) *builder {
 		services: make(map[string]*corev1.Service, len(in.Services)),
 		slices:   make(map[string][]*discoveryv1.EndpointSlice, len(in.EndpointSlices)),
 		secrets:  make(map[string]*corev1.Secret, len(in.Secrets)),
-		resolved: make(map[serviceKey]resolved),
-		backends: make(map[backendKey]*route.Backend),
-		variants: make(map[serviceKey]int),
+		resolved: make(map[serviceKey]resolved, len(in.Services)),
+		backends: make(map[backendKey]*route.Backend, len(in.Services)),
+		variants: make(map[serviceKey]int, len(in.Services)),
 		keyPairs: make(map[string]keyPair),
 		sni:      make(map[string]sniOwner),
 		certs:    make(map[string][]string),
 		certOf:   make(map[string]*tls.Certificate),
-		vhosts:   make(map[string]*vhostRoutes),
+		vhosts:   make(map[string]*vhostRoutes, len(in.Ingresses)),
 	}
 	for _, s := range in.Services {
 		if s != nil {
