@@ -21,7 +21,9 @@
 //     by namespace/name. The first to claim a host and path, the default
 //     backend or a TLS host name keeps it; later claims get a "Conflict"
 //     Problem. Prefix paths that differ only in trailing slashes ("/foo",
-//     "/foo/") are the same claim, because they match the same requests.
+//     "/foo/") are the same claim, because they match the same requests;
+//     so are ImplementationSpecific and Prefix with the same path. Exact
+//     and Prefix never conflict.
 //   - Hosts are lower-cased; invalid hosts (not a DNS-1123 subdomain or
 //     "*." wildcard, or an IP address) skip their rule.
 //   - Paths: ImplementationSpecific is treated as Prefix, and its empty path
