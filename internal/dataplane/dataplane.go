@@ -1,0 +1,195 @@
+// Package dataplane keeps the proxy's routing table in step with its source:
+// it waits for the source to report a change, takes a snapshot, runs the pure
+// translation, compiles the table and hands it to the proxy, which swaps it
+// atomically. Changes arriving while a table is being built are coalesced into
+// the next build, so a burst of object updates costs one build, not many.
+//
+// Data flow: source.Source → Loop (here) → translate.Build → route.New →
+// Updater (the proxy).
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"sluice.dev/sluice/internal/route"
+	"sluice.dev/sluice/internal/translate"
+)
+
+// Source is what the loop reads objects from.
+type Source interface {
+	Run(ctx context.Context, notify func()) error
+	Snapshot() translate.Input
+	Synced() bool
+}
+
+// Updater receives each new table. The proxy implements it.
+type Updater interface {
+	Update(t *route.Table)
+}
+
+// Options configure a Loop.
+type Options struct {
+	Source    Source
+	Updater   Updater
+	Translate translate.Options
+	// Registerer receives the table metrics; nil means none.
+	Registerer prometheus.Registerer
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// OnTable, if set, is called after each table is live (tests, benchmarks).
+	OnTable func(t *route.Table, problems []translate.Problem)
+}
+
+// Loop runs the source and rebuilds the table on every change.
+type Loop struct {
+	o       Options
+	log     *slog.Logger
+	ready   atomic.Bool
+	kick    chan struct{}
+	gen     atomic.Uint64
+	changed atomic.Int64 // unix nanos of the oldest change not yet live; 0 if none
+
+	generation   prometheus.Gauge
+	buildSeconds prometheus.Histogram
+	liveSeconds  prometheus.Histogram
+	rejected     *prometheus.GaugeVec
+	routes       prometheus.Gauge
+	endpoints    prometheus.Gauge
+
+	lastProblems map[string]bool
+}
+
+// New returns a Loop. Call Run to start it.
+func New(o Options) (*Loop, error) {
+	l := &Loop{o: o, log: o.Logger, kick: make(chan struct{}, 1), lastProblems: map[string]bool{}}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	l.generation = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "sluice", Name: "table_generation", Help: "Generation of the routing table in use; increases on every swap."})
+	l.buildSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "sluice", Name: "table_build_duration_seconds", Help: "Time to translate objects into a routing table and compile it.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	l.liveSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "sluice", Name: "table_change_to_live_seconds", Help: "Time from the source reporting a change to the new table serving requests.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	l.rejected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "sluice", Name: "objects_rejected", Help: "Problems found in the last translation, by object kind and reason."},
+		[]string{"kind", "reason"})
+	l.routes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "sluice", Name: "table_routes", Help: "Routes in the routing table in use."})
+	l.endpoints = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "sluice", Name: "table_endpoints", Help: "Distinct endpoint addresses in the routing table in use."})
+	if o.Registerer != nil {
+		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.routes, l.endpoints} {
+			if err := o.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("registering table metrics: %w", err)
+			}
+		}
+	}
+	return l, nil
+}
+
+// Ready reports whether the first complete table is live.
+func (l *Loop) Ready() bool { return l.ready.Load() }
+
+// Run starts the source and rebuilds on change until ctx ends.
+func (l *Loop) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() {
+		errc <- l.o.Source.Run(ctx, func() {
+			l.changed.CompareAndSwap(0, time.Now().UnixNano())
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("running source: %w", err)
+			}
+			return nil
+		case <-l.kick:
+			if !l.o.Source.Synced() {
+				continue
+			}
+			l.rebuild()
+		}
+	}
+}
+
+func (l *Loop) rebuild() {
+	since := l.changed.Swap(0)
+	start := time.Now()
+	in := l.o.Source.Snapshot()
+	cfg, problems := translate.Build(in, l.o.Translate)
+	t := route.New(cfg)
+	built := time.Since(start)
+	l.o.Updater.Update(t)
+	gen := l.gen.Add(1)
+	l.generation.Set(float64(gen))
+	l.buildSeconds.Observe(built.Seconds())
+	if since != 0 {
+		l.liveSeconds.Observe(time.Since(time.Unix(0, since)).Seconds())
+	}
+	l.record(&cfg, problems)
+	if !l.ready.Swap(true) {
+		l.log.Info("first routing table live", "generation", gen, "ingresses", len(in.Ingresses), "hosts", len(cfg.VirtualHosts), "build", built)
+	} else {
+		l.log.Debug("routing table live", "generation", gen, "hosts", len(cfg.VirtualHosts), "build", built)
+	}
+	if l.o.OnTable != nil {
+		l.o.OnTable(t, problems)
+	}
+}
+
+// record updates metrics and logs each problem once while it persists.
+func (l *Loop) record(cfg *route.Config, problems []translate.Problem) {
+	nroutes := 0
+	addrs := map[string]struct{}{}
+	for _, vh := range cfg.VirtualHosts {
+		nroutes += len(vh.Routes)
+		for _, r := range vh.Routes {
+			if r.Backend != nil {
+				for _, ep := range r.Backend.Endpoints {
+					addrs[ep.Address] = struct{}{}
+				}
+			}
+		}
+	}
+	l.routes.Set(float64(nroutes))
+	l.endpoints.Set(float64(len(addrs)))
+
+	l.rejected.Reset()
+	counts := map[[2]string]int{}
+	now := make(map[string]bool, len(problems))
+	for _, p := range problems {
+		counts[[2]string{p.Kind, p.Reason}]++
+		key := p.Kind + "/" + p.Namespace + "/" + p.Name + "/" + p.Reason + "/" + p.Message
+		now[key] = true
+		if !l.lastProblems[key] {
+			l.log.Warn("object rejected", "kind", p.Kind, "namespace", p.Namespace, "name", p.Name, "reason", p.Reason, "message", p.Message)
+		}
+	}
+	keys := make([][2]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	for _, k := range keys {
+		l.rejected.WithLabelValues(k[0], k[1]).Set(float64(counts[k]))
+	}
+	l.lastProblems = now
+}

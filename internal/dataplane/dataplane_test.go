@@ -1,0 +1,110 @@
+package dataplane
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sluice.dev/sluice/internal/route"
+	"sluice.dev/sluice/internal/translate"
+)
+
+// fakeSource hands out a settable snapshot and lets the test fire notify.
+type fakeSource struct {
+	mu     sync.Mutex
+	in     translate.Input
+	synced atomic.Bool
+	notify chan func()
+}
+
+func (f *fakeSource) Run(ctx context.Context, notify func()) error {
+	f.notify <- notify
+	<-ctx.Done()
+	return nil
+}
+func (f *fakeSource) Snapshot() translate.Input { f.mu.Lock(); defer f.mu.Unlock(); return f.in }
+func (f *fakeSource) Synced() bool              { return f.synced.Load() }
+func (f *fakeSource) set(in translate.Input)    { f.mu.Lock(); f.in = in; f.mu.Unlock() }
+
+type updates struct{ ch chan *route.Table }
+
+func (u updates) Update(t *route.Table) { u.ch <- t }
+
+func ingress(name, host string, class *string) *networkingv1.Ingress {
+	pt := networkingv1.PathTypePrefix
+	return &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: class,
+			Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pt, Backend: networkingv1.IngressBackend{
+					Service: &networkingv1.IngressServiceBackend{Name: "svc", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+			}}}},
+		},
+	}
+}
+
+func TestLoopBuildsOnChangeAndReportsProblems(t *testing.T) {
+	class := "sluice"
+	src := &fakeSource{notify: make(chan func(), 1)}
+	up := updates{ch: make(chan *route.Table, 10)}
+	reg := prometheus.NewRegistry()
+	l, err := New(Options{Source: src, Updater: up, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go l.Run(ctx)
+	notify := <-src.notify
+
+	// Not synced: a notify builds nothing and the loop is not ready.
+	notify()
+	select {
+	case <-up.ch:
+		t.Fatal("table built before the source synced")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if l.Ready() {
+		t.Fatal("ready before the first table")
+	}
+
+	src.set(translate.Input{
+		Ingresses: []*networkingv1.Ingress{ingress("a", "a.example.com", &class)},
+		Services:  []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "svc"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}},
+	})
+	src.synced.Store(true)
+	notify()
+	tbl := <-up.ch
+	if r := tbl.Match("a.example.com", "/"); r == nil || r.Backend.Name != "default/svc:80" {
+		t.Fatalf("route for a.example.com = %+v", r)
+	}
+	if !l.Ready() {
+		t.Fatal("not ready after the first table")
+	}
+
+	// A bad Ingress is reported and does not take the good one down.
+	src.set(translate.Input{
+		Ingresses: []*networkingv1.Ingress{ingress("a", "a.example.com", &class), ingress("b", "bad_host!", &class)},
+		Services:  []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "svc"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}},
+	})
+	notify()
+	tbl = <-up.ch
+	if r := tbl.Match("a.example.com", "/"); r == nil {
+		t.Fatal("good route lost after a bad Ingress appeared")
+	}
+	if got := testutil.ToFloat64(l.rejected.WithLabelValues("Ingress", "InvalidHost")); got != 1 {
+		t.Errorf("objects_rejected{Ingress,InvalidHost} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(l.generation); got != 2 {
+		t.Errorf("table_generation = %v, want 2", got)
+	}
+}
