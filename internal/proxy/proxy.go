@@ -142,6 +142,7 @@ var (
 	bodyNoEndpoint = []byte("sluice: no endpoints available for this route\n")
 	bodyBadGateway = []byte("sluice: upstream connection failed\n")
 	bodyTimeout    = []byte("sluice: upstream timed out\n")
+	bodyNoConnect  = []byte("sluice: CONNECT not allowed\n")
 )
 
 // Immutable header values shared by all requests (the server and transports
@@ -161,9 +162,16 @@ var (
 // ServeHTTP routes r with one atomic load of the current view and forwards
 // it. Before the first Update it answers 503 (the proxy is not ready, and a
 // load balancer retries a 503 elsewhere); no matching route is 404; a route
-// whose backend has no endpoints is 503.
+// whose backend has no endpoints is 503; CONNECT is 405. Failed upstream
+// attempts end in 502, or 504 when the last one timed out (connecting or
+// waiting for response headers).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if r.Method == http.MethodConnect {
+		// sluice is a reverse proxy: no tunnels to arbitrary authorities.
+		p.answer(w, r, p.unrouted, http.StatusMethodNotAllowed, bodyNoConnect, start)
+		return
+	}
 	v := p.view.Load()
 	if v == nil {
 		p.answer(w, r, p.unrouted, http.StatusServiceUnavailable, bodyNotReady, start)
@@ -216,7 +224,7 @@ func (p *Proxy) record(r *http.Request, rv *routeView, status int, n int64, upst
 	if p.access == nil {
 		return
 	}
-	ip, _ := p.peer(r.RemoteAddr)
+	ip := p.clientIP(r)
 	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method),
 		slog.String("host", r.Host),
@@ -246,6 +254,37 @@ func (p *Proxy) peer(remote string) (ip string, trusted bool) {
 		return ip, p.trusted(a)
 	}
 	return ip, false
+}
+
+// clientIP is the address of the client for the access log: the peer, or,
+// when the peer is a trusted proxy, the last address in X-Forwarded-For
+// that is not a trusted proxy (earlier entries could be forged).
+func (p *Proxy) clientIP(r *http.Request) string {
+	ip, trusted := p.peer(r.RemoteAddr)
+	if !trusted {
+		return ip
+	}
+	xff := r.Header["X-Forwarded-For"]
+	for i := len(xff) - 1; i >= 0; i-- {
+		for s := xff[i]; s != ""; {
+			part := s
+			if j := strings.LastIndexByte(s, ','); j >= 0 {
+				part, s = s[j+1:], s[:j]
+			} else {
+				s = ""
+			}
+			part = strings.TrimSpace(part)
+			a, err := netip.ParseAddr(part)
+			if err != nil {
+				return ip // not an address: stop at the last trusted hop
+			}
+			ip = part
+			if !p.trusted(a) {
+				return ip
+			}
+		}
+	}
+	return ip
 }
 
 func (p *Proxy) trusted(a netip.Addr) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -87,10 +88,10 @@ func TestRoutingHostsAndDefault(t *testing.T) {
 
 func TestForwardedHeaders(t *testing.T) {
 	for _, tc := range []struct {
-		name                    string
-		trusted                 []netip.Prefix
+		name                      string
+		trusted                   []netip.Prefix
 		wantFor, wantProto, wHost string
-		wantPort                string
+		wantPort                  string
 	}{
 		{"untrusted", nil, "127.0.0.1", "http", "app.example:1234", "1234"},
 		{"untrusted other prefix", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, "127.0.0.1", "http", "app.example:1234", "1234"},
@@ -291,4 +292,33 @@ func value(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+func TestClientIP(t *testing.T) {
+	p := New(Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	for _, tc := range []struct{ remote, xff, want string }{
+		{"192.0.2.1:5", "203.0.113.1", "192.0.2.1"},              // untrusted peer: its own address
+		{"10.0.0.1:5", "", "10.0.0.1"},                           // trusted, nothing forwarded
+		{"10.0.0.1:5", "198.51.100.7, 10.9.9.9", "198.51.100.7"}, // skip trusted hops
+		{"10.0.0.1:5", "6.6.6.6, 198.51.100.7", "198.51.100.7"},  // rightmost untrusted wins
+		{"10.0.0.1:5", "garbage, 10.2.2.2", "10.2.2.2"},          // stop at junk
+		{"[::1]:5", "198.51.100.7", "::1"},                       // untrusted v6 peer
+	} {
+		r := &http.Request{RemoteAddr: tc.remote, Header: http.Header{}}
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		if got := p.clientIP(r); got != tc.want {
+			t.Errorf("clientIP(%s, %q) = %q, want %q", tc.remote, tc.xff, got, tc.want)
+		}
+	}
+}
+
+func TestConnectRefused(t *testing.T) {
+	p := New(Options{})
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, httptest.NewRequest("CONNECT", "http://example.com:443", nil))
+	if w.Code != 405 {
+		t.Errorf("CONNECT: %d, want 405", w.Code)
+	}
 }

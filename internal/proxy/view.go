@@ -91,16 +91,9 @@ func (p *Proxy) Update(t *route.Table) {
 			}
 		}
 	}
-	if old != nil || v != nil {
-		p.log.Debug("routing table installed", "backends", len(p.backends(v)), "endpoints", len(p.ups))
+	if v != nil {
+		p.log.Debug("routing table installed", "backends", len(v.backends), "endpoints", len(p.ups), "replaced", old != nil)
 	}
-}
-
-func (p *Proxy) backends(v *view) map[*route.Backend]*backendView {
-	if v == nil {
-		return nil
-	}
-	return v.backends
 }
 
 func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[*pool]bool) *view {
