@@ -3,9 +3,9 @@ package server
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -308,7 +308,7 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 	// A nil GetCertificate disables HTTPS.
-	s, err := New(Options{HTTPSAddress: "127.0.0.1:0", Handler: echoRemote, TrustedProxies: []netip.Prefix{}})
+	s, err := New(Options{HTTPSAddress: "127.0.0.1:0", Handler: echoRemote, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
