@@ -68,10 +68,14 @@ type Options struct {
 	// the path is then not proxied.
 	HealthOnTrafficPort bool
 	// Drained is closed when the controller reports that the load
-	// balancer sends this pod no more traffic. Nil means never.
+	// balancer sends this pod no more traffic. Nil means never. Only
+	// read while draining: closed before the signal, it ends draining as
+	// soon as draining starts.
 	Drained <-chan struct{}
 	// Ready reports whether the first complete routing table is loaded.
-	// Nil means always ready.
+	// Nil means always ready. /healthz and /readyz answer 200 only when
+	// Ready() is true and the server is serving: a load balancer must not
+	// send traffic to a proxy that would answer 404 for lack of routes.
 	Ready func() bool
 	// Gatherer is served on /metrics; nil answers 404 there. Registerer
 	// receives the lifecycle metrics; nil leaves them unregistered.
