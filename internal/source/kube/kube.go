@@ -1,0 +1,254 @@
+// Package kube is the API-server source of the objects sluice routes by:
+// client-go shared informers on Ingress, IngressClass, Service, EndpointSlice
+// and TLS Secrets, plus helpers for the proxy's own Pod (drain condition,
+// grace period).
+//
+// Data flow: API server → informer caches (this package) → Snapshot →
+// translate.Build → route.New → proxy.
+//
+// Unit tests use client-go's fake clientset. Tests against a real
+// kube-apiserver carry the build tag e2e (e2e_test.go here) and come with the
+// local-cluster work in test/e2e; they read the cluster's kubeconfig from
+// SLUICE_KUBECONFIG and skip when it is unset.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"sluice.dev/sluice/internal/source"
+	"sluice.dev/sluice/internal/translate"
+)
+
+// lastAppliedAnnotation is written by kubectl apply and holds a full copy of
+// the object; sluice never reads it.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// Options configure New.
+type Options struct {
+	// Client talks to the API server. Required.
+	Client kubernetes.Interface
+	// Namespace limits Ingress, Service, EndpointSlice and Secret watches to
+	// one namespace; "" watches all namespaces. IngressClasses are
+	// cluster-scoped and always watched in full.
+	Namespace string
+	// Logger receives watch errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Source keeps informer caches of the objects translate needs.
+type Source struct {
+	log       *slog.Logger
+	factories []informers.SharedInformerFactory
+	informers map[string]cache.SharedIndexInformer // by kind, for handlers and logs
+
+	ingresses      networkinglisters.IngressLister
+	ingressClasses networkinglisters.IngressClassLister
+	services       corelisters.ServiceLister
+	endpointSlices discoverylisters.EndpointSliceLister
+	secrets        corelisters.SecretLister
+
+	started atomic.Bool
+	synced  atomic.Bool
+}
+
+var _ source.Source = (*Source)(nil)
+
+// New builds the informers. Nothing talks to the API server until Run.
+func New(opts Options) (*Source, error) {
+	if opts.Client == nil {
+		return nil, errors.New("creating kube source: no client")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("source", "kube")
+
+	// Resync period 0: a periodic resync only replays the cache and would
+	// wake the translation loop for nothing. Recovering from lost watches
+	// (API server restarts, expired resource versions) is the reflector's
+	// relist, which runs regardless.
+	main := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTransform(stripObject))
+	// Only TLS Secrets: a cluster holds many large Secrets (service account
+	// tokens, Helm releases) that sluice never serves.
+	tls := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTransform(stripObject),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
+		}))
+
+	s := &Source{
+		log:       log,
+		factories: []informers.SharedInformerFactory{main, tls},
+		informers: map[string]cache.SharedIndexInformer{},
+	}
+	ing := main.Networking().V1().Ingresses()
+	cls := main.Networking().V1().IngressClasses()
+	svc := main.Core().V1().Services()
+	eps := main.Discovery().V1().EndpointSlices()
+	sec := tls.Core().V1().Secrets()
+	s.informers["Ingress"] = ing.Informer()
+	s.informers["IngressClass"] = cls.Informer()
+	s.informers["Service"] = svc.Informer()
+	s.informers["EndpointSlice"] = eps.Informer()
+	s.informers["Secret"] = sec.Informer()
+	s.ingresses = ing.Lister()
+	s.ingressClasses = cls.Lister()
+	s.services = svc.Lister()
+	s.endpointSlices = eps.Lister()
+	s.secrets = sec.Lister()
+	return s, nil
+}
+
+// Run starts the informers, calls notify once every cache has synced and
+// after every change afterwards, and stops the informers when ctx ends. It
+// returns nil when ctx ends (also before the first sync) and an error only
+// when it cannot start; it may be called once.
+func (s *Source) Run(ctx context.Context, notify func()) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("running kube source: already running")
+	}
+	for kind, inf := range s.informers {
+		log := s.log.With("kind", kind)
+		if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
+			logWatchError(log, err)
+		}); err != nil {
+			return fmt.Errorf("setting watch error handler for %s: %w", kind, err)
+		}
+		if _, err := inf.AddEventHandler(s.handler(notify)); err != nil {
+			return fmt.Errorf("adding event handler for %s: %w", kind, err)
+		}
+	}
+	for _, f := range s.factories {
+		f.StartWithContext(ctx)
+	}
+	defer func() {
+		for _, f := range s.factories {
+			f.Shutdown() // waits for the informer goroutines
+		}
+	}()
+
+	for _, f := range s.factories {
+		if res := f.WaitForCacheSyncWithContext(ctx); res.Err != nil {
+			return nil // ctx ended before the first sync
+		}
+	}
+	// Set before notifying: events that arrived between the caches syncing
+	// and now were not notified, but the Snapshot this notify leads to
+	// already holds them.
+	s.synced.Store(true)
+	s.log.Info("caches synced")
+	notify()
+	<-ctx.Done()
+	return nil
+}
+
+// handler calls notify for every change once the first load is done.
+// Updates that do not change the resource version (the replays a relist
+// produces after a lost watch) are not changes.
+func (s *Source) handler(notify func()) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) {
+			if s.synced.Load() {
+				notify()
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			if !s.synced.Load() || sameVersion(old, cur) {
+				return
+			}
+			notify()
+		},
+		DeleteFunc: func(any) {
+			if s.synced.Load() {
+				notify()
+			}
+		},
+	}
+}
+
+// Synced reports whether every informer has finished its first list.
+func (s *Source) Synced() bool { return s.synced.Load() }
+
+// Snapshot lists every cache. Each list is consistent in itself; the lists
+// are read one after another, so a change landing in between shows up in
+// one list and not yet in another, and is followed by another notify.
+func (s *Source) Snapshot() translate.Input {
+	var in translate.Input
+	in.Ingresses, _ = s.ingresses.List(labels.Everything())
+	in.IngressClasses, _ = s.ingressClasses.List(labels.Everything())
+	in.Services, _ = s.services.List(labels.Everything())
+	in.EndpointSlices, _ = s.endpointSlices.List(labels.Everything())
+	secrets, _ := s.secrets.List(labels.Everything())
+	// The field selector already filters on the server; this keeps the
+	// promise also against clients that ignore it (the fake clientset).
+	for _, sec := range secrets {
+		if sec.Type == corev1.SecretTypeTLS {
+			in.Secrets = append(in.Secrets, sec)
+		}
+	}
+	return in
+}
+
+// stripObject drops the fields sluice never reads and that can be most of an
+// object's size. It mutates in place (allowed for informer transforms) and is
+// idempotent.
+func stripObject(obj any) (any, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return obj, nil // e.g. cache.DeletedFinalStateUnknown
+	}
+	m.SetManagedFields(nil)
+	if a := m.GetAnnotations(); a != nil {
+		if _, ok := a[lastAppliedAnnotation]; ok {
+			delete(a, lastAppliedAnnotation)
+			m.SetAnnotations(a)
+		}
+	}
+	return obj, nil
+}
+
+func sameVersion(old, cur any) bool {
+	o, err1 := meta.Accessor(old)
+	c, err2 := meta.Accessor(cur)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return o.GetResourceVersion() != "" && o.GetResourceVersion() == c.GetResourceVersion()
+}
+
+// logWatchError replaces client-go's default handler (which logs through
+// klog). The reflector backs off and relists after it returns either way.
+func logWatchError(log *slog.Logger, err error) {
+	switch {
+	case errors.Is(err, io.EOF):
+		// A watch closed normally.
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		log.Debug("watch expired; relisting", "err", err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		log.Info("watch closed unexpectedly; relisting", "err", err)
+	default:
+		log.Warn("watching failed; retrying", "err", err)
+	}
+}
