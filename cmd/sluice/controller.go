@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"sluice.dev/sluice/internal/controller/manager"
+	"sluice.dev/sluice/internal/lb/haproxy"
+)
+
+// controllerConfig is everything `sluice controller` is told on its command line.
+type controllerConfig struct {
+	kubeconfig              string
+	metricsAddress          string
+	healthAddress           string
+	ingressClass            string
+	resyncPeriod            time.Duration
+	leaderElect             bool
+	leaderElectionNamespace string
+	leaderElectionID        string
+	pollInterval            time.Duration
+	fastPollInterval        time.Duration
+	haproxyCheckInterval    time.Duration
+	haproxyMaxDrain         time.Duration
+	logFormat               string
+	logLevel                string
+}
+
+func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, error) {
+	c := &controllerConfig{}
+	fs := flag.NewFlagSet("sluice controller", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
+	fs.StringVar(&c.metricsAddress, "metrics-address", ":9091", `address for /metrics ("0" disables)`)
+	fs.StringVar(&c.healthAddress, "health-address", ":9092", `address for /healthz and /readyz ("0" disables)`)
+	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass whose Ingresses get status.loadBalancer")
+	fs.DurationVar(&c.resyncPeriod, "resync-period", 10*time.Minute, "how often the informers replay every object to the reconcilers")
+	fs.BoolVar(&c.leaderElect, "leader-elect", true, "elect a leader on a Lease so that only one replica acts")
+	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace; required outside a cluster)")
+	fs.StringVar(&c.leaderElectionID, "leader-election-id", "sluice-controller", "name of the leader-election Lease")
+	fs.DurationVar(&c.pollInterval, "poll-interval", 10*time.Second, "how often a settled binding's targets are read from the load balancer")
+	fs.DurationVar(&c.fastPollInterval, "fast-poll-interval", time.Second, "how often a binding's targets are read while any is initial, unhealthy or draining")
+	fs.DurationVar(&c.haproxyCheckInterval, "haproxy-check-interval", time.Second, "health-check interval of the HAProxy servers sluice adds")
+	fs.DurationVar(&c.haproxyMaxDrain, "haproxy-max-drain", 60*time.Second, "longest an HAProxy server stays in drain while it still has sessions")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
+	}
+	if _, err := parseLevel(c.logLevel); err != nil {
+		return nil, err
+	}
+	for name, d := range map[string]time.Duration{"--resync-period": c.resyncPeriod, "--poll-interval": c.pollInterval,
+		"--fast-poll-interval": c.fastPollInterval, "--haproxy-check-interval": c.haproxyCheckInterval, "--haproxy-max-drain": c.haproxyMaxDrain} {
+		if d <= 0 {
+			return nil, fmt.Errorf("%s must be positive", name)
+		}
+	}
+	if c.ingressClass == "" || c.leaderElectionID == "" {
+		return nil, errors.New("--ingress-class and --leader-election-id must not be empty")
+	}
+	return c, nil
+}
+
+// runController runs `sluice controller`: the leader-elected control plane
+// that registers ingress pods in load balancers, drives their readiness
+// gates and drain handshake, and publishes Ingress status.
+func runController(args []string, stdout, stderr io.Writer) int {
+	c, err := parseControllerFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice controller: %v\n", err)
+		return 2
+	}
+	log := newLogger(c.logFormat, c.logLevel, stderr)
+	if err := serveController(c, log); err != nil {
+		log.Error("sluice controller failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func serveController(c *controllerConfig, log *slog.Logger) error {
+	// controller-runtime and client-go (leader election) log through
+	// their own globals; send both to slog.
+	lr := logr.FromSlogHandler(log.Handler())
+	ctrl.SetLogger(lr)
+	klog.SetLogger(lr)
+
+	cfg, err := kubeConfig(c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "sluice-controller"
+	mgr, err := manager.New(manager.Options{
+		Config:                  cfg,
+		IngressClass:            c.ingressClass,
+		LeaderElection:          c.leaderElect,
+		LeaderElectionNamespace: c.leaderElectionNamespace,
+		LeaderElectionID:        c.leaderElectionID,
+		MetricsAddress:          c.metricsAddress,
+		HealthAddress:           c.healthAddress,
+		SyncPeriod:              c.resyncPeriod,
+		FastRequeue:             c.fastPollInterval,
+		SlowRequeue:             c.pollInterval,
+		HAProxy:                 haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain},
+		Logger:                  log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log.Info("sluice controller starting", "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
+		"metrics", c.metricsAddress, "health", c.healthAddress)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running controller manager: %w", err)
+	}
+	log.Info("sluice controller stopped")
+	return nil
+}

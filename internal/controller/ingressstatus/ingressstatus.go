@@ -1,0 +1,177 @@
+// Package ingressstatus is the Ingress-status reconciler: it publishes the
+// load balancer's addresses in status.loadBalancer.ingress of every Ingress
+// sluice serves, so that tools reading Ingress status (external-dns, kubectl,
+// Argo CD health) see where the Ingress is reachable.
+//
+//	Ingress, IngressClasses, LoadBalancerBindings ─► Serves + Published (pure) ─► Ingress status patch
+//
+// The addresses are the union of spec.publish of every LoadBalancerBinding
+// in the cluster, sorted and deduplicated: all bindings front the same
+// proxies, which serve every Ingress of the class. When an Ingress leaves
+// the class, its status is cleared, but only if every address it lists is
+// one sluice publishes: another controller's addresses are never touched.
+package ingressstatus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/translate"
+)
+
+// Options configures a Reconciler.
+type Options struct {
+	// Client reads Ingresses, IngressClasses and bindings and patches
+	// Ingress status. Required.
+	Client client.Client
+	// IngressClass is the class name sluice serves. Default "sluice".
+	IngressClass string
+	// ControllerName is the IngressClass spec.controller sluice serves.
+	// Default translate.ControllerName.
+	ControllerName string
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// Reconciler reconciles Ingress status.
+type Reconciler struct {
+	opts Options
+	log  *slog.Logger
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// New returns a Reconciler.
+func New(o Options) (*Reconciler, error) {
+	if o.Client == nil {
+		return nil, errors.New("creating ingress-status reconciler: Client is required")
+	}
+	o.IngressClass = cmp.Or(o.IngressClass, "sluice")
+	o.ControllerName = cmp.Or(o.ControllerName, translate.ControllerName)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return &Reconciler{opts: o, log: o.Logger}, nil
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var ing networkingv1.Ingress
+	if err := r.opts.Client.Get(ctx, req.NamespacedName, &ing); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("reading ingress %s: %w", req.NamespacedName, err)
+	}
+	var classes networkingv1.IngressClassList
+	if err := r.opts.Client.List(ctx, &classes); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing ingress classes: %w", err)
+	}
+	var bindings v1alpha1.LoadBalancerBindingList
+	if err := r.opts.Client.List(ctx, &bindings); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing bindings: %w", err)
+	}
+	published := Published(bindings.Items)
+	cur := ing.Status.LoadBalancer.Ingress
+	var want []networkingv1.IngressLoadBalancerIngress
+	if Serves(&ing, classes.Items, r.opts.IngressClass, r.opts.ControllerName) {
+		want = published
+	} else if len(cur) == 0 || !subset(cur, published) {
+		return reconcile.Result{}, nil // not ours, and nothing of ours to clear
+	}
+	if equal(cur, want) {
+		return reconcile.Result{}, nil
+	}
+	orig := ing.DeepCopy()
+	ing.Status.LoadBalancer.Ingress = want
+	if err := r.opts.Client.Status().Patch(ctx, &ing, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("writing status of ingress %s: %w", req.NamespacedName, err)
+	}
+	r.log.Info("ingress status", "ingress", req.NamespacedName, "addresses", addresses(want))
+	return reconcile.Result{}, nil
+}
+
+// Published is the union of spec.publish of the bindings (deleted ones
+// excluded), sorted by IP then hostname, without duplicates or empty
+// entries.
+func Published(bindings []v1alpha1.LoadBalancerBinding) []networkingv1.IngressLoadBalancerIngress {
+	var out []networkingv1.IngressLoadBalancerIngress
+	for _, b := range bindings {
+		if b.DeletionTimestamp != nil {
+			continue
+		}
+		for _, p := range b.Spec.Publish {
+			if p.IP == "" && p.Hostname == "" {
+				continue
+			}
+			out = append(out, networkingv1.IngressLoadBalancerIngress{IP: p.IP, Hostname: p.Hostname})
+		}
+	}
+	slices.SortFunc(out, compare)
+	return slices.CompactFunc(out, func(a, b networkingv1.IngressLoadBalancerIngress) bool { return compare(a, b) == 0 })
+}
+
+func compare(a, b networkingv1.IngressLoadBalancerIngress) int {
+	return cmp.Or(cmp.Compare(a.IP, b.IP), cmp.Compare(a.Hostname, b.Hostname))
+}
+
+// Serves reports whether sluice serves ing, with the rules of the proxy
+// (package translate): spec.ingressClassName, else the legacy
+// kubernetes.io/ingress.class annotation, names class or an IngressClass
+// whose spec.controller is controller; an Ingress naming neither is served
+// when one of those classes is the cluster default.
+func Serves(ing *networkingv1.Ingress, classes []networkingv1.IngressClass, class, controller string) bool {
+	ours := map[string]bool{class: true}
+	defaultOurs := false
+	for _, c := range classes {
+		if c.Name == class || c.Spec.Controller == controller {
+			ours[c.Name] = true
+			if c.Annotations["ingressclass.kubernetes.io/is-default-class"] == "true" {
+				defaultOurs = true
+			}
+		}
+	}
+	if ing.Spec.IngressClassName != nil {
+		return ours[*ing.Spec.IngressClassName]
+	}
+	if v, ok := ing.Annotations["kubernetes.io/ingress.class"]; ok {
+		return ours[v]
+	}
+	return defaultOurs
+}
+
+// subset: every entry of cur is one we publish (ports and errors aside).
+func subset(cur, published []networkingv1.IngressLoadBalancerIngress) bool {
+	for _, c := range cur {
+		if !slices.ContainsFunc(published, func(p networkingv1.IngressLoadBalancerIngress) bool { return compare(c, p) == 0 }) {
+			return false
+		}
+	}
+	return true
+}
+
+func equal(a, b []networkingv1.IngressLoadBalancerIngress) bool {
+	return slices.EqualFunc(a, b, func(x, y networkingv1.IngressLoadBalancerIngress) bool {
+		return compare(x, y) == 0 && len(x.Ports) == 0 && len(y.Ports) == 0
+	})
+}
+
+func addresses(lbs []networkingv1.IngressLoadBalancerIngress) []string {
+	out := make([]string, 0, len(lbs))
+	for _, l := range lbs {
+		out = append(out, cmp.Or(l.IP, l.Hostname))
+	}
+	return out
+}

@@ -1,0 +1,51 @@
+package ingressstatus
+
+import (
+	"context"
+	"fmt"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+// Setup registers the reconciler with mgr: it runs on Ingress spec and
+// annotation changes, and for every Ingress when an IngressClass or a
+// binding's spec changes.
+func (r *Reconciler) Setup(mgr ctrl.Manager) error {
+	c := mgr.GetClient()
+	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list networkingv1.IngressList
+		if err := c.List(ctx, &list); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing ingresses")
+			return nil
+		}
+		out := make([]reconcile.Request, len(list.Items))
+		for i := range list.Items {
+			out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+		}
+		return out
+	})
+	deletion := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	}}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("ingressstatus").
+		For(&networkingv1.Ingress{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&networkingv1.IngressClass{}, all).
+		Watches(&v1alpha1.LoadBalancerBinding{}, all, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, deletion))).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("setting up the ingress-status controller: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+// Package manager wires sluice's reconcilers into one leader-elected
+// controller-runtime manager: shared caches of Pods, Nodes, Ingresses,
+// IngressClasses and LoadBalancerBindings; the binding, pod-status and
+// ingress-status reconcilers; metrics and health endpoints. It is the
+// control plane's composition root, called by `sluice controller`.
+//
+//	binding reconciler ─► state.Store ─► Notifier ─► pod-status reconciler
+//	ingress-status reconciler (independent)
+package manager
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/binding"
+	"sluice.dev/sluice/internal/controller/ingressstatus"
+	"sluice.dev/sluice/internal/controller/podstatus"
+	"sluice.dev/sluice/internal/controller/provider"
+	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/lb/haproxy"
+)
+
+// Options configures New.
+type Options struct {
+	// Config reaches the API server. Required.
+	Config *rest.Config
+	// IngressClass is the class whose Ingresses get status. Default "sluice".
+	IngressClass string
+	// LeaderElection on a Lease named LeaderElectionID in
+	// LeaderElectionNamespace (default: the pod's namespace in-cluster).
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string // default "sluice-controller"
+	// MetricsAddress serves /metrics ("0" disables). Default ":9091".
+	MetricsAddress string
+	// HealthAddress serves /healthz and /readyz ("0" disables). Default ":9092".
+	HealthAddress string
+	// SyncPeriod is the informers' resync period. Default 10m.
+	SyncPeriod time.Duration
+	// FastRequeue and SlowRequeue are the binding poll intervals while
+	// targets move and when they are settled. Defaults 1s and 10s.
+	FastRequeue, SlowRequeue time.Duration
+	// HAProxy is the template for HAProxy providers (check interval,
+	// rise/fall, weight, max drain). Zero: the haproxy package defaults.
+	HAProxy haproxy.Options
+	// Logger is required.
+	Logger *slog.Logger
+}
+
+// New returns a manager with every sluice reconciler registered. Start it
+// with Start(ctx); it returns when ctx ends or leadership is lost.
+func New(o Options) (ctrl.Manager, error) {
+	if o.Config == nil || o.Logger == nil {
+		return nil, errors.New("creating controller manager: Config and Logger are required")
+	}
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	sync := cmp.Or(o.SyncPeriod, 10*time.Minute)
+	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        logr.FromSlogHandler(o.Logger.Handler()),
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionID:              cmp.Or(o.LeaderElectionID, "sluice-controller"),
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: cmp.Or(o.MetricsAddress, ":9091")},
+		HealthProbeBindAddress:        cmp.Or(o.HealthAddress, ":9092"),
+		Cache: cache.Options{
+			SyncPeriod:       &sync,
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating controller manager: %w", err)
+	}
+	if err := errors.Join(mgr.AddHealthzCheck("ping", healthz.Ping), mgr.AddReadyzCheck("ping", healthz.Ping)); err != nil {
+		return nil, fmt.Errorf("adding health checks: %w", err)
+	}
+
+	store, timeline := state.NewStore(), state.NewTimeline()
+	recorder := mgr.GetEventRecorder("sluice-controller")
+	notifier := podstatus.NewNotifier(4096)
+	br, err := binding.New(binding.Options{
+		Client:      mgr.GetClient(),
+		Providers:   provider.New(provider.Options{HAProxy: o.HAProxy}),
+		Store:       store,
+		Timeline:    timeline,
+		Recorder:    recorder,
+		Notify:      notifier.Notify,
+		Registerer:  ctrlmetrics.Registry,
+		Logger:      o.Logger.With("controller", "loadbalancerbinding"),
+		FastRequeue: o.FastRequeue,
+		SlowRequeue: o.SlowRequeue,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pr, err := podstatus.New(podstatus.Options{
+		Client:     mgr.GetClient(),
+		Store:      store,
+		Timeline:   timeline,
+		Recorder:   recorder,
+		Registerer: ctrlmetrics.Registry,
+		Logger:     o.Logger.With("controller", "podstatus"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ir, err := ingressstatus.New(ingressstatus.Options{
+		Client:       mgr.GetClient(),
+		IngressClass: o.IngressClass,
+		Logger:       o.Logger.With("controller", "ingressstatus"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr)); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

@@ -1,0 +1,201 @@
+package podstatus
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/lb"
+)
+
+// View is one binding that selects the pod: its settings (defaults applied)
+// and its latest snapshot (nil before its first reconcile).
+type View struct {
+	Binding      string // "namespace/name", for messages
+	Gate         bool
+	Handshake    bool
+	DrainTimeout time.Duration
+	Snap         *state.Snapshot
+}
+
+// Condition is a pod condition to write.
+type Condition struct {
+	Status  corev1.ConditionStatus
+	Reason  string
+	Message string
+}
+
+// Decision is what Decide wants done to a pod.
+type Decision struct {
+	// Gate is the sluice.dev/load-balancer-healthy condition to write;
+	// nil leaves it as it is.
+	Gate *Condition
+	// Drained is the sluice.dev/drained condition to write; nil leaves it.
+	Drained *Condition
+	// Wait, when positive, asks to look at the pod again after it.
+	Wait time.Duration
+}
+
+// recheck is how often a pod still waiting on the load balancer is looked
+// at again even without news from a binding reconcile.
+const recheck = 2 * time.Second
+
+// Decide computes a pod's readiness-gate and drained conditions from the
+// bindings selecting it. It is pure: the pod, the views and the time in,
+// the conditions out.
+//
+// Gate (pods listing the readiness gate, not being deleted): True once
+// every binding with readinessGate reports the pod's target healthy; False
+// as soon as one reports it anything else (or no such binding selects the
+// pod); unchanged while a binding has not yet seen the pod, so a restarted
+// controller never flips a Ready pod on missing knowledge.
+//
+// Drained (pods being deleted, when some binding has the handshake on):
+// True once every such binding has seen the deletion and no longer lists
+// the pod's target (or lists it Unused), or its drain timeout has passed
+// since the deletionTimestamp. Instance bindings do not hold a pod's drain.
+func Decide(pod *corev1.Pod, views []View, now time.Time) Decision {
+	var d Decision
+	if pod.DeletionTimestamp == nil {
+		if declaresGate(pod) {
+			d.Gate, d.Wait = decideGate(pod, views)
+		}
+	} else {
+		d.Drained, d.Wait = decideDrain(pod, views, now)
+	}
+	return d
+}
+
+func declaresGate(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
+		return g.ConditionType == v1alpha1.ReadinessGateHealthy
+	})
+}
+
+func findCondition(pod *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == typ {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func decideGate(pod *corev1.Pod, views []View) (*Condition, time.Duration) {
+	cur := findCondition(pod, v1alpha1.ReadinessGateHealthy)
+	var healthy, bad, unknown []string
+	for _, v := range views {
+		if !v.Gate {
+			continue
+		}
+		s := v.Snap
+		if s == nil || !s.Synced {
+			unknown = append(unknown, v.Binding+": not synced with its load balancer yet")
+			continue
+		}
+		pt, ok := s.Pods[pod.Name]
+		if !ok || pt.UID != pod.UID {
+			unknown = append(unknown, v.Binding+": has not seen the pod yet")
+			continue
+		}
+		if !pt.Desired {
+			bad = append(bad, v.Binding+": the pod is not a target (no IP yet, or its node is leaving the load balancer)")
+			continue
+		}
+		st, ok := s.Status(pt.Target)
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("%s: target %s is not registered", v.Binding, pt.Target))
+		case st.State != lb.Healthy:
+			msg := fmt.Sprintf("%s: target %s is %s", v.Binding, pt.Target, st.State)
+			if st.Reason != "" {
+				msg += " (" + st.Reason + ")"
+			}
+			bad = append(bad, msg)
+		default:
+			healthy = append(healthy, v.Binding)
+		}
+	}
+	var want Condition
+	switch {
+	case len(bad) > 0:
+		want = Condition{corev1.ConditionFalse, "TargetNotHealthy", strings.Join(append(bad, unknown...), "; ")}
+	case len(unknown) > 0:
+		if cur != nil {
+			return nil, recheck // keep what we said until every binding has looked
+		}
+		want = Condition{corev1.ConditionFalse, "Pending", strings.Join(unknown, "; ")}
+	case len(healthy) == 0:
+		want = Condition{corev1.ConditionFalse, "NoBinding", "no LoadBalancerBinding with readinessGate selects this pod"}
+	default:
+		want = Condition{corev1.ConditionTrue, "TargetHealthy", "target healthy in " + strings.Join(healthy, ", ")}
+	}
+	var wait time.Duration
+	if want.Status != corev1.ConditionTrue {
+		wait = recheck
+	}
+	if same(cur, want) {
+		return nil, wait
+	}
+	return &want, wait
+}
+
+func decideDrain(pod *corev1.Pod, views []View, now time.Time) (*Condition, time.Duration) {
+	cur := findCondition(pod, v1alpha1.PodConditionDrained)
+	if cur != nil && cur.Status == corev1.ConditionTrue {
+		return nil, 0
+	}
+	elapsed := now.Sub(pod.DeletionTimestamp.Time)
+	var any bool
+	var timedOut, waiting []string
+	wait := recheck
+	for _, v := range views {
+		if !v.Handshake {
+			continue
+		}
+		any = true
+		if elapsed >= v.DrainTimeout {
+			timedOut = append(timedOut, v.Binding)
+			continue
+		}
+		wait = min(wait, v.DrainTimeout-elapsed)
+		s := v.Snap
+		if s == nil {
+			waiting = append(waiting, v.Binding)
+			continue
+		}
+		if s.Instance {
+			continue
+		}
+		pt, ok := s.Pods[pod.Name]
+		if !ok || pt.UID != pod.UID || !pt.Deleting {
+			waiting = append(waiting, v.Binding) // has not seen the deletion yet
+			continue
+		}
+		if !pt.HasTarget {
+			continue
+		}
+		if st, ok := s.Status(pt.Target); ok && st.State != lb.Unused {
+			waiting = append(waiting, v.Binding)
+		}
+	}
+	switch {
+	case !any:
+		return nil, 0
+	case len(waiting) > 0:
+		return nil, max(wait, time.Millisecond)
+	case len(timedOut) > 0:
+		return &Condition{corev1.ConditionTrue, "Timeout", "drain timeout passed for " + strings.Join(timedOut, ", ")}, 0
+	default:
+		return &Condition{corev1.ConditionTrue, "Deregistered", "no load balancer sends the pod new traffic"}, 0
+	}
+}
+
+func same(cur *corev1.PodCondition, want Condition) bool {
+	return cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message
+}
