@@ -432,15 +432,18 @@ func (c *Cluster) Stop() error {
 		if c.cancel != nil {
 			c.cancel()
 		}
+		began := time.Now()
 		if c.kubelet != nil {
 			c.kubelet.wait()
+			c.log.Debug("pods stopped", "after", time.Since(began).Round(time.Millisecond))
 		}
 		c.mu.Lock()
 		control := c.control
 		c.mu.Unlock()
 		// Reverse start order: clients of the API server first, etcd last.
 		for i := len(control) - 1; i >= 0; i-- {
-			control[i].stop(10 * time.Second)
+			control[i].stop(5 * time.Second)
+			c.log.Debug("stopped", "process", control[i].name, "after", time.Since(began).Round(time.Millisecond))
 		}
 		if c.fwd != nil {
 			c.fwd.close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -354,17 +353,17 @@ func (w *podWorker) hookEnv(c *container) []string {
 	if c.proc != nil && c.proc.cmd != nil {
 		return c.proc.cmd.Env
 	}
-	return os.Environ()
+	return nil
 }
 
 // runInPod runs argv in the pod's node namespace with env until ctx ends;
 // it returns nil on exit status 0.
-func (w *podWorker) runInPod(ctx context.Context, c *container, argv []string, env []string) error {
+func (w *podWorker) runInPod(ctx context.Context, spec *corev1.Container, bin string, argv []string, env []string) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("empty command")
 	}
 	argv = append([]string(nil), argv...)
-	argv[0] = w.k.resolveCommand(argv[0], c.spec.Image, c.binary)
+	argv[0] = w.k.resolveCommand(argv[0], spec.Image, bin)
 	args := append([]string{"netns", "exec", w.nn.netns}, argv...)
 	cmd := exec.CommandContext(ctx, "ip", args...)
 	cmd.Env = env

@@ -459,17 +459,17 @@ func (w *podWorker) beginTermination(ctx context.Context, pod *corev1.Pod) {
 			c.done = true
 			continue
 		}
-		go w.terminate(ctx, c, c.proc, deadline, w.hookEnv(c))
+		go w.terminate(ctx, c, c.proc, c.binary, deadline, w.hookEnv(c))
 	}
 }
 
 // terminate runs c's preStop hook, then SIGTERM, then SIGKILL at deadline
 // (but no sooner than 2 s after SIGTERM, as the kubelet guarantees).
-func (w *podWorker) terminate(ctx context.Context, c *container, p *process, deadline time.Time, env []string) {
+func (w *podWorker) terminate(ctx context.Context, c *container, p *process, bin string, deadline time.Time, env []string) {
 	defer w.send(event{kind: evHookDone})
 	if lc := c.spec.Lifecycle; lc != nil && lc.PreStop != nil {
 		hctx, cancel := context.WithDeadline(ctx, deadline)
-		if err := w.runHook(hctx, c, lc.PreStop, env); err != nil {
+		if err := w.runHook(hctx, c, bin, lc.PreStop, env); err != nil {
 			w.log.Warn("preStop hook failed", "container", c.spec.Name, "error", err)
 		}
 		cancel()

@@ -29,18 +29,18 @@ func (w *podWorker) startProbes(_ context.Context, c *container, startup bool) {
 			return !(kind == probeStartup || kind == probeLiveness && !ok)
 		}
 	}
-	env := c.proc.cmd.Env
+	env, bin := c.proc.cmd.Env, c.binary
 	if startup && c.spec.StartupProbe != nil {
-		go w.probeLoop(ctx, c, c.spec.StartupProbe, nil, env, report(probeStartup))
+		go w.probeLoop(ctx, c, c.spec.StartupProbe, nil, env, bin, report(probeStartup))
 		return
 	}
 	if p := c.spec.ReadinessProbe; p != nil {
 		f := false
-		go w.probeLoop(ctx, c, p, &f, env, report(probeReadiness))
+		go w.probeLoop(ctx, c, p, &f, env, bin, report(probeReadiness))
 	}
 	if p := c.spec.LivenessProbe; p != nil {
 		t := true
-		go w.probeLoop(ctx, c, p, &t, env, report(probeLiveness))
+		go w.probeLoop(ctx, c, p, &t, env, bin, report(probeLiveness))
 	}
 }
 
@@ -48,7 +48,7 @@ func (w *podWorker) startProbes(_ context.Context, c *container, startup bool) {
 // failureThreshold failures in a row settle a verdict that differs from the
 // last one reported (initial; nil: none yet), it calls report; it stops
 // when report returns false or ctx ends.
-func (w *podWorker) probeLoop(ctx context.Context, c *container, p *corev1.Probe, initial *bool, env []string, report func(bool) bool) {
+func (w *podWorker) probeLoop(ctx context.Context, c *container, p *corev1.Probe, initial *bool, env []string, bin string, report func(bool) bool) {
 	period := secondsOr(p.PeriodSeconds, 10)
 	timeout := secondsOr(p.TimeoutSeconds, 1)
 	successes := max(int(p.SuccessThreshold), 1)
@@ -71,7 +71,7 @@ func (w *podWorker) probeLoop(ctx context.Context, c *container, p *corev1.Probe
 	defer t.Stop()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, timeout)
-		err := w.check(pctx, c, &p.ProbeHandler, env)
+		err := w.check(pctx, c, bin, &p.ProbeHandler, env)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -113,7 +113,7 @@ func secondsOr(s int32, def int) time.Duration {
 }
 
 // check runs one probe handler against the pod.
-func (w *podWorker) check(ctx context.Context, c *container, h *corev1.ProbeHandler, env []string) error {
+func (w *podWorker) check(ctx context.Context, c *container, bin string, h *corev1.ProbeHandler, env []string) error {
 	switch {
 	case h.HTTPGet != nil:
 		return w.httpGet(ctx, c, h.HTTPGet)
@@ -129,7 +129,7 @@ func (w *podWorker) check(ctx context.Context, c *container, h *corev1.ProbeHand
 		}
 		return conn.Close()
 	case h.Exec != nil:
-		return w.runInPod(ctx, c, h.Exec.Command, env)
+		return w.runInPod(ctx, &c.spec, bin, h.Exec.Command, env)
 	case h.GRPC != nil:
 		// No gRPC health client here: a TCP connect stands in for it.
 		var d net.Dialer
@@ -215,7 +215,7 @@ var sleepRE = regexp.MustCompile(`^\s*(?:/bin/|/usr/bin/)?sleep\s+([0-9]+(?:\.[0
 
 // runHook runs a lifecycle hook until it ends or ctx (the grace period)
 // ends.
-func (w *podWorker) runHook(ctx context.Context, c *container, h *corev1.LifecycleHandler, env []string) error {
+func (w *podWorker) runHook(ctx context.Context, c *container, bin string, h *corev1.LifecycleHandler, env []string) error {
 	switch {
 	case h.Sleep != nil:
 		return sleepCtx(ctx, time.Duration(h.Sleep.Seconds)*time.Second)
@@ -223,7 +223,7 @@ func (w *podWorker) runHook(ctx context.Context, c *container, h *corev1.Lifecyc
 		if d, ok := sleepDuration(h.Exec.Command); ok {
 			return sleepCtx(ctx, d)
 		}
-		return w.runInPod(ctx, c, h.Exec.Command, env)
+		return w.runInPod(ctx, &c.spec, bin, h.Exec.Command, env)
 	case h.HTTPGet != nil:
 		return w.httpGet(ctx, c, h.HTTPGet)
 	case h.TCPSocket != nil:
