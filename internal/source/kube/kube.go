@@ -6,6 +6,12 @@
 // Data flow: API server → informer caches (this package) → Snapshot →
 // translate.Build → route.New → proxy.
 //
+// Permissions the proxy's ServiceAccount needs: list and watch on
+// networking.k8s.io ingresses and ingressclasses, services, secrets (the
+// watch asks only for type kubernetes.io/tls, but RBAC cannot express
+// that) and discovery.k8s.io endpointslices; get, list and watch on pods in
+// its own namespace for WatchDrained and PodGracePeriod.
+//
 // Unit tests use client-go's fake clientset. Tests against a real
 // kube-apiserver carry the build tag e2e (e2e_test.go here) and come with the
 // local-cluster work in test/e2e; they read the cluster's kubeconfig from
@@ -242,8 +248,8 @@ func sameVersion(old, cur any) bool {
 // klog). The reflector backs off and relists after it returns either way.
 func logWatchError(log *slog.Logger, err error) {
 	switch {
-	case errors.Is(err, io.EOF):
-		// A watch closed normally.
+	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled):
+		// A watch closed normally, or the source is stopping.
 	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
 		log.Debug("watch expired; relisting", "err", err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
