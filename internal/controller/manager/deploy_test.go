@@ -121,5 +121,4 @@ func allows(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
 	return false
 }
 
-
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
