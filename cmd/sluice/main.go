@@ -1,0 +1,79 @@
+// Command sluice is the Kubernetes ingress stack for clusters behind an
+// external load balancer. One binary, several roles:
+//
+//	sluice proxy       the data plane: routes Ingress traffic to pod endpoints
+//	sluice version     prints the version
+//
+// This file only dispatches; each role's flags and wiring live in its own file.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"proxy", "run the ingress data plane (reverse proxy)", runProxy},
+		{"version", "print the version and exit", runVersion},
+	}
+}
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: sluice <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'sluice <command> -h' for a command's flags.")
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+		fmt.Fprintf(stdout, "sluice %s %s\n", v, bi.GoVersion)
+		return 0
+	}
+	fmt.Fprintf(stdout, "sluice %s\n", v)
+	return 0
+}

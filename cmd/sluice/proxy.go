@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"sluice.dev/sluice/internal/dataplane"
+	"sluice.dev/sluice/internal/proxy"
+	"sluice.dev/sluice/internal/server"
+	"sluice.dev/sluice/internal/source/kube"
+	"sluice.dev/sluice/internal/source/manifests"
+	"sluice.dev/sluice/internal/translate"
+)
+
+// proxyConfig is everything `sluice proxy` is told on its command line.
+type proxyConfig struct {
+	manifests      string
+	kubeconfig     string
+	watchNamespace string
+	ingressClass   string
+	defaultCert    string
+
+	httpAddress  string
+	httpsAddress string
+	adminAddress string
+
+	trustedProxies []netip.Prefix
+	proxyProtocol  bool
+
+	readHeaderTimeout time.Duration
+	idleTimeout       time.Duration
+	maxHeaderBytes    int
+	dialTimeout       time.Duration
+	responseTimeout   time.Duration
+	retries           int
+
+	drainMaxWait        time.Duration
+	drainQuietPeriod    time.Duration
+	shutdownTimeout     time.Duration
+	healthOnTrafficPort bool
+
+	logFormat string
+	logLevel  string
+	accessLog bool
+}
+
+func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
+	c := &proxyConfig{}
+	fs := flag.NewFlagSet("sluice proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.manifests, "manifests", "", "read Ingress, IngressClass, Service, EndpointSlice and Secret objects from the YAML files in this directory instead of the Kubernetes API")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
+	fs.StringVar(&c.watchNamespace, "watch-namespace", "", "only read objects in this namespace (default: all namespaces)")
+	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass this proxy serves")
+	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name")
+	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
+	fs.StringVar(&c.httpsAddress, "https-address", ":8443", "address for TLS traffic (empty disables)")
+	fs.StringVar(&c.adminAddress, "admin-address", ":9090", "address for /healthz, /readyz and /metrics")
+	trusted := fs.String("trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-* headers and PROXY protocol headers are trusted")
+	fs.BoolVar(&c.proxyProtocol, "proxy-protocol", false, "accept PROXY protocol v1/v2 headers on the traffic listeners (from --trusted-proxies only)")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed to read a request's headers")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle client keep-alive connection is kept")
+	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted")
+	fs.DurationVar(&c.dialTimeout, "upstream-connect-timeout", 5*time.Second, "time allowed to connect to a pod endpoint")
+	fs.DurationVar(&c.responseTimeout, "upstream-response-timeout", 60*time.Second, "time allowed for a pod to send response headers")
+	fs.IntVar(&c.retries, "retries", 2, "extra attempts on another endpoint after a connect failure (any method) or a reset (idempotent methods)")
+	fs.DurationVar(&c.drainMaxWait, "drain-max-wait", 60*time.Second, "longest time to keep serving after SIGTERM while waiting for the load balancer to let go (0: no draining)")
+	fs.DurationVar(&c.drainQuietPeriod, "drain-quiet-period", 0, "end draining early once no new connection arrived for this long (0: off)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time in-flight requests get to finish once draining ends (0: none)")
+	fs.BoolVar(&c.healthOnTrafficPort, "health-on-traffic-port", false, "also answer /healthz on the traffic ports (the path is then reserved)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&c.accessLog, "access-log", false, "log one line per request")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var err error
+	if c.trustedProxies, err = parseCIDRs(*trusted); err != nil {
+		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if c.manifests != "" && c.kubeconfig != "" {
+		return nil, errors.New("--manifests and --kubeconfig are exclusive")
+	}
+	if c.proxyProtocol && len(c.trustedProxies) == 0 {
+		return nil, errors.New("--proxy-protocol needs --trusted-proxies (the load balancer's addresses)")
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
+	}
+	if _, err := parseLevel(c.logLevel); err != nil {
+		return nil, err
+	}
+	for name, d := range map[string]time.Duration{"--drain-max-wait": c.drainMaxWait, "--shutdown-timeout": c.shutdownTimeout, "--drain-quiet-period": c.drainQuietPeriod} {
+		if d < 0 {
+			return nil, fmt.Errorf("%s must not be negative", name)
+		}
+	}
+	if c.retries < 0 || c.retries > 10 {
+		return nil, fmt.Errorf("--retries must be between 0 and 10, not %d", c.retries)
+	}
+	return c, nil
+}
+
+func parseCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !strings.Contains(f, "/") {
+			a, err := netip.ParseAddr(f)
+			if err != nil {
+				return nil, fmt.Errorf("parsing %q: %w", f, err)
+			}
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %q: %w", f, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level: %w", err)
+	}
+	return l, nil
+}
+
+func newLogger(format, level string, w io.Writer) *slog.Logger {
+	lvl, _ := parseLevel(level)
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func runProxy(args []string, stdout, stderr io.Writer) int {
+	c, err := parseProxyFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice proxy: %v\n", err)
+		return 2
+	}
+	log := newLogger(c.logFormat, c.logLevel, stderr)
+	klog.SetSlogLogger(log.With("component", "client-go"))
+	if err := serveProxy(c, log); err != nil {
+		log.Error("sluice proxy failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func serveProxy(c *proxyConfig, log *slog.Logger) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	var (
+		src     dataplane.Source
+		client  kubernetes.Interface
+		podName = os.Getenv("POD_NAME")
+		podNS   = os.Getenv("POD_NAMESPACE")
+	)
+	if c.manifests != "" {
+		ms, err := manifests.New(manifests.Options{Dir: c.manifests, Logger: log})
+		if err != nil {
+			return fmt.Errorf("reading manifests: %w", err)
+		}
+		src = ms
+		log.Info("reading objects from manifests", "dir", c.manifests)
+	} else {
+		cfg, err := kubeConfig(c.kubeconfig)
+		if err != nil {
+			return err
+		}
+		cfg.UserAgent = "sluice-proxy/" + version
+		if client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return fmt.Errorf("creating Kubernetes client: %w", err)
+		}
+		ks, err := kube.New(kube.Options{Client: client, Namespace: c.watchNamespace, Logger: log})
+		if err != nil {
+			return fmt.Errorf("watching the Kubernetes API: %w", err)
+		}
+		src = ks
+		log.Info("reading objects from the Kubernetes API", "host", cfg.Host, "namespace", c.watchNamespace)
+	}
+
+	var accessLog *slog.Logger
+	if c.accessLog {
+		accessLog = newLogger(c.logFormat, "info", os.Stdout)
+	}
+	px := proxy.New(proxy.Options{
+		TrustedProxies:        c.trustedProxies,
+		DialTimeout:           c.dialTimeout,
+		ResponseHeaderTimeout: c.responseTimeout,
+		Retries:               retriesOption(c.retries),
+		Registerer:            reg,
+		Logger:                log,
+		AccessLog:             accessLog,
+	})
+	loop, err := dataplane.New(dataplane.Options{
+		Source:  src,
+		Updater: px,
+		Translate: translate.Options{
+			IngressClass:       c.ingressClass,
+			DefaultCertificate: c.defaultCert,
+		},
+		Registerer: reg,
+		Logger:     log,
+	})
+	if err != nil {
+		return err
+	}
+
+	var drained <-chan struct{}
+	if client != nil && podName != "" && podNS != "" {
+		drained = kube.WatchDrained(ctx, client, podNS, podName, log)
+		go warnGracePeriod(ctx, client, podNS, podName, c, log)
+	} else if c.manifests == "" {
+		log.Info("POD_NAME/POD_NAMESPACE not set: draining ends by --drain-max-wait or --drain-quiet-period only")
+	}
+
+	srv, err := server.New(server.Options{
+		HTTPAddress:         c.httpAddress,
+		HTTPSAddress:        c.httpsAddress,
+		AdminAddress:        c.adminAddress,
+		Handler:             px,
+		GetCertificate:      certificateFrom(px),
+		ProxyProtocol:       c.proxyProtocol,
+		TrustedProxies:      c.trustedProxies,
+		ReadHeaderTimeout:   c.readHeaderTimeout,
+		IdleTimeout:         c.idleTimeout,
+		MaxHeaderBytes:      c.maxHeaderBytes,
+		DrainMaxWait:        zeroMeansNone(c.drainMaxWait),
+		DrainQuietPeriod:    c.drainQuietPeriod,
+		ShutdownTimeout:     zeroMeansNone(c.shutdownTimeout),
+		HealthOnTrafficPort: c.healthOnTrafficPort,
+		Drained:             drained,
+		Ready:               loop.Ready,
+		Gatherer:            reg,
+		Registerer:          reg,
+		Logger:              log,
+	})
+	if err != nil {
+		return err
+	}
+
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	loopErr := make(chan error, 1)
+	go func() { loopErr <- loop.Run(ctx) }()
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(ctx, sigs) }()
+	log.Info("sluice proxy started", "version", version, "http", c.httpAddress, "https", c.httpsAddress, "admin", c.adminAddress)
+
+	select {
+	case err := <-runErr:
+		cancel()
+		if errors.Is(err, server.ErrForced) {
+			log.Warn("stop forced by a third signal: connections were closed without waiting")
+			return nil
+		}
+		return err
+	case err := <-loopErr:
+		// The source failed for good: stop serving rather than serve a
+		// table that can no longer change.
+		cancel()
+		<-runErr
+		if err == nil {
+			err = errors.New("source stopped")
+		}
+		return err
+	}
+}
+
+// retriesOption maps --retries to proxy.Options, where 0 means the default
+// and a negative value means none.
+func retriesOption(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// zeroMeansNone maps a flag's 0 ("none") to the server's negative value; in
+// server.Options 0 means "the default".
+func zeroMeansNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// certificateFrom selects the certificate for a TLS handshake from the
+// routing table in use, so a certificate rotation is one more table swap.
+func certificateFrom(px *proxy.Proxy) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		t := px.Table()
+		if t == nil {
+			return nil, errors.New("no routing table loaded yet")
+		}
+		if c := t.Certificate(hello.ServerName); c != nil {
+			return c, nil
+		}
+		return nil, fmt.Errorf("no certificate for server name %q", hello.ServerName)
+	}
+}
+
+func kubeConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading in-cluster configuration (use --kubeconfig or --manifests outside a cluster): %w", err)
+	}
+	return cfg, nil
+}
+
+// warnGracePeriod warns when the pod may be killed before draining and
+// shutdown can finish.
+func warnGracePeriod(ctx context.Context, client kubernetes.Interface, ns, name string, c *proxyConfig, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	grace, err := kube.PodGracePeriod(ctx, client, ns, name)
+	if err != nil {
+		log.Warn("cannot read own pod's terminationGracePeriodSeconds", "error", err)
+		return
+	}
+	if need := c.drainMaxWait + c.shutdownTimeout; grace < need {
+		log.Warn("terminationGracePeriodSeconds is shorter than --drain-max-wait + --shutdown-timeout: the kubelet may kill the proxy before it has drained",
+			"terminationGracePeriodSeconds", grace.Seconds(), "drainMaxWait", c.drainMaxWait, "shutdownTimeout", c.shutdownTimeout, "needSeconds", need.Seconds())
+	}
+}
