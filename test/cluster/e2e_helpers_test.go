@@ -191,6 +191,17 @@ func get(url string) (string, error) {
 	return string(b), err
 }
 
+// gone reports whether nothing answers at url any more. The address of a
+// removed pod no longer exists, so a short timeout suffices.
+func gone(url string) bool {
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err != nil
+}
+
 // kubectl runs the cluster's kubectl.
 func kubectl(t *testing.T, c *Cluster, args ...string) string {
 	t.Helper()

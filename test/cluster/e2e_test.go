@@ -214,14 +214,18 @@ func testScale(t *testing.T, c *Cluster, ns string) {
 		list, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=scale"})
 		return err == nil && len(list.Items) == 1, err
 	})
+	var wg sync.WaitGroup
 	for _, p := range pods {
 		if p.Name == left[0].Name {
 			continue
 		}
-		if _, err := get(fmt.Sprintf("http://%s:8080/", p.Status.PodIP)); err == nil {
-			t.Errorf("removed pod %s still answers on %s", p.Name, p.Status.PodIP)
-		}
+		wg.Go(func() {
+			if !gone(fmt.Sprintf("http://%s:8080/", p.Status.PodIP)) {
+				t.Errorf("removed pod %s still answers on %s", p.Name, p.Status.PodIP)
+			}
+		})
 	}
+	wg.Wait()
 	deleteDeployment(t, c, ns, "scale")
 }
 
@@ -446,8 +450,10 @@ func testGracefulTermination(t *testing.T, c *Cluster, ns string) {
 	ctx := context.Background()
 	// preStop sleeps 3 s; then SIGTERM makes echo fail /healthz for 3 s
 	// before it exits, so the pod must turn un-Ready while terminating.
+	// A bare pod: nothing replaces it.
 	d := echoDeployment(ns, "graceful", echoOpts{replicas: 1, preStop: []string{"sleep", "3"}, grace: 20, extra: []string{"--shutdown-delay", "3s"}})
-	if _, err := c.Client().AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "graceful", Labels: d.Spec.Template.Labels}, Spec: d.Spec.Template.Spec}
+	if _, err := c.Client().CoreV1().Pods(ns).Create(ctx, bare, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pod := waitReadyPods(t, c, ns, "graceful", 1)[0]
@@ -485,10 +491,9 @@ func testGracefulTermination(t *testing.T, c *Cluster, ns string) {
 	if !sawUnready {
 		t.Error("the terminating pod never turned un-Ready while its process still ran")
 	}
-	if _, err := get(fmt.Sprintf("http://%s:8080/healthz", pod.Status.PodIP)); err == nil {
+	if !gone(fmt.Sprintf("http://%s:8080/healthz", pod.Status.PodIP)) {
 		t.Error("removed pod still answers")
 	}
-	deleteDeployment(t, c, ns, "graceful")
 }
 
 func testDrain(t *testing.T, c *Cluster, ns string) {
