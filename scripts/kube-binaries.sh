@@ -17,6 +17,11 @@ fi
 out="$cache/kube/$version"
 mkdir -p "$out"
 
+# Test binaries of several packages may call this at once: one builds, the
+# others wait for it and then find everything in place.
+exec 9>"$out/.lock"
+flock 9
+
 cd "$root/tools/kube"
 for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 	if [[ -x "$out/$bin" ]]; then
