@@ -34,9 +34,9 @@ func (f *fakeSource) Snapshot() translate.Input { f.mu.Lock(); defer f.mu.Unlock
 func (f *fakeSource) Synced() bool              { return f.synced.Load() }
 func (f *fakeSource) set(in translate.Input)    { f.mu.Lock(); f.in = in; f.mu.Unlock() }
 
-type updates struct{ ch chan *route.Table }
+type updates struct{}
 
-func (u updates) Update(t *route.Table) { u.ch <- t }
+func (updates) Update(*route.Table) {}
 
 func ingress(name, host string, class *string) *networkingv1.Ingress {
 	pt := networkingv1.PathTypePrefix
@@ -55,9 +55,11 @@ func ingress(name, host string, class *string) *networkingv1.Ingress {
 func TestLoopBuildsOnChangeAndReportsProblems(t *testing.T) {
 	class := "sluice"
 	src := &fakeSource{notify: make(chan func(), 1)}
-	up := updates{ch: make(chan *route.Table, 10)}
+	// OnTable runs after the table is live and its metrics recorded.
+	tables := make(chan *route.Table, 10)
 	reg := prometheus.NewRegistry()
-	l, err := New(Options{Source: src, Updater: up, Registerer: reg})
+	l, err := New(Options{Source: src, Updater: updates{}, Registerer: reg,
+		OnTable: func(t *route.Table, _ []translate.Problem) { tables <- t }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestLoopBuildsOnChangeAndReportsProblems(t *testing.T) {
 	// Not synced: a notify builds nothing and the loop is not ready.
 	notify()
 	select {
-	case <-up.ch:
+	case <-tables:
 		t.Fatal("table built before the source synced")
 	case <-time.After(50 * time.Millisecond):
 	}
@@ -83,7 +85,7 @@ func TestLoopBuildsOnChangeAndReportsProblems(t *testing.T) {
 	})
 	src.synced.Store(true)
 	notify()
-	tbl := <-up.ch
+	tbl := <-tables
 	if r := tbl.Match("a.example.com", "/"); r == nil || r.Backend.Name != "default/svc:80" {
 		t.Fatalf("route for a.example.com = %+v", r)
 	}
@@ -97,7 +99,7 @@ func TestLoopBuildsOnChangeAndReportsProblems(t *testing.T) {
 		Services:  []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "svc"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}},
 	})
 	notify()
-	tbl = <-up.ch
+	tbl = <-tables
 	if r := tbl.Match("a.example.com", "/"); r == nil {
 		t.Fatal("good route lost after a bad Ingress appeared")
 	}
