@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,19 +48,30 @@ func startLoad(t *testing.T, o load.Options) func() load.Result {
 	}
 }
 
-// TestRouteChurn makes 200 routing changes at 20/s (Ingresses for other
-// hosts added and removed, another Service's endpoints changed, the stable
-// Ingress and a sibling Ingress on the same host rewritten with extra paths)
-// while load runs on a stable route, which must not lose a request. The
-// proxies run with --retries 0 so a retry cannot hide a bad table swap.
+// TestRouteChurn makes 200 routing changes at 20/s while load runs on a
+// stable route (app.test), which must not lose a request. The changes cycle
+// through: Ingresses for other hosts added and removed; another Service's
+// EndpointSlices emptied and refilled; sibling Ingresses on the stable host
+// rewritten with other paths; the stable Ingress itself rewritten with an
+// extra path; the stable Service's annotations and its EndpointSlice's
+// endpoint order changed; a broken manifest written and removed. Each file
+// changes at most once a second, so the manifests source (which loads a file
+// once it held still for two polls) applies the changes while they happen.
+// The proxies run with --retries 0 so a retry cannot hide a bad table swap.
 func TestRouteChurn(t *testing.T) {
 	f := newFleet(t, 2, 3, "--retries", "0")
 	e := f.e
-	other := e.pool("other", 2)
-	other.start(0)
-	other.start(1)
-	e.write("other.yaml", serviceYAML("other"))
-	e.write("other-slice.yaml", other.slice([]int{0}))
+	const otherSlices = 4 // toggled slices other-1..4; other-0 stays
+	other := e.pool("other", 1+otherSlices)
+	for i := range other.ips {
+		other.start(i)
+	}
+	e.write("other-service.yaml", serviceYAML("other"))
+	for k := range other.ips {
+		e.write(fmt.Sprintf("other-slice-%d.yaml", k), other.sliceNamed(fmt.Sprintf("other-%d", k), []int{k}))
+	}
+	waitRoute(t, f.lb.url()+"/", "app.test", "app-", 10*time.Second)
+	before := f.generations(t)
 
 	wait := startLoad(t, churnLoad(f, 13*time.Second, fromPool("app")))
 	time.Sleep(time.Second)
@@ -68,38 +80,58 @@ func TestRouteChurn(t *testing.T) {
 	var live []int // churn Ingresses present, oldest first
 	var removed []int
 	lastExtra := -1
+	otherFull := make([]bool, 1+otherSlices)
+	for k := range otherFull {
+		otherFull[k] = true
+	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	for i := range changes {
 		<-tick.C
+		slot, round := i%20, i/20
 		switch {
-		case i%5 == 0 || (i%5 == 1 && len(live) <= 2):
+		case slot%5 == 0 || (slot%5 == 1 && len(live) <= 2):
 			e.write(fmt.Sprintf("churn-%d.yaml", i), ingressYAML(fmt.Sprintf("churn-%d", i), fmt.Sprintf("churn-%d.test", i), rule{"/", "other"}))
 			live = append(live, i)
-		case i%5 == 1:
+		case slot%5 == 1:
 			e.remove(fmt.Sprintf("churn-%d.yaml", live[0]))
 			removed = append(removed, live[0])
 			live = live[1:]
-		case i%5 == 2:
-			members := []int{0}
-			if i%10 == 2 {
-				members = []int{0, 1}
+		case slot%5 == 2:
+			k := 1 + slot/5 // 1..4
+			otherFull[k] = !otherFull[k]
+			var members []int
+			if otherFull[k] {
+				members = []int{k}
 			}
-			e.write("other-slice.yaml", other.slice(members))
-		case i%5 == 3:
-			// A second Ingress on the stable host, for a path the load
+			e.write(fmt.Sprintf("other-slice-%d.yaml", k), other.sliceNamed(fmt.Sprintf("other-%d", k), members))
+		case slot%5 == 3:
+			// Ingresses sharing the stable host, for paths the load
 			// never requests.
-			e.write("sibling.yaml", ingressYAML("sibling", "app.test", rule{fmt.Sprintf("/p-%d", i), "other"}))
-		case i%5 == 4:
+			k := slot / 5
+			e.write(fmt.Sprintf("sibling-%d.yaml", k), ingressYAML(fmt.Sprintf("sibling-%d", k), "app.test", rule{fmt.Sprintf("/p-%d", i), "other"}))
+		case slot == 4:
 			// The stable Ingress itself, its "/" rule unchanged.
-			e.write("base.yaml", docs(ingressClassYAML, serviceYAML("app"),
-				ingressYAML("app", "app.test", rule{"/", "app"}, rule{fmt.Sprintf("/extra-%d", i), "other"})))
+			e.write("app-ingress.yaml", ingressYAML("app", "app.test", rule{"/", "app"}, rule{fmt.Sprintf("/extra-%d", i), "other"}))
 			lastExtra = i
+		case slot == 9:
+			e.write("app-service.yaml", strings.Replace(serviceYAML("app"), "namespace: default\n",
+				fmt.Sprintf("namespace: default\n  annotations:\n    churn: %q\n", fmt.Sprint(i)), 1))
+		case slot == 14:
+			order := []int{0, 1, 2}
+			order = append(order[round%3:], order[:round%3]...)
+			e.write("app-slice.yaml", f.app.slice(order))
+		case slot == 19:
+			if round%2 == 0 {
+				e.write("broken.yaml", "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: [broken\nspec: 12\n")
+			} else {
+				e.remove("broken.yaml")
+			}
 		}
 	}
 	tick.Stop()
 
 	// The churn must have been applied, not ignored: the last state is
-	// served by every proxy through HAProxy.
+	// served by every proxy.
 	for _, p := range f.proxies {
 		url := fmt.Sprintf("http://127.0.0.1:%d", p.http)
 		if err := pollRoute(url+"/", fmt.Sprintf("churn-%d.test", live[len(live)-1]), "other-", 10*time.Second); err != nil {
@@ -114,7 +146,12 @@ func TestRouteChurn(t *testing.T) {
 	}
 
 	res := wait()
-	report(t, "route-churn: changes=%d requests=%d failed=%d | %s", changes, res.Sent, res.Failed, res)
+	after := f.generations(t)
+	swaps := make([]int, len(before))
+	for k := range before {
+		swaps[k] = after[k] - before[k]
+	}
+	report(t, "route-churn: changes=%d table_swaps=%v requests=%d failed=%d | %s", changes, swaps, res.Sent, res.Failed, res)
 	if res.Failed != 0 {
 		t.Errorf("%d of %d requests on the stable route failed during route churn: %v; first errors:\n%s",
 			res.Failed, res.Sent, res.ByKind, strings.Join(res.Errors, "\n"))
@@ -226,5 +263,23 @@ func TestEndpointChurn(t *testing.T) {
 	if res.Failed != 0 {
 		t.Errorf("%d of %d requests failed during endpoint churn: %v; first errors:\n%s",
 			res.Failed, res.Sent, res.ByKind, strings.Join(res.Errors, "\n"))
+	}
+}
+
+// TestEndpointChurnBrokenFails is the control for TestEndpointChurn: a
+// backend is killed (SIGKILL) and then removed from the EndpointSlice, so
+// the proxies still send to it until they have loaded the change (at least
+// two polls of the manifests directory). With --retries 0 some requests must fail; if none do, the harness
+// cannot see endpoint failures and TestEndpointChurn's 0 proves nothing.
+func TestEndpointChurnBrokenFails(t *testing.T) {
+	f := newFleet(t, 2, 3, "--retries", "0")
+	wait := startLoad(t, churnLoad(f, 4*time.Second, fromPool("app")))
+	time.Sleep(2 * time.Second)
+	f.app.procs[0].signal(t, syscall.SIGKILL)
+	f.e.write("app-slice.yaml", f.app.slice([]int{1, 2}))
+	res := wait()
+	report(t, "endpoint-churn-broken: requests=%d failed=%d | %s", res.Sent, res.Failed, res)
+	if res.Failed == 0 {
+		t.Errorf("no request failed although a backend was killed under load before the proxies dropped it")
 	}
 }

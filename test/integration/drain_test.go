@@ -50,8 +50,9 @@ func newFleet(t *testing.T, proxies, poolSize int, proxyFlags ...string) *fleet 
 	for i := range 3 {
 		f.app.start(i)
 	}
-	e.write("base.yaml", docs(ingressClassYAML, serviceYAML("app"),
-		ingressYAML("app", "app.test", rule{"/", "app"})))
+	e.write("class.yaml", ingressClassYAML)
+	e.write("app-service.yaml", serviceYAML("app"))
+	e.write("app-ingress.yaml", ingressYAML("app", "app.test", rule{"/", "app"}))
 	e.write("app-slice.yaml", f.app.slice([]int{0, 1, 2}))
 	for i := range proxies {
 		p := e.startProxy(fmt.Sprintf("sluice-%d", i), proxyFlags...)
@@ -60,6 +61,20 @@ func newFleet(t *testing.T, proxies, poolSize int, proxyFlags ...string) *fleet 
 	}
 	f.lb = e.startHAProxy(f.proxies...)
 	return f
+}
+
+// generations returns each proxy's routing table generation.
+func (f *fleet) generations(t *testing.T) []int {
+	t.Helper()
+	gens := make([]int, len(f.proxies))
+	for i, p := range f.proxies {
+		g, err := p.generation()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens[i] = g
+	}
+	return gens
 }
 
 // waitRoute polls url with Host host until an echo backend whose name starts

@@ -4,8 +4,11 @@ package integration
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -105,13 +108,19 @@ func (p *pool) stop(i int) error {
 	return nil
 }
 
-// slice renders the pool's EndpointSlice holding the backends in members.
+// slice renders the pool's EndpointSlice holding the backends in members,
+// in that order.
 func (p *pool) slice(members []int) string {
+	return p.sliceNamed(p.service+"-slice", members)
+}
+
+// sliceNamed renders one of several EndpointSlices of the pool's Service.
+func (p *pool) sliceNamed(name string, members []int) string {
 	addrs := make([]string, len(members))
 	for k, i := range members {
 		addrs[k] = p.ips[i]
 	}
-	return sliceYAML(p.service, p.service+"-slice", p.port, addrs)
+	return sliceYAML(p.service, name, p.port, addrs)
 }
 
 // sluiceProxy is one `sluice proxy` process in manifests mode.
@@ -230,3 +239,26 @@ spec:
 
 // docs joins YAML documents into one multi-document file.
 func docs(d ...string) string { return strings.Join(d, "---\n") }
+
+// generation reads the proxy's routing table generation from /metrics.
+func (sp *sluiceProxy) generation() (int, error) {
+	resp, err := http.Get(sp.admin("/metrics"))
+	if err != nil {
+		return 0, fmt.Errorf("reading %s metrics: %w", sp.name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s metrics: %w", sp.name, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "sluice_table_generation "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing %q: %w", line, err)
+			}
+			return int(f), nil
+		}
+	}
+	return 0, fmt.Errorf("no sluice_table_generation in %s metrics", sp.name)
+}

@@ -28,11 +28,15 @@ type process struct {
 	endedAt time.Time // when the process was seen to exit; valid after done
 }
 
-// logDir is where a test's process logs go; it outlives the processes
-// (t.TempDir's removal runs after their cleanups).
+// logDir is where a test's process logs go: SLUICE_TEST_LOGS/<test name>
+// when that variable is set (kept after the run), otherwise a temp dir that
+// outlives the processes (t.TempDir's removal runs after their cleanups).
 func logDir(t *testing.T) string {
 	t.Helper()
 	d := filepath.Join(t.TempDir(), "logs")
+	if keep := os.Getenv("SLUICE_TEST_LOGS"); keep != "" {
+		d = filepath.Join(keep, t.Name())
+	}
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatalf("creating log dir: %v", err)
 	}
