@@ -174,6 +174,17 @@ func (c *Cluster) prepare() error {
 			return fmt.Errorf("finding %s: %w", tool, err)
 		}
 	}
+	// Pod processes start in their pod's folder: image paths must be
+	// absolute.
+	images := make(map[string]string, len(c.opts.Images))
+	for name, p := range c.opts.Images {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return fmt.Errorf("resolving image %s: %w", name, err)
+		}
+		images[name] = abs
+	}
+	c.opts.Images = images
 	var err error
 	if c.etcdPath, err = exec.LookPath("etcd"); err != nil {
 		return fmt.Errorf("finding etcd (Debian package etcd-server): %w", err)

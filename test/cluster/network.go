@@ -24,27 +24,29 @@ const maxSlots = 16
 // bridge, 10.244.S+i.0/24 belongs to node i).
 const maxNodes = 15
 
-// slot is this run's claim on a name prefix and an address block. The
-// flock on its lock file lives as long as this process: a slot whose lock
-// can be taken belongs to nobody, and whatever carries its name is stale.
+// slot is this run's claim on an address block (10.244.16K.0/20) and the
+// names built from it (PREFIX+K). Slots are global across prefixes, since
+// two bridges with the same block would steal each other's traffic. The
+// flock on the slot's lock file lives as long as this process: a slot
+// whose lock can be taken belongs to nobody, and whatever it records
+// (processes, names) is stale.
 type slot struct {
 	name  string // e.g. "slc0": prefix of every netns and link of this run
 	index int
 	lock  *os.File
-	dir   string // runDir/name: pid files, etcd data
+	dir   string // runDir/slot-K: owner prefix, pid files, etcd data
 }
 
-// claimSlot takes the first free slot for prefix and removes what crashed
-// runs left in every free slot of the same prefix (processes, network
-// namespaces, links, state).
+// claimSlot takes the first free slot whose address block no interface
+// uses, and removes what crashed runs left in every free slot (processes,
+// network namespaces, links, state).
 func claimSlot(prefix string, logf func(string, ...any)) (*slot, error) {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", runDir, err)
 	}
 	var mine *slot
 	for i := range maxSlots {
-		name := fmt.Sprintf("%s%d", prefix, i)
-		f, err := os.OpenFile(filepath.Join(runDir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		f, err := os.OpenFile(filepath.Join(runDir, fmt.Sprintf("slot-%d.lock", i)), os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("opening slot lock: %w", err)
 		}
@@ -52,33 +54,72 @@ func claimSlot(prefix string, logf func(string, ...any)) (*slot, error) {
 			f.Close() // in use by a live run
 			continue
 		}
-		s := &slot{name: name, index: i, lock: f, dir: filepath.Join(runDir, name)}
+		s := &slot{name: fmt.Sprintf("%s%d", prefix, i), index: i, lock: f, dir: filepath.Join(runDir, fmt.Sprintf("slot-%d", i))}
+		if owner, err := os.ReadFile(filepath.Join(s.dir, "prefix")); err == nil {
+			if p := strings.TrimSpace(string(owner)); prefixRE.MatchString(p) && p != prefix {
+				s.removeNamed(fmt.Sprintf("%s%d-", p, i), logf)
+			}
+		}
 		s.cleanStale(logf)
-		if mine == nil {
+		if mine == nil && !blockInUse(blockOf(i)) {
 			mine = s
 			_ = f.Truncate(0)
-			_, _ = f.WriteAt(fmt.Appendf(nil, "%d\n", os.Getpid()), 0)
+			_, _ = f.WriteAt(fmt.Appendf(nil, "%d %s\n", os.Getpid(), prefix), 0)
 			continue
 		}
 		f.Close()
 	}
 	if mine == nil {
-		return nil, fmt.Errorf("all %d cluster slots for prefix %q are in use", maxSlots, prefix)
+		return nil, fmt.Errorf("all %d cluster slots are in use", maxSlots)
 	}
 	if err := os.MkdirAll(filepath.Join(mine.dir, "pids"), 0o755); err != nil {
 		mine.release()
 		return nil, fmt.Errorf("creating slot state: %w", err)
 	}
+	// Record the prefix first, so a crash at any later point is cleaned up.
+	if err := os.WriteFile(filepath.Join(mine.dir, "prefix"), []byte(prefix+"\n"), 0o644); err != nil {
+		mine.release()
+		return nil, fmt.Errorf("recording slot owner: %w", err)
+	}
 	return mine, nil
+}
+
+// blockOf returns slot i's address block.
+func blockOf(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i * 16), 0}), 20)
+}
+
+// blockInUse reports whether an interface of the root namespace has an
+// address in block (a cluster of another version, or anything else).
+func blockInUse(block netip.Prefix) bool {
+	out, _ := exec.Command("ip", "-o", "-4", "addr", "show").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] != "inet" {
+				continue
+			}
+			if p, err := netip.ParsePrefix(f[i+1]); err == nil && p.Overlaps(block) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cleanStale kills the slot's recorded processes and removes its network
 // namespaces, links and state. The caller holds the slot's lock.
 func (s *slot) cleanStale(logf func(string, ...any)) {
 	if n := killRecorded(filepath.Join(s.dir, "pids")); n > 0 {
-		logf("killed leftover processes", "slot", s.name, "count", n)
+		logf("killed leftover processes", "slot", s.index, "count", n)
 	}
-	p := s.name + "-"
+	s.removeNamed(s.name+"-", logf)
+	_ = os.RemoveAll(s.dir)
+}
+
+// removeNamed deletes the network namespaces and links whose name starts
+// with p.
+func (s *slot) removeNamed(p string, logf func(string, ...any)) {
 	for _, ns := range listNetns() {
 		if strings.HasPrefix(ns, p) {
 			logf("removing stale network namespace", "netns", ns)
@@ -91,7 +132,6 @@ func (s *slot) cleanStale(logf func(string, ...any)) {
 			_ = ipCmd("link", "del", l)
 		}
 	}
-	_ = os.RemoveAll(s.dir)
 }
 
 // release gives the slot up; its state dir is removed.
@@ -134,7 +174,7 @@ func newNetwork(s *slot, nodes []NodeSpec) (*network, error) {
 	n := &network{
 		slot:     s,
 		bridge:   s.name + "-br",
-		subnet:   netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, base, 0}), 20),
+		subnet:   blockOf(s.index),
 		bridgeIP: netip.AddrFrom4([4]byte{10, 244, base, 1}),
 		nodes:    map[string]*nodeNet{},
 	}
