@@ -63,18 +63,18 @@ func newFleet(t *testing.T, proxies, poolSize int, proxyFlags ...string) *fleet 
 	return f
 }
 
-// generations returns each proxy's routing table generation.
-func (f *fleet) generations(t *testing.T) []int {
+// metric returns metric name (summed over labels) for each proxy.
+func (f *fleet) metric(t *testing.T, name string) []int {
 	t.Helper()
-	gens := make([]int, len(f.proxies))
+	vals := make([]int, len(f.proxies))
 	for i, p := range f.proxies {
-		g, err := p.generation()
+		v, err := p.metric(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		gens[i] = g
+		vals[i] = int(v)
 	}
-	return gens
+	return vals
 }
 
 // waitRoute polls url with Host host until an echo backend whose name starts

@@ -240,8 +240,9 @@ spec:
 // docs joins YAML documents into one multi-document file.
 func docs(d ...string) string { return strings.Join(d, "---\n") }
 
-// generation reads the proxy's routing table generation from /metrics.
-func (sp *sluiceProxy) generation() (int, error) {
+// metric sums the samples of the metric name (any labels) on the proxy's
+// /metrics.
+func (sp *sluiceProxy) metric(name string) (float64, error) {
 	resp, err := http.Get(sp.admin("/metrics"))
 	if err != nil {
 		return 0, fmt.Errorf("reading %s metrics: %w", sp.name, err)
@@ -251,14 +252,23 @@ func (sp *sluiceProxy) generation() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading %s metrics: %w", sp.name, err)
 	}
+	var sum float64
+	found := false
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "sluice_table_generation "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return 0, fmt.Errorf("parsing %q: %w", line, err)
-			}
-			return int(f), nil
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
+			continue
 		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		sum += v
+		found = true
 	}
-	return 0, fmt.Errorf("no sluice_table_generation in %s metrics", sp.name)
+	if !found {
+		return 0, fmt.Errorf("no %s in %s metrics", name, sp.name)
+	}
+	return sum, nil
 }
