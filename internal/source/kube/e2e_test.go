@@ -18,16 +18,19 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sluice.dev/sluice/internal/translate"
+	"sluice.dev/sluice/test/cluster"
 )
 
-// realClient connects to the cluster named by SLUICE_KUBECONFIG (the local
-// cluster of test/cluster, or any other) and makes a namespace the test
-// deletes at the end. It skips the test when SLUICE_KUBECONFIG is unset.
+// realClient connects to the cluster named by SLUICE_KUBECONFIG, or, when it
+// is unset, starts the local cluster of test/cluster (a real kube-apiserver;
+// one node, since these tests run no pods), and makes a namespace the test
+// deletes at the end.
 func realClient(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
 	path := os.Getenv("SLUICE_KUBECONFIG")
 	if path == "" {
-		t.Skip("SLUICE_KUBECONFIG not set: no cluster to test against")
+		c := cluster.StartForTest(t, cluster.Options{Nodes: cluster.Nodes(1, 1), Prefix: "slsrc"})
+		path = c.Kubeconfig()
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
