@@ -14,7 +14,7 @@
 #      proxy's utime+stime read from /proc/PID/stat before and after
 #      (bench/throughput): CPU µs per request and max req/s.
 #   2. latency: open loop at half of HAProxy's median max rate
-#      (bench/latency, test/load) straight to the backend, then through each
+#      (bench/latency) straight to the backend, then through each
 #      proxy; the report subtracts the direct percentiles.
 #   3. control plane: translate 10,000 Ingresses in-process (bench/translate),
 #      then `sluice proxy --manifests` on them: start → serving, and one
@@ -327,14 +327,14 @@ done
 RATE=$("$B/report" --raw "$raw" --print rate)
 log "phase 2: open-loop latency at $RATE req/s for $DURATION, $ROUNDS rounds"
 for ((r = 1; r <= ROUNDS; r++)); do
-	taskset -c 1 "$B/latency" --proxy direct --round "$r" --url "http://127.0.0.1:$BACKEND_PORT/" \
+	taskset -c 1 "$B/latency" --proxy direct --round "$r" --addr "127.0.0.1:$BACKEND_PORT" \
 		--host "$HOST" --rate "$RATE" --duration "$DURATION" >>"$raw"
 	for p in $(rotated "$r"); do
 		log "round $r: $p"
 		start_proxy "$p"
 		wrk_args "${PORT[$p]}" 1s
 		taskset -c 1 "${WRK[@]}" >/dev/null
-		taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --url "http://127.0.0.1:${PORT[$p]}/" \
+		taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --addr "127.0.0.1:${PORT[$p]}" \
 			--host "$HOST" --rate "$RATE" --duration "$DURATION" >>"$raw"
 		tail -n 1 "$raw" >&2
 		stop "$PROXY_PID"
@@ -369,10 +369,42 @@ cp "$raw" "$OUT/raw.jsonl"
 log "results in $OUT/latest.md, latest.json and cpu.png"
 
 # ---------------------------------------------------------------- phase 4
+# syscalls NAME: system calls and context switches per request of NAME's
+# worker during a wrk run, as a markdown table row. Requests in perf's
+# counting window = wrk's rate × the window.
+syscalls() {
+	local p=$1 out=$tmp/perfstat-$1.txt ev e
+	ev=raw_syscalls:sys_enter,context-switches
+	for e in read recvfrom write sendto epoll_wait epoll_pwait; do ev+=,syscalls:sys_enter_$e; done
+	start_proxy "$p"
+	wrk_args "${PORT[$p]}" 7s
+	taskset -c 1 "${WRK[@]}" >"$tmp/log/wrk-perfstat-$p.txt" 2>&1 &
+	local w=$!
+	pids+=("$w")
+	sleep 1
+	perf stat -x, -o "$out" -e "$ev" -p "$WORK_PID" -- sleep 5 >/dev/null 2>&1 || true
+	wait "$w" || true
+	stop "$PROXY_PID"
+	local rps
+	rps=$(awk '/^Requests\/sec/ {print $2}' "$tmp/log/wrk-perfstat-$p.txt")
+	awk -F, -v p="$p" -v rps="${rps:-0}" '
+		$3 == "raw_syscalls:sys_enter" {all = $1; secs = $4 / 1e9}
+		$3 ~ /sys_enter_(read|recvfrom)$/ {rd += $1}
+		$3 ~ /sys_enter_(write|sendto)$/ {wr += $1}
+		$3 ~ /epoll/ {ep += $1}
+		$3 == "context-switches" {cs = $1}
+		END {
+			n = rps * secs
+			if (n == 0) { printf "| %s | no requests | | | | |\n", p; exit }
+			printf "| %s | %.2f | %.2f | %.2f | %.2f | %.3f |\n", p, all/n, rd/n, wr/n, ep/n, cs/n
+		}' "$out"
+}
+
 if [[ " ${PROXIES[*]} " == *" sluice "* ]] && command -v perf >/dev/null; then
 	ratio=$("$B/report" --raw "$raw" --print sluice-ratio)
 	if [[ $PROFILE == 1 || ($PROFILE == auto && $(awk "BEGIN{print ($ratio > $PROFILE_RATIO)}") == 1) ]]; then
 		log "phase 4: sluice uses ${ratio}× HAProxy's CPU per request; profiling it under wrk with perf"
+		set +o pipefail # head closes pipes early
 		start_proxy sluice
 		wrk_args "${PORT[sluice]}" 12s
 		taskset -c 1 "${WRK[@]}" >/dev/null &
@@ -383,12 +415,24 @@ if [[ " ${PROXIES[*]} " == *" sluice "* ]] && command -v perf >/dev/null; then
 		wait "$wrkpid" || true
 		stop "$PROXY_PID"
 		{
-			echo "# perf profile of sluice under wrk -t1 -c$WRK_CONNS ($(date -u +%Y-%m-%dT%H:%M:%SZ)); self time per function"
-			perf report -i "$tmp/perf.data" --no-children --sort symbol --stdio 2>/dev/null | grep -v '^$' | grep '%' | head -40
+			echo "# Profile of sluice (GOMAXPROCS=1, core 0) under wrk -t1 -c$WRK_CONNS, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+			echo "# sluice used ${ratio}× HAProxy's CPU per request in this run."
 			echo
-			echo "# including callees (children)"
-			perf report -i "$tmp/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | grep '%' | head -40
+			echo "## System calls and context switches per request (perf stat for 5 s during wrk)"
+			echo
+			echo "| proxy | syscalls | read/recvfrom | write/sendto | epoll_wait | context switches |"
+			echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+			for p in "${PROXIES[@]}"; do syscalls "$p"; done
+			echo
+			echo "## Self time per function (perf record -F 999 -g, 8 s)"
+			echo
+			perf report -i "$tmp/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null | grep '%' | head -40 | sed 's/ *- *- *$//'
+			echo
+			echo "## Including callees (children)"
+			echo
+			perf report -i "$tmp/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | grep '%' | head -60 | sed 's/ *- *- *$//'
 		} >"$OUT/sluice-profile.txt"
+		set -o pipefail
 		log "profile in $OUT/sluice-profile.txt"
 	fi
 fi

@@ -81,12 +81,24 @@ func markdown(s *Summary) string {
 	}
 	if len(errs) > 0 {
 		b.WriteString("\n## Errors\n\n")
-		for i, e := range errs {
+		counts := map[string]int{}
+		var order []string
+		for _, e := range errs {
+			if counts[e] == 0 {
+				order = append(order, e)
+			}
+			counts[e]++
+		}
+		for i, e := range order {
 			if i == 20 {
-				fmt.Fprintf(&b, "- … %d more in latest.json\n", len(errs)-20)
+				fmt.Fprintf(&b, "- … %d more in latest.json\n", len(order)-20)
 				break
 			}
-			fmt.Fprintf(&b, "- %s\n", e)
+			if counts[e] > 1 {
+				fmt.Fprintf(&b, "- %s (%d times)\n", e, counts[e])
+			} else {
+				fmt.Fprintf(&b, "- %s\n", e)
+			}
 		}
 	}
 	return b.String()
