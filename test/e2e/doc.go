@@ -1,0 +1,15 @@
+// Package e2e holds sluice's end-to-end tests (build tag e2e): the local
+// cluster of test/cluster (real control plane, process kubelet, network
+// namespace nodes), HAProxy on the host as the external load balancer,
+// `sluice controller` as a host process, `sluice proxy` and an echo app as
+// pods, and fixed-rate load through HAProxy while the cluster changes
+// underneath (rollouts, node drain, controller crash, scaling). The goal is
+// failed=0.
+//
+//	load (test/load) ─► HAProxy 127.0.0.1 ─► sluice proxy pods 10.244.x.y ─► echo pods
+//	                        ▲ runtime API
+//	                  sluice controller ◄── kube-apiserver
+//
+// Run as root: go test -tags e2e -v -count=1 ./test/e2e/
+// SLUICE_BIN=path uses a prebuilt sluice binary instead of building ./cmd/sluice.
+package e2e

@@ -1,0 +1,195 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"sluice.dev/sluice/test/load"
+)
+
+// histogram is one scraped histogram: cumulative bucket counts by upper bound.
+type histogram struct {
+	count   uint64
+	bounds  []float64
+	buckets []uint64
+}
+
+var latencyMetrics = []string{
+	"sluice_controller_register_latency_seconds",
+	"sluice_controller_healthy_latency_seconds",
+	"sluice_controller_drain_latency_seconds",
+}
+
+// scrape reads the controller's latency histograms; missing ones are empty
+// (the controller may be down).
+func (e *env) scrape() map[string]histogram {
+	out := map[string]histogram{}
+	e.mu.Lock()
+	addr := e.ctlAddr
+	e.mu.Unlock()
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + addr + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return out
+	}
+	for _, name := range latencyMetrics {
+		mf := mfs[name]
+		if mf == nil || len(mf.GetMetric()) == 0 {
+			continue
+		}
+		out[name] = toHistogram(mf.GetMetric()[0].GetHistogram())
+	}
+	return out
+}
+
+func toHistogram(h *dto.Histogram) histogram {
+	var r histogram
+	r.count = h.GetSampleCount()
+	for _, b := range h.GetBucket() {
+		r.bounds = append(r.bounds, b.GetUpperBound())
+		r.buckets = append(r.buckets, b.GetCumulativeCount())
+	}
+	return r
+}
+
+// delta is after minus before; a restarted controller (counts went down)
+// contributes only what it observed since.
+func delta(before, after histogram) histogram {
+	if after.count < before.count || len(before.buckets) != len(after.buckets) {
+		return after
+	}
+	d := histogram{count: after.count - before.count, bounds: after.bounds}
+	for i := range after.buckets {
+		d.buckets = append(d.buckets, after.buckets[i]-before.buckets[i])
+	}
+	return d
+}
+
+// quantile estimates q like PromQL's histogram_quantile.
+func (h histogram) quantile(q float64) float64 {
+	if h.count == 0 {
+		return math.NaN()
+	}
+	rank := q * float64(h.count)
+	lower, prev := 0.0, uint64(0)
+	for i, c := range h.buckets {
+		if float64(c) >= rank {
+			if c == prev {
+				return h.bounds[i]
+			}
+			return lower + (h.bounds[i]-lower)*(rank-float64(prev))/float64(c-prev)
+		}
+		lower, prev = h.bounds[i], c
+	}
+	return lower
+}
+
+func fmtSeconds(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fs", v)
+}
+
+// loadTotal adds up consecutive load runs.
+type loadTotal struct {
+	sent, failed int64
+	byKind       map[string]int64
+	errors       []string
+}
+
+func (l *loadTotal) add(r load.Result) {
+	l.sent += r.Sent
+	l.failed += r.Failed
+	for k, n := range r.ByKind {
+		l.byKind[k] += n
+	}
+	if len(l.errors) < 10 {
+		l.errors = append(l.errors, r.Errors...)
+	}
+}
+
+func (l *loadTotal) kinds() string {
+	var parts []string
+	for k, n := range l.byKind {
+		parts = append(parts, fmt.Sprintf("%s=%d", strings.TrimPrefix(k, "status_"), n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// caseResult is what one scenario measured.
+type caseResult struct {
+	name                     string
+	load                     loadTotal
+	register, healthy, drain histogram
+}
+
+func (r caseResult) String() string {
+	return fmt.Sprintf("e2e %s: requests=%d failed=%d register_p50=%s healthy_p50=%s drained_p50=%s",
+		r.name, r.load.sent, r.load.failed, fmtSeconds(r.register.quantile(0.5)),
+		fmtSeconds(r.healthy.quantile(0.5)), fmtSeconds(r.drain.quantile(0.5)))
+}
+
+// rate is the fixed request rate through HAProxy.
+const rate = 500
+
+// measure runs action under fixed-rate load (in 5 s slices until action
+// returns, then one more slice so that the last pods' exits are covered)
+// and reports the load and the controller's latencies meanwhile.
+func (e *env) measure(name string, action func()) caseResult {
+	e.t.Helper()
+	before := e.scrape()
+	res := caseResult{name: name, load: loadTotal{byKind: map[string]int64{}}}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tail := 1
+		for {
+			r, err := load.Run(context.Background(), load.Options{
+				Target: fmt.Sprintf("http://127.0.0.1:%d", e.lbPort), Host: appHost,
+				Rate: rate, Duration: 5 * time.Second, KeepAliveFraction: 0.5, Timeout: 5 * time.Second,
+			})
+			if err != nil {
+				e.t.Errorf("load: %v", err)
+				return
+			}
+			res.load.add(r)
+			select {
+			case <-done:
+				if tail == 0 {
+					return
+				}
+				tail--
+			default:
+			}
+		}
+	}()
+	action()
+	close(done)
+	wg.Wait()
+	after := e.scrape()
+	res.register = delta(before[latencyMetrics[0]], after[latencyMetrics[0]])
+	res.healthy = delta(before[latencyMetrics[1]], after[latencyMetrics[1]])
+	res.drain = delta(before[latencyMetrics[2]], after[latencyMetrics[2]])
+	return res
+}
