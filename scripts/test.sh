@@ -45,7 +45,8 @@ if want integration; then
 	pkgs=$(tagged integration)
 	if [[ -n "$pkgs" ]]; then
 		stamp "integration tests: $(echo $pkgs)"
-		go test -count=1 -tags integration -timeout 15m $pkgs
+		# One package at a time: load tests must not compete for the 2 cores.
+		go test -count=1 -p 1 -tags integration -timeout 15m $pkgs
 	fi
 fi
 
