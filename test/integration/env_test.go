@@ -127,7 +127,12 @@ func (p *pool) sliceNamed(name string, members []int) string {
 type sluiceProxy struct {
 	name              string
 	http, https, admn int
-	proc              *process
+	flags             []string // extra flags, kept for restarts
+	// checkTraffic makes HAProxy health-check the traffic port instead of
+	// the admin port (start the proxy with --health-on-traffic-port).
+	checkTraffic bool
+	proc         *process
+	starts       int // processes started so far under this name
 }
 
 func (sp *sluiceProxy) admin(path string) string {
@@ -138,7 +143,15 @@ func (sp *sluiceProxy) admin(path string) string {
 // extra flags come after the defaults, so they override them.
 func (e *env) startProxy(name string, extra ...string) *sluiceProxy {
 	e.t.Helper()
-	sp := &sluiceProxy{name: name, http: freePort(e.t, "127.0.0.1"), https: freePort(e.t, "127.0.0.1"), admn: freePort(e.t, "127.0.0.1")}
+	sp := &sluiceProxy{name: name, http: freePort(e.t, "127.0.0.1"), https: freePort(e.t, "127.0.0.1"), admn: freePort(e.t, "127.0.0.1"), flags: extra}
+	e.restartProxy(sp)
+	return sp
+}
+
+// restartProxy starts a new process for sp, on the same ports and flags,
+// and waits for /readyz. The previous process must have exited.
+func (e *env) restartProxy(sp *sluiceProxy) {
+	e.t.Helper()
 	args := []string{"proxy",
 		"--manifests", e.manifests,
 		"--ingress-class", "sluice",
@@ -149,9 +162,13 @@ func (e *env) startProxy(name string, extra ...string) *sluiceProxy {
 		"--drain-quiet-period", "1s",
 		"--shutdown-timeout", "5s",
 	}
-	sp.proc = start(e.t, e.logs, name, bin.sluice, append(args, extra...)...)
+	logName := sp.name
+	if sp.starts > 0 {
+		logName = fmt.Sprintf("%s.%d", sp.name, sp.starts)
+	}
+	sp.starts++
+	sp.proc = start(e.t, e.logs, logName, bin.sluice, append(args, sp.flags...)...)
 	waitHTTP(e.t, sp.admin("/readyz"), 200, 20*time.Second)
-	return sp
 }
 
 // Manifests. Objects are rendered as YAML text: short, and what a user

@@ -24,7 +24,8 @@ type haproxy struct {
 	proc *process
 }
 
-// server is one HAProxy server line: a proxy's traffic and admin ports.
+// server is one HAProxy server line: a proxy's traffic port and the port
+// its /healthz is checked on.
 type server struct {
 	Name        string
 	Port, Admin int
@@ -73,7 +74,11 @@ func (e *env) startHAProxy(proxies ...*sluiceProxy) *haproxy {
 		Servers []server
 	}{Sock: h.sock, Port: h.port}
 	for _, p := range proxies {
-		data.Servers = append(data.Servers, server{Name: p.name, Port: p.http, Admin: p.admn})
+		check := p.admn
+		if p.checkTraffic {
+			check = p.http
+		}
+		data.Servers = append(data.Servers, server{Name: p.name, Port: p.http, Admin: check})
 	}
 	var b strings.Builder
 	if err := haproxyConfig.Execute(&b, data); err != nil {
