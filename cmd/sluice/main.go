@@ -2,6 +2,7 @@
 // external load balancer. One binary, several roles:
 //
 //	sluice proxy       the data plane: routes Ingress traffic to pod endpoints
+//	sluice controller  the control plane: load-balancer targets, readiness gates, drain handshake
 //	sluice version     prints the version
 //
 // This file only dispatches; each role's flags and wiring live in its own file.
@@ -26,6 +27,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"proxy", "run the ingress data plane (reverse proxy)", runProxy},
+		{"controller", "register ingress pods in load balancers, gate readiness, drain, publish status", runController},
 		{"version", "print the version and exit", runVersion},
 	}
 }
