@@ -24,7 +24,7 @@ const speed = 50
 
 func newFake(t *testing.T) *awsfake.Fake {
 	t.Helper()
-	f, err := awsfake.New(awsfake.Options{Speed: speed})
+	f, err := awsfake.New(awsfake.Options{Speed: speed, Networks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,8 +237,8 @@ func (f *Fake) resolve(g *group, td targetDesc) (key, string, netip.AddrPort, *a
 		if err != nil || !ip.Is4() {
 			return k, "", netip.AddrPort{}, senderErr("ValidationError", "The IP address '%s' is not a valid IPv4 address", td.id)
 		}
-		if !Allowed(ip) {
-			return k, "", netip.AddrPort{}, senderErr("InvalidTarget", "The IP address '%s' is not within the allowed ranges of this fake (127.0.0.0/8, 10.244.0.0/16)", td.id)
+		if !f.allowed(ip) {
+			return k, "", netip.AddrPort{}, senderErr("InvalidTarget", "The IP address '%s' is not within the networks of this fake (%v)", td.id, f.opts.Networks)
 		}
 		if td.zone != "" && td.zone != "all" && !slices.Contains(f.opts.Zones, td.zone) {
 			return k, "", netip.AddrPort{}, senderErr("ValidationError", "Availability zone '%s' is not valid", td.zone)

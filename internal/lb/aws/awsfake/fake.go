@@ -56,6 +56,10 @@ type Options struct {
 	Zones []string
 	// Address is where the API listens. Default "127.0.0.1:0".
 	Address string
+	// Networks narrows where targets may be: each prefix must lie within
+	// 127.0.0.0/8 or 10.244.0.0/16 (see Allowed). Default both. Tests
+	// without the project's network namespaces use 127.0.0.0/8 only.
+	Networks []netip.Prefix
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -147,6 +151,15 @@ func New(o Options) (*Fake, error) {
 	if len(o.Zones) == 0 {
 		o.Zones = []string{o.Region + "a", o.Region + "b", o.Region + "c"}
 	}
+	if len(o.Networks) == 0 {
+		o.Networks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.244.0.0/16")}
+	}
+	for _, p := range o.Networks {
+		if !p.IsValid() || !Allowed(p.Masked().Addr()) || !Allowed(lastAddr(p)) {
+			return nil, fmt.Errorf("starting aws fake: network %v outside 127.0.0.0/8 and 10.244.0.0/16", p)
+		}
+	}
+	o.Networks = slices.Clone(o.Networks)
 	ln, err := net.Listen("tcp", cmp.Or(o.Address, "127.0.0.1:0"))
 	if err != nil {
 		return nil, fmt.Errorf("starting aws fake: %w", err)
@@ -256,8 +269,8 @@ func (f *Fake) AddInstance(id string, addr netip.Addr) error {
 	if !strings.HasPrefix(id, "i-") {
 		return fmt.Errorf("adding instance %q: instance IDs start with i-", id)
 	}
-	if !Allowed(addr) {
-		return fmt.Errorf("adding instance %s: address %v outside 127.0.0.0/8 and 10.244.0.0/16", id, addr)
+	if !f.allowed(addr) {
+		return fmt.Errorf("adding instance %s: address %v outside %v", id, addr, f.opts.Networks)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -351,6 +364,43 @@ func Allowed(addr netip.Addr) bool {
 	addr = addr.Unmap()
 	return netip.MustParsePrefix("127.0.0.0/8").Contains(addr) ||
 		netip.MustParsePrefix("10.244.0.0/16").Contains(addr)
+}
+
+// allowed reports whether addr is within Options.Networks (and Allowed).
+func (f *Fake) allowed(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	if !Allowed(addr) {
+		return false
+	}
+	for _, p := range f.opts.Networks {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastAddr is the highest IPv4 address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().Unmap()
+	if !a.Is4() {
+		return a
+	}
+	b := a.As4()
+	for i := p.Bits(); i < 32; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	return netip.AddrFrom4(b)
+}
+
+// dial connects only into the allowed networks.
+func (f *Fake) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil || !f.allowed(ap.Addr()) {
+		return nil, fmt.Errorf("dialing %s: %w", address, errNotAllowed)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, address)
 }
 
 // errNotAllowed refuses a destination outside the allowed networks.

@@ -226,7 +226,7 @@ func (f *Fake) probe(ctx context.Context, url string, timeout time.Duration, mat
 	}
 	req.Header.Set("User-Agent", "ELB-HealthChecker/2.0")
 	client := &http.Client{
-		Transport: &http.Transport{DialContext: allowedDial, DisableKeepAlives: true},
+		Transport: &http.Transport{DialContext: f.dial, DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
@@ -243,14 +243,4 @@ func (f *Fake) probe(ctx context.Context, url string, timeout time.Duration, mat
 		return false, reasonCodeMismatch, fmt.Sprintf("Health checks failed with these codes: [%d]", resp.StatusCode)
 	}
 	return true, "", ""
-}
-
-// allowedDial dials only into the allowed networks.
-func allowedDial(ctx context.Context, network, address string) (net.Conn, error) {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil || !Allowed(ap.Addr()) {
-		return nil, fmt.Errorf("dialing %s: %w", address, errNotAllowed)
-	}
-	var d net.Dialer
-	return d.DialContext(ctx, network, address)
 }

@@ -114,7 +114,7 @@ func (g *group) forward(c net.Conn) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
-	bc, err := allowedDial(ctx, "tcp", t.addr.String())
+	bc, err := f.dial(ctx, "tcp", t.addr.String())
 	cancel()
 	if err != nil {
 		f.log.Debug("aws fake forwarding", "target", t.addr, "err", err)
@@ -172,7 +172,7 @@ func (g *group) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
 		},
-		Transport: &http.Transport{DialContext: allowedDial, DisableKeepAlives: true},
+		Transport: &http.Transport{DialContext: f.dial, DisableKeepAlives: true},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			status := http.StatusBadGateway
 			if errors.Is(err, context.DeadlineExceeded) {
