@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +45,11 @@ func TestZeroDowntime(t *testing.T) {
 	})
 
 	var results []caseResult
+	only := os.Getenv("SLUICE_E2E_CASES") // comma-separated case names; empty: all
 	run := func(name string, strict bool, action func()) {
+		if only != "" && !slices.Contains(strings.Split(only, ","), name) {
+			return
+		}
 		r := e.measure(name, action)
 		results = append(results, r)
 		t.Log(r.String())
@@ -90,7 +96,9 @@ func TestZeroDowntime(t *testing.T) {
 		e.settled(proxyNS, proxyName, 3*time.Minute)
 	})
 
-	// Gate and handshake off: the same rollout as the first case.
+	// Gate and handshake off: the same rollout as the first case, once with
+	// the proxy's fixed drain wait (30s, the usual "sleep" workaround) and
+	// once without it.
 	e.scale(proxyNS, proxyName, 3)
 	e.settled(proxyNS, proxyName, 3*time.Minute)
 	e.binding(false)
@@ -98,6 +106,13 @@ func TestZeroDowntime(t *testing.T) {
 		e.patchDeployment(proxyNS, proxyName, `{"spec":{"template":{"spec":{"readinessGates":null}}}}`)
 		e.settled(proxyNS, proxyName, 3*time.Minute)
 	})
+	run("proxy-roll-gate-off-no-wait", false, func() {
+		e.setProxyArg("--drain-max-wait=", "0s")
+		e.settled(proxyNS, proxyName, 3*time.Minute)
+	})
+	if os.Getenv("SLUICE_E2E_KEEP") != "" {
+		t.Error("SLUICE_E2E_KEEP set: failing so that the cluster state is kept")
+	}
 
 	var lines []string
 	for _, r := range results {
@@ -121,6 +136,26 @@ func (e *env) patchDeployment(ns, name, patch string) {
 	e.t.Helper()
 	if _, err := e.kube.AppsV1().Deployments(ns).Patch(context.Background(), name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		e.t.Fatalf("patching %s/%s: %v", ns, name, err)
+	}
+}
+
+// setProxyArg sets the proxy container's argument with prefix to value
+// (a pod template change: a rollout).
+func (e *env) setProxyArg(prefix, value string) {
+	e.t.Helper()
+	var d appsv1.Deployment
+	ctx := context.Background()
+	if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: proxyName}, &d); err != nil {
+		e.t.Fatal(err)
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for i, a := range args {
+		if strings.HasPrefix(a, prefix) {
+			args[i] = prefix + value
+		}
+	}
+	if err := e.cl.Update(ctx, &d); err != nil {
+		e.t.Fatalf("updating proxy args: %v", err)
 	}
 }
 

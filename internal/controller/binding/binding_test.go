@@ -2,6 +2,7 @@ package binding_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -37,11 +38,18 @@ type env struct {
 	reg      *prometheus.Registry
 	r        *binding.Reconciler
 	notified map[types.NamespacedName]int
+	patches  [][]byte // status patches sent for bindings
 }
 
 func newEnv(t *testing.T, objs ...client.Object) *env {
 	t.Helper()
-	e := &env{t: t, c: ct.NewClient(interceptor.Funcs{}, objs...), p: ct.NewProvider(), clock: ct.NewClock()}
+	e := &env{t: t, p: ct.NewProvider(), clock: ct.NewClock()}
+	e.c = ct.NewClient(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
+		if data, err := p.Data(obj); err == nil {
+			e.patches = append(e.patches, data)
+		}
+		return c.SubResource(sub).Patch(ctx, obj, p, o...)
+	}}, objs...)
 	e.restart()
 	return e
 }
@@ -77,6 +85,30 @@ func (e *env) mustReconcile(name string) reconcile.Result {
 		e.t.Fatalf("reconcile %s: %v", name, err)
 	}
 	return res
+}
+
+// checkStatusPatches: every status write carries every target count, which
+// the CRD requires (a diff-based merge patch would drop unchanged zeros).
+func (e *env) checkStatusPatches() {
+	e.t.Helper()
+	if len(e.patches) == 0 {
+		e.t.Fatal("no status written")
+	}
+	for _, data := range e.patches {
+		var p struct {
+			Status struct {
+				Targets map[string]*int `json:"targets"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal(data, &p); err != nil {
+			e.t.Fatal(err)
+		}
+		for _, k := range []string{"initial", "healthy", "unhealthy", "draining", "unavailable"} {
+			if p.Status.Targets[k] == nil {
+				e.t.Errorf("status patch %s lacks targets.%s", data, k)
+			}
+		}
+	}
 }
 
 func (e *env) binding(name string) *v1alpha1.LoadBalancerBinding {
@@ -160,6 +192,7 @@ func TestRegisterBeforeReady(t *testing.T) {
 			if got := testutil.ToFloat64(mustGauge(t, e.reg, "initial")); int(got) != len(tc.want) {
 				t.Errorf("sluice_controller_targets{state=initial} = %v", got)
 			}
+			e.checkStatusPatches()
 			// A second round changes nothing and registers nothing again.
 			before := e.calls(lbfake.OpRegister)
 			e.mustReconcile("b")

@@ -2,6 +2,7 @@ package binding
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -45,7 +47,24 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBi
 	if equality.Semantic.DeepEqual(orig.Status, b.Status) {
 		return nil
 	}
-	if err := r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+	// The whole status in one merge patch: a diff would leave out the
+	// target counts that did not change, and the CRD requires all of them
+	// once status.targets exists. The controller owns every status field;
+	// an empty lastError (omitempty) is removed explicitly.
+	var lastError any
+	if b.Status.LastError != "" {
+		lastError = b.Status.LastError
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{
+		"observedGeneration": b.Status.ObservedGeneration,
+		"conditions":         b.Status.Conditions,
+		"targets":            b.Status.Targets,
+		"lastError":          lastError,
+	}})
+	if err != nil {
+		return fmt.Errorf("encoding status of binding %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	if err := r.opts.Client.Status().Patch(ctx, b, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("writing status of binding %s/%s: %w", b.Namespace, b.Name, err)
 	}
 	return nil
