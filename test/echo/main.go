@@ -44,6 +44,7 @@ func main() {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/bytes/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Echo-Name", *name)
 		n, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/bytes/"))
 		if err != nil || n < 0 || n > 64<<20 {
 			http.Error(w, "bad size", http.StatusBadRequest)
