@@ -25,6 +25,8 @@
 #
 # Knobs (environment): BENCH_ROUNDS=3 BENCH_DURATION=10s BENCH_CONNS=64
 # BENCH_IDLE_CONNS=auto BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
+# BENCH_RATE=haproxy|slowest|N (open-loop rate: half of HAProxy's max, half of
+# the slowest proxy's max, or N req/s)
 # BENCH_PROXIES="sluice haproxy nginx" BENCH_OUT=bench/results BENCH_KEEP=1
 # (keep the work directory with every log) BENCH_PROFILE=auto|1|0.
 # Only 127.0.0.1 is ever contacted.
@@ -324,7 +326,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 # ---------------------------------------------------------------- phase 2
-RATE=$("$B/report" --raw "$raw" --print rate)
+case ${BENCH_RATE:-haproxy} in
+haproxy) RATE=$("$B/report" --raw "$raw" --print rate) ;;
+slowest) RATE=$("$B/report" --raw "$raw" --print slowest-rate) ;;
+*) RATE=$BENCH_RATE ;;
+esac
 log "phase 2: open-loop latency at $RATE req/s for $DURATION, $ROUNDS rounds"
 for ((r = 1; r <= ROUNDS; r++)); do
 	taskset -c 1 "$B/latency" --proxy direct --round "$r" --addr "127.0.0.1:$BACKEND_PORT" \
@@ -335,7 +341,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		wrk_args "${PORT[$p]}" 1s
 		taskset -c 1 "${WRK[@]}" >/dev/null
 		taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --addr "127.0.0.1:${PORT[$p]}" \
-			--host "$HOST" --rate "$RATE" --duration "$DURATION" >>"$raw"
+			--host "$HOST" --rate "$RATE" --duration "$DURATION" \
+			--pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)" >>"$raw"
 		tail -n 1 "$raw" >&2
 		stop "$PROXY_PID"
 	done
@@ -375,7 +382,7 @@ log "results in $OUT/latest.md, latest.json and cpu.png"
 syscalls() {
 	local p=$1 out=$tmp/perfstat-$1.txt ev e
 	ev=raw_syscalls:sys_enter,context-switches
-	for e in read recvfrom write sendto epoll_wait epoll_pwait; do ev+=,syscalls:sys_enter_$e; done
+	for e in read readv recvfrom recvmsg write writev sendto sendmsg epoll_wait epoll_pwait; do ev+=,syscalls:sys_enter_$e; done
 	start_proxy "$p"
 	wrk_args "${PORT[$p]}" 7s
 	taskset -c 1 "${WRK[@]}" >"$tmp/log/wrk-perfstat-$p.txt" 2>&1 &
@@ -389,8 +396,8 @@ syscalls() {
 	rps=$(awk '/^Requests\/sec/ {print $2}' "$tmp/log/wrk-perfstat-$p.txt")
 	awk -F, -v p="$p" -v rps="${rps:-0}" '
 		$3 == "raw_syscalls:sys_enter" {all = $1; secs = $4 / 1e9}
-		$3 ~ /sys_enter_(read|recvfrom)$/ {rd += $1}
-		$3 ~ /sys_enter_(write|sendto)$/ {wr += $1}
+		$3 ~ /sys_enter_(read|readv|recvfrom|recvmsg)$/ {rd += $1}
+		$3 ~ /sys_enter_(write|writev|sendto|sendmsg)$/ {wr += $1}
 		$3 ~ /epoll/ {ep += $1}
 		$3 == "context-switches" {cs = $1}
 		END {
@@ -420,7 +427,7 @@ if [[ " ${PROXIES[*]} " == *" sluice "* ]] && command -v perf >/dev/null; then
 			echo
 			echo "## System calls and context switches per request (perf stat for 5 s during wrk)"
 			echo
-			echo "| proxy | syscalls | read/recvfrom | write/sendto | epoll_wait | context switches |"
+			echo "| proxy | syscalls | reads (read, readv, recvfrom, recvmsg) | writes (write, writev, sendto, sendmsg) | epoll_wait | context switches |"
 			echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 			for p in "${PROXIES[@]}"; do syscalls "$p"; done
 			echo

@@ -55,13 +55,31 @@ func main() {
 	flag.DurationVar(&o.Duration, "duration", 10*time.Second, "how long to send")
 	flag.IntVar(&o.Conns, "conns", 128, "keep-alive connections; a request whose time has come waits for a free one, and the wait counts as latency")
 	flag.DurationVar(&o.Timeout, "timeout", 5*time.Second, "per-request timeout")
+	pid := flag.Int("pid", 0, "PID whose CPU time per request is measured (the proxy's worker); 0 for none")
+	hz := flag.Float64("clock-ticks", 100, "USER_HZ of /proc/PID/stat (getconf CLK_TCK)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rec := result.Record{Phase: result.PhaseLatency, Proxy: *proxy, Round: *round, Rate: o.Rate}
+	var before float64
+	if *pid > 0 {
+		var err error
+		if before, err = result.ProcStatCPU(*pid, *hz); err != nil {
+			rec.Error = err.Error()
+			result.Print(rec)
+			return
+		}
+	}
 	if err := run(ctx, &rec, o); err != nil {
 		rec.Error = err.Error()
+	}
+	if *pid > 0 {
+		after, err := result.ProcStatCPU(*pid, *hz)
+		if ok := rec.Sent - rec.Failed - rec.Unsent; err == nil && ok > 0 {
+			rec.CPUSeconds = after - before
+			rec.CPUMicrosReq = rec.CPUSeconds * 1e6 / float64(ok)
+		}
 	}
 	result.Print(rec)
 }
@@ -136,8 +154,7 @@ schedule:
 	}
 	// Requests still queued when the workers gave up never got an answer.
 	if unsent := int64(total) - int64(len(lat)) - rec.Failed; unsent > 0 {
-		rec.Failed += unsent
-		errs["not sent before the deadline"] += unsent
+		rec.Unsent = unsent
 	}
 	rec.Sent = int64(total)
 	for k, v := range errs {

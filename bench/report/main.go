@@ -31,7 +31,7 @@ func (m *metaFlag) Set(s string) error { *m = append(*m, s); return nil }
 func main() {
 	raw := flag.String("raw", "raw.jsonl", "raw records, one JSON object a line")
 	out := flag.String("out", "bench/results", "directory for latest.md, latest.json and cpu.png")
-	printWhat := flag.String("print", "", "print one number and write nothing: \"rate\" (half of HAProxy's median max req/s, the open-loop rate) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's)")
+	printWhat := flag.String("print", "", "print one number and write nothing: \"rate\" (half of HAProxy's median max req/s, the open-loop rate), \"slowest-rate\" (half of the slowest proxy's) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's)")
 	var meta metaFlag
 	flag.Var(&meta, "meta", "KEY=VALUE shown in the header (repeatable, kept in order)")
 	flag.Parse()
@@ -119,6 +119,17 @@ func printOne(rawPath, what string) error {
 			return fmt.Errorf("no throughput measured: cannot pick a rate")
 		}
 		fmt.Println(int(*ref / 2))
+	case "slowest-rate":
+		var ref *float64
+		for _, p := range s.Proxies {
+			if p.Name != "direct" && p.MaxRPS != nil && (ref == nil || *p.MaxRPS < *ref) {
+				ref = p.MaxRPS
+			}
+		}
+		if ref == nil || *ref < 2 {
+			return fmt.Errorf("no throughput measured: cannot pick a rate")
+		}
+		fmt.Println(int(*ref / 2))
 	case "sluice-ratio":
 		r := byName["sluice"].RatioHAProxy
 		if r == nil {
@@ -127,24 +138,32 @@ func printOne(rawPath, what string) error {
 		}
 		fmt.Printf("%.2f\n", *r)
 	default:
-		return fmt.Errorf("--print %q: want rate or sluice-ratio", what)
+		return fmt.Errorf("--print %q: want rate, slowest-rate or sluice-ratio", what)
 	}
 	return nil
 }
 
 // Proxy holds the medians of one proxy. Pointers are nil when not measured.
 type Proxy struct {
-	Name          string           `json:"name"`
-	CPUMicrosReq  *float64         `json:"cpu_us_per_req,omitempty"`
-	RatioHAProxy  *float64         `json:"cpu_ratio_vs_haproxy,omitempty"`
-	RatioNginx    *float64         `json:"cpu_ratio_vs_nginx,omitempty"`
-	CPUUtil       *float64         `json:"cpu_util_during_max,omitempty"`
-	MaxRPS        *float64         `json:"max_rps,omitempty"`
-	P50Us         *float64         `json:"p50_us,omitempty"`
-	P99Us         *float64         `json:"p99_us,omitempty"`
-	P50AddedUs    *float64         `json:"p50_added_us,omitempty"`
-	P99AddedUs    *float64         `json:"p99_added_us,omitempty"`
-	KiBPerConn    *float64         `json:"kib_per_idle_conn,omitempty"`
+	Name         string   `json:"name"`
+	CPUMicrosReq *float64 `json:"cpu_us_per_req,omitempty"`
+	RatioHAProxy *float64 `json:"cpu_ratio_vs_haproxy,omitempty"`
+	RatioNginx   *float64 `json:"cpu_ratio_vs_nginx,omitempty"`
+	CPUUtil      *float64 `json:"cpu_util_during_max,omitempty"`
+	MaxRPS       *float64 `json:"max_rps,omitempty"`
+	P50Us        *float64 `json:"p50_us,omitempty"`
+	P99Us        *float64 `json:"p99_us,omitempty"`
+	P50AddedUs   *float64 `json:"p50_added_us,omitempty"`
+	P99AddedUs   *float64 `json:"p99_added_us,omitempty"`
+	KiBPerConn   *float64 `json:"kib_per_idle_conn,omitempty"`
+	// RateCPUMicrosReq is the CPU per request during the open-loop run at
+	// the fixed rate (the same load for every proxy).
+	RateCPUMicrosReq *float64 `json:"cpu_us_per_req_at_rate,omitempty"`
+	// Unsent counts open-loop requests never sent because the proxy did not
+	// keep up (overload, not errors); Overloaded is set when any round had
+	// some or the proxy's max req/s is below the rate.
+	Unsent        int64            `json:"latency_unsent"`
+	Overloaded    bool             `json:"latency_overloaded"`
 	Failed        int64            `json:"failed"`
 	FailedByPhase map[string]int64 `json:"failed_by_phase"`
 	Errors        []string         `json:"errors,omitempty"`
@@ -190,7 +209,7 @@ func summarize(recs []result.Record) *Summary {
 		by[name] = p
 		s.Proxies = append(s.Proxies, p)
 	}
-	type series struct{ cpu, util, rps, p50, p99, kib []float64 }
+	type series struct{ cpu, util, rps, p50, p99, kib, rateCPU []float64 }
 	ser := map[string]*series{}
 	lat := map[string]map[int]result.Record{} // proxy → round → record
 	rounds := map[string]map[int]bool{}
@@ -255,6 +274,10 @@ func summarize(recs []result.Record) *Summary {
 			}
 		case result.PhaseLatency:
 			s.Rate = r.Rate
+			p.Unsent += r.Unsent
+			if r.CPUMicrosReq > 0 {
+				se.rateCPU = append(se.rateCPU, r.CPUMicrosReq)
+			}
 			se.p50 = append(se.p50, r.P50Us)
 			se.p99 = append(se.p99, r.P99Us)
 			lat[r.Proxy][r.Round] = r
@@ -271,6 +294,8 @@ func summarize(recs []result.Record) *Summary {
 		}
 		p.CPUMicrosReq, p.CPUUtil, p.MaxRPS = median(se.cpu), median(se.util), median(se.rps)
 		p.P50Us, p.P99Us, p.KiBPerConn = median(se.p50), median(se.p99), median(se.kib)
+		p.RateCPUMicrosReq = median(se.rateCPU)
+		p.Overloaded = p.Unsent > 0 || (p.MaxRPS != nil && s.Rate > 0 && *p.MaxRPS < float64(s.Rate))
 		// Added latency: the proxy's percentile minus the direct run's in
 		// the same round, then the median over rounds.
 		if p.Name != "direct" {

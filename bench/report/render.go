@@ -17,6 +17,17 @@ func num(v *float64, format string) string {
 	return fmt.Sprintf(format, *v)
 }
 
+// micros formats a duration in µs, switching to ms from 10 ms on.
+func micros(v *float64) string {
+	switch {
+	case v == nil:
+		return "—"
+	case *v >= 10000 || *v <= -10000:
+		return fmt.Sprintf("%.0f ms", *v/1000)
+	}
+	return fmt.Sprintf("%.0f µs", *v)
+}
+
 func markdown(s *Summary) string {
 	var b strings.Builder
 	date := ""
@@ -43,9 +54,12 @@ func markdown(s *Summary) string {
 		if p.Rounds == 0 {
 			failed = "not run"
 		}
-		p50, p99 := num(p.P50AddedUs, "%.0f µs"), num(p.P99AddedUs, "%.0f µs")
+		p50, p99 := micros(p.P50AddedUs), micros(p.P99AddedUs)
 		if p.Name == "direct" {
-			p50, p99 = num(p.P50Us, "(%.0f µs)"), num(p.P99Us, "(%.0f µs)")
+			p50, p99 = "("+micros(p.P50Us)+")", "("+micros(p.P99Us)+")"
+		}
+		if p.Overloaded && p.P50Us != nil {
+			p50, p99 = p50+" †", p99+" †"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			p.Name, num(p.CPUMicrosReq, "%.1f"), num(p.RatioHAProxy, "%.2f×"), num(p.RatioNginx, "%.2f×"),
@@ -57,15 +71,30 @@ func markdown(s *Summary) string {
 	fmt.Fprintf(&b, "- p50/p99 added: the proxy's latency percentile minus the direct run's in the same round, open loop at %d req/s "+
 		"(half of HAProxy's median max) for the wrk duration, latency counted from each request's scheduled start; the `direct` row shows the base in parentheses.\n", s.Rate)
 	fmt.Fprintf(&b, "- KiB per idle conn: VmRSS growth of a freshly started proxy after %d keep-alive connections each sent one request and went idle.\n", s.IdleConns)
-	fmt.Fprintf(&b, "- failed: non-2xx responses + wrk socket errors + failed open-loop requests + idle connections that could not be opened or were closed; must be 0.\n\n")
+	fmt.Fprintf(&b, "- failed: non-2xx responses + wrk socket errors + failed open-loop requests + idle connections that could not be opened or were closed; must be 0.\n")
 
-	b.WriteString("Proxy CPU use during the max-rate runs (1.00 = one full core; below ~0.9 the load generator or the backend on core 1 was the limit, not the proxy):")
+	var over []string
+	for _, p := range s.Proxies {
+		if p.Overloaded && p.P50Us != nil {
+			over = append(over, fmt.Sprintf("%s (max %s req/s, %d requests left unsent)", p.Name, num(p.MaxRPS, "%.0f"), p.Unsent))
+		}
+	}
+	if len(over) > 0 {
+		fmt.Fprintf(&b, "- † overloaded at %d req/s: %s. Its latency is mostly queueing, not the proxy's own delay; unsent requests are not counted as failed.\n", s.Rate, strings.Join(over, "; "))
+	}
+	b.WriteString("- CPU µs/req at the fixed rate (the same open-loop load for every proxy, so batching effects are equal):")
+	for _, p := range s.Proxies {
+		if p.RateCPUMicrosReq != nil {
+			fmt.Fprintf(&b, " %s %.1f;", p.Name, *p.RateCPUMicrosReq)
+		}
+	}
+	b.WriteString("\n- Proxy CPU use during the max-rate runs (1.00 = one full core; below that the proxy waited for core 1 or for its share of core 0, which other work on this machine also uses):")
 	for _, p := range s.Proxies {
 		if p.CPUUtil != nil {
 			fmt.Fprintf(&b, " %s %.2f;", p.Name, *p.CPUUtil)
 		}
 	}
-	b.WriteString("\n")
+	b.WriteString("\n\n")
 	c := s.Control
 	if c.Ingresses > 0 || len(c.Errors) > 0 {
 		controlTable(&b, c)

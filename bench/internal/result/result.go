@@ -44,8 +44,12 @@ type Record struct {
 	SocketErrors int64   `json:"socket_errors,omitempty"`
 
 	// Latency (open loop).
-	Rate    int              `json:"rate,omitempty"`
-	Sent    int64            `json:"sent,omitempty"`
+	Rate int   `json:"rate,omitempty"`
+	Sent int64 `json:"sent,omitempty"`
+	// Unsent counts scheduled requests the open-loop tool never sent because
+	// every connection was still waiting for the target: overload, not an
+	// error. They are not in Failed.
+	Unsent  int64            `json:"unsent,omitempty"`
 	P50Us   float64          `json:"p50_us,omitempty"`
 	P99Us   float64          `json:"p99_us,omitempty"`
 	MaxUs   float64          `json:"max_us,omitempty"`
