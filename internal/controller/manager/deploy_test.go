@@ -69,6 +69,9 @@ func TestDeployManifests(t *testing.T) {
 	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
 		t.Error("proxy has a preStop hook")
 	}
+	if lp := c.LivenessProbe; lp != nil && lp.HTTPGet != nil && lp.HTTPGet.Path == "/healthz" {
+		t.Error("proxy liveness probe on /healthz, which fails while draining: the kubelet would kill it mid-drain")
+	}
 	var drain, shutdown time.Duration
 	for _, a := range c.Args {
 		if v, ok := strings.CutPrefix(a, "--drain-max-wait="); ok {
