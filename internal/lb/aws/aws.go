@@ -80,6 +80,8 @@ type Options struct {
 	// Credentials overrides the credential chain (tests use
 	// credentials.NewStaticCredentialsProvider). Nil: the standard chain.
 	Credentials aws.CredentialsProvider
+	// HTTPClient sends the API requests. Nil: the SDK's default client.
+	HTTPClient aws.HTTPClient
 	// WriteRate bounds RegisterTargets and DeregisterTargets calls (each
 	// attempt counts) per second. Default 4.
 	WriteRate float64
@@ -141,9 +143,10 @@ func (o *Options) defaults() {
 // Provider implements lb.Provider over the ELBv2 API. It is safe for
 // concurrent use; calls for one group are serialized.
 type Provider struct {
-	opts   Options
-	client *elbv2.Client
-	log    *slog.Logger
+	opts    Options
+	client  *elbv2.Client
+	log     *slog.Logger
+	metrics *metrics
 
 	mu     sync.Mutex
 	groups map[string]*group
@@ -167,7 +170,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating aws provider: %w", err)
 	}
-	return &Provider{opts: o, client: c, log: o.Logger, groups: map[string]*group{}}, nil
+	return &Provider{opts: o, client: c, log: o.Logger, metrics: m, groups: map[string]*group{}}, nil
 }
 
 // Region is the region the provider talks to.

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"sluice.dev/sluice/internal/lb"
 	"sluice.dev/sluice/internal/lb/aws/awsfake"
+	"sluice.dev/sluice/internal/targets"
 )
 
 const speed = 50
@@ -66,6 +68,7 @@ func (c *clock) Add(d time.Duration) {
 
 func newProvider(t *testing.T, f *awsfake.Fake, mod ...func(*Options)) *Provider {
 	t.Helper()
+	isolate(t)
 	o := Options{
 		Region:      "us-east-1",
 		Endpoint:    f.URL(),
@@ -85,6 +88,26 @@ func newProvider(t *testing.T, f *awsfake.Fake, mod ...func(*Options)) *Provider
 		t.Fatal(err)
 	}
 	return p
+}
+
+// isolate keeps the machine's AWS settings out of the test (and the
+// instance metadata service, which is not on 127.0.0.0/8, unasked).
+func isolate(t *testing.T) {
+	t.Helper()
+	for k, v := range map[string]string{
+		"AWS_CA_BUNDLE": "", "AWS_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "",
+		"AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2": "",
+	} {
+		t.Setenv(k, v)
+	}
+}
+
+// answered counts the provider's API attempts of op with this outcome
+// ("ok", an AWS error code). Tests count these rather than requests the
+// fake received: the SDK transparently retries the odd connection error.
+func answered(p *Provider, op, outcome string) int {
+	return int(testutil.ToFloat64(p.metrics.requests.WithLabelValues(op, outcome)))
 }
 
 // backend is an HTTP target on 127.0.0.1 whose /healthz answers 200 while
@@ -180,9 +203,8 @@ func TestRegisterInitialThenHealthyThenDrained(t *testing.T) {
 	if want := []lb.State{lb.Draining, ""}; !slices.Equal(seen, want) {
 		t.Fatalf("states %v, want %v", seen, want)
 	}
-	calls := f.Calls()
-	if calls["RegisterTargets"] != 1 || calls["DeregisterTargets"] != 1 {
-		t.Fatalf("calls %v: want one RegisterTargets and one DeregisterTargets", calls)
+	if answered(p, "RegisterTargets", "ok") != 1 || answered(p, "DeregisterTargets", "ok") != 1 {
+		t.Fatalf("calls %v: want one RegisterTargets and one DeregisterTargets", f.Calls())
 	}
 	if got := f.Targets(arn); len(got) != 0 {
 		t.Fatalf("fake still holds %+v", got)
@@ -250,9 +272,9 @@ func TestThrottlingHalfTheCallsConverges(t *testing.T) {
 			t.Fatalf("duplicate target %+v", h)
 		}
 	}
-	// 5 batches, each first attempt throttled: 10 RegisterTargets.
-	if got := f.Calls()["RegisterTargets"]; got != 10 {
-		t.Fatalf("RegisterTargets calls %d, want 10 (5 batches, each throttled once)", got)
+	// 5 batches, each first attempt throttled.
+	if ok, thr := answered(p, "RegisterTargets", "ok"), answered(p, "RegisterTargets", "Throttling"); ok != 5 || thr < 5 {
+		t.Fatalf("RegisterTargets answered ok %d, throttled %d; want 5 and at least 5", ok, thr)
 	}
 	if err := p.Deregister(ctx, arn, ts); err != nil {
 		t.Fatal(err)
@@ -276,8 +298,8 @@ func TestServerErrorsRetried(t *testing.T) {
 	if err != nil || len(st) != 3 {
 		t.Fatalf("Targets: %d, %v", len(st), err)
 	}
-	if got := f.Calls()["RegisterTargets"]; got != 2 {
-		t.Fatalf("RegisterTargets calls %d, want 2", got)
+	if ok, failed := answered(p, "RegisterTargets", "ok"), answered(p, "RegisterTargets", "InternalFailure"); ok != 1 || failed < 1 {
+		t.Fatalf("RegisterTargets answered ok %d, failed %d; want 1 and at least 1", ok, failed)
 	}
 }
 
@@ -320,6 +342,7 @@ func TestUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	isolate(t)
 	p, err := New(context.Background(), Options{
 		Region: "us-east-1", Endpoint: "http://" + addr, MaxAttempts: 2, RetryBase: time.Millisecond,
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
@@ -450,7 +473,7 @@ func TestCachedListing(t *testing.T) {
 	ctx := context.Background()
 	ap, _ := backend(t)
 	tgt := lb.Target{Address: ap}
-	describes := func() int { return f.Calls()["DescribeTargetHealth"] }
+	describes := func() int { return answered(p, "DescribeTargetHealth", "ok") }
 
 	for range 3 {
 		if _, err := p.Targets(ctx, arn); err != nil {
@@ -527,7 +550,8 @@ func TestDiscover(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("Discover = %v, %v; want %v", got, err, want)
 	}
-	if c := f.Calls(); c["DescribeTargetGroups"] != 2 || c["DescribeTags"] != 22 {
+	if answered(p, "DescribeTargetGroups", "ok") != 2 || answered(p, "DescribeTags", "ok") != 22 {
+		c := f.Calls()
 		t.Fatalf("calls %v: want 2 pages and 22 tag batches", c)
 	}
 	if got, err := p.Discover(context.Background(), "prod", "none"); err != nil || len(got) != 0 {
@@ -577,11 +601,71 @@ func TestRateLimit(t *testing.T) {
 	if err := p.Register(ctx, arn, ts[1:]); err == nil {
 		t.Fatal("second write within the rate limit was sent")
 	}
-	if got := f.Calls()["RegisterTargets"]; got != 1 {
-		t.Fatalf("RegisterTargets calls %d, want 1", got)
+	if got := answered(p, "RegisterTargets", "ok"); got != 1 || len(f.Targets(arn)) != 1 {
+		t.Fatalf("RegisterTargets answered %d, fake holds %v; want 1", got, f.Targets(arn))
 	}
 	// Reads have their own budget.
 	if _, err := p.Targets(context.Background(), arn); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestControllerLoopUnderThrottling runs the controller's read → diff →
+// apply loop (targets.Diff) against the provider while half of all API
+// calls are throttled, through a scale-up and a replacement of half the
+// targets: the group ends holding exactly the desired targets, each once.
+func TestControllerLoopUnderThrottling(t *testing.T) {
+	f := newFake(t)
+	arn := newGroup(t, f, awsfake.TargetGroup{})
+	p := newProvider(t, f, func(o *Options) { o.BatchSize = 3 })
+	f.SetFaults(awsfake.Faults{Throttle: 0.5})
+	all := manyTargets(t, 15)
+	ctx := context.Background()
+	converge := func(desired []lb.Target) {
+		t.Helper()
+		for round := 0; ; round++ {
+			if round > 2000 {
+				t.Fatal("no convergence")
+			}
+			st, err := p.Targets(ctx, arn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := targets.Diff(desired, st)
+			if plan.Empty() && len(plan.Keep) == len(desired) && len(st) == len(desired) {
+				return
+			}
+			if err := p.Register(ctx, arn, plan.Register); len(plan.Register) > 0 && err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Deregister(ctx, arn, plan.Deregister); len(plan.Deregister) > 0 && err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	check := func(desired []lb.Target) {
+		t.Helper()
+		held := f.Targets(arn)
+		var got []string
+		for _, h := range held {
+			got = append(got, fmt.Sprintf("%s:%d", h.ID, h.Port))
+		}
+		var want []string
+		for _, d := range desired {
+			want = append(want, d.Address.String())
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("fake holds %v, want %v", got, want)
+		}
+	}
+	converge(all[:10])
+	check(all[:10])
+	converge(all[5:15])
+	check(all[5:15])
+	if answered(p, "RegisterTargets", "Throttling") == 0 {
+		t.Fatalf("calls %v: throttling did not happen", f.Calls())
 	}
 }

@@ -35,6 +35,9 @@ func newClient(ctx context.Context, o Options, m *metrics) (*elbv2.Client, error
 	if o.Credentials != nil {
 		lo = append(lo, config.WithCredentialsProvider(o.Credentials))
 	}
+	if o.HTTPClient != nil {
+		lo = append(lo, config.WithHTTPClient(o.HTTPClient))
+	}
 	lo = append(lo, config.WithRetryer(func() aws.Retryer { return newRetryer(o) }))
 	cfg, err := config.LoadDefaultConfig(ctx, lo...)
 	if err != nil {
@@ -56,6 +59,9 @@ func newClient(ctx context.Context, o Options, m *metrics) (*elbv2.Client, error
 		}
 		out, md, err := next.HandleFinalize(ctx, in)
 		m.requests.WithLabelValues(op, outcome(err)).Inc()
+		if err != nil {
+			o.Logger.Debug("aws api attempt failed", "operation", op, "err", err)
+		}
 		return out, md, err
 	})
 	return elbv2.NewFromConfig(cfg, func(eo *elbv2.Options) {

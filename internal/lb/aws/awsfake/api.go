@@ -3,6 +3,7 @@ package awsfake
 import (
 	"encoding/xml"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/netip"
@@ -114,8 +115,9 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 	out.close("ResponseMetadata")
 	out.close(action + "Response")
 	w.Header().Set("Content-Type", "text/xml")
+	w.Header().Set("Content-Length", strconv.Itoa(out.Len()))
 	w.Header().Set("x-amzn-RequestId", reqID)
-	_, _ = w.Write([]byte(out.String()))
+	_, _ = io.WriteString(w, out.String())
 }
 
 // fault counts the call and decides whether to fail it.
