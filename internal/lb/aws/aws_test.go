@@ -669,3 +669,15 @@ func TestControllerLoopUnderThrottling(t *testing.T) {
 		t.Fatalf("calls %v: throttling did not happen", f.Calls())
 	}
 }
+
+func TestRegionOf(t *testing.T) {
+	r, err := RegionOf("arn:aws:elasticloadbalancing:eu-west-3:123456789012:targetgroup/web/0123456789abcdef")
+	if err != nil || r != "eu-west-3" {
+		t.Fatalf("RegionOf = %q, %v", r, err)
+	}
+	for _, bad := range []string{"", "web", "arn:aws:elasticloadbalancing::1:targetgroup/web/1", "arn:aws:ec2:eu-west-3:1:targetgroup/web/1"} {
+		if _, err := RegionOf(bad); !errors.Is(err, lb.ErrInvalid) {
+			t.Errorf("RegionOf(%q) = %v", bad, err)
+		}
+	}
+}

@@ -335,3 +335,16 @@ func state(s types.TargetHealthStateEnum) lb.State {
 		return lb.Unavailable
 	}
 }
+
+// RegionOf returns the region field of a target group ARN, so that a
+// caller can pick the provider for a group when no region is configured.
+func RegionOf(arn string) (string, error) {
+	if err := validARN(arn); err != nil {
+		return "", err
+	}
+	r := strings.SplitN(arn, ":", 6)[3]
+	if r == "" {
+		return "", fmt.Errorf("target group ARN %q has no region: %w", arn, lb.ErrInvalid)
+	}
+	return r, nil
+}
