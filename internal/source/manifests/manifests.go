@@ -25,6 +25,13 @@
 // written (zero when absent), so results do not depend on file times.
 // When two documents define the same object, the first in path order wins
 // and the other is reported.
+//
+// Files are not read while they change: a new or changed file is read once
+// it looked the same on two polls in a row, while a removed file is gone on
+// the next poll. So that moving an object from one file to another never
+// leaves a poll without it, an object that disappears while some file is
+// still waiting to be read stays in the snapshot (as it was last
+// published) until no file is waiting, for at most MaxHoldPolls polls.
 package manifests
 
 import (
@@ -54,6 +61,12 @@ import (
 // DefaultInterval is how often Dir is polled when Options.Interval is zero.
 const DefaultInterval = 250 * time.Millisecond
 
+// MaxHoldPolls bounds how many polls in a row an object that disappeared
+// is kept because some file is still waiting to be read (see the package
+// doc). It stops a file that never holds still, or is written over many
+// polls, from delaying removals elsewhere for good.
+const MaxHoldPolls = 8
+
 // MaxFileSize is the largest manifest file read; larger files are skipped
 // with a warning.
 const MaxFileSize = 16 << 20
@@ -66,7 +79,10 @@ type Options struct {
 	// Interval is how often Dir is polled; 0 means DefaultInterval. A
 	// changed file is read once it looked the same on two polls in a row
 	// (so a file caught halfway through being written is not loaded), so
-	// changes show within about two intervals.
+	// changes show within about two intervals. Objects that disappear
+	// (a removed file, an edit that drops them) stay while another file
+	// waits to be read, so removals may take as long as additions; see
+	// MaxHoldPolls.
 	Interval time.Duration
 	// Logger receives warnings about invalid documents; nil means
 	// slog.Default().
@@ -88,7 +104,9 @@ type Source struct {
 	digest    [sha256.Size]byte
 	dirErr    string // last error listing Dir, to warn once
 	subdirErr map[string]string
-	dupes     string // last duplicate report, to warn once
+	dupes     string   // last duplicate report, to warn once
+	published []object // what the current snapshot was assembled from
+	heldPolls int      // polls in a row that kept disappeared objects
 }
 
 var _ source.Source = (*Source)(nil)
@@ -100,8 +118,14 @@ type fileState struct {
 	pending fingerprint // seen on the last poll, not loaded yet
 	hasPend bool
 	readErr string // last read error, to warn once
-	objects []runtime.Object
-	digest  [sha256.Size]byte // of the decoded objects, not the bytes
+	objects []object
+}
+
+// object is a decoded object and the digest of its canonical JSON, so that
+// edits of comments or layout are no change.
+type object struct {
+	obj    runtime.Object
+	digest [sha256.Size]byte
 }
 
 // New checks opts. Nothing is read until Run.
@@ -168,8 +192,8 @@ func (s *Source) Snapshot() translate.Input { return *s.current.Load() }
 // Synced reports whether the first load is done.
 func (s *Source) Synced() bool { return s.synced.Load() }
 
-// poll looks at Dir once and reports whether the decoded objects changed.
-// On the first poll every file is read at once.
+// poll looks at Dir once and reports whether the published objects
+// changed. On the first poll every file is read at once.
 func (s *Source) poll(first bool) bool {
 	seen, ok := s.scanLogged()
 	if !ok {
@@ -180,6 +204,7 @@ func (s *Source) poll(first bool) bool {
 			delete(s.files, path)
 		}
 	}
+	settling := false // some file is to be read once it holds still
 	for path, fp := range seen {
 		st := s.files[path]
 		if st == nil {
@@ -192,17 +217,63 @@ func (s *Source) poll(first bool) bool {
 			continue
 		case !first && !(st.hasPend && st.pending == fp):
 			st.pending, st.hasPend = fp, true // read once it holds still
+			settling = true
 			continue
 		}
 		s.load(path, fp, st)
 	}
-	digest := s.sum()
+	objs := s.objects()
+	held := s.hold(objs, settling)
+	objs = append(objs, held...)
+	digest := sum(objs)
 	if digest == s.digest && !first {
 		return false
 	}
 	s.digest = digest
-	s.publish()
+	s.publish(objs)
 	return true
+}
+
+// objects returns the objects of every file in path order.
+func (s *Source) objects() []object {
+	var objs []object
+	for _, path := range slices.Sorted(maps.Keys(s.files)) {
+		objs = append(objs, s.files[path].objects...)
+	}
+	return objs
+}
+
+// hold returns the published objects that objs lacks when they are to be
+// kept: while a file is settling it may be the one that takes them over
+// (a file written then its old copy removed is read two polls after the
+// removal is seen), for at most MaxHoldPolls polls in a row.
+func (s *Source) hold(objs []object, settling bool) []object {
+	if !settling {
+		s.heldPolls = 0
+		return nil
+	}
+	if s.heldPolls >= MaxHoldPolls {
+		s.log.Warn("files still changing; applying the removals held back for them", "polls", s.heldPolls)
+		s.heldPolls = 0
+		return nil
+	}
+	have := map[string]bool{}
+	for _, o := range objs {
+		have[identity(o.obj)] = true
+	}
+	var held []object
+	for _, o := range s.published {
+		if id := identity(o.obj); !have[id] {
+			have[id] = true // the first definition wins, as in assemble
+			held = append(held, o)
+		}
+	}
+	if len(held) == 0 {
+		s.heldPolls = 0
+		return nil
+	}
+	s.heldPolls++
+	return held
 }
 
 // load reads and decodes one file into st.
@@ -230,8 +301,10 @@ func (s *Source) load(path string, fp fingerprint, st *fileState) {
 		log.Debug("skipping kind sluice does not read", "kind", k)
 	}
 	st.loaded, st.fp, st.hasPend = true, fp, false
-	st.objects = d.objects
-	st.digest = digestObjects(d.objects)
+	st.objects = make([]object, len(d.objects))
+	for i, o := range d.objects {
+		st.objects[i] = object{obj: o, digest: digestObject(o)}
+	}
 }
 
 func readFile(path string) ([]byte, error) {
@@ -340,30 +413,25 @@ func isManifest(name string) bool {
 	return strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")
 }
 
-// sum digests the decoded objects of every file in path order. Files
-// without objects do not count, so adding an empty file changes nothing.
-func (s *Source) sum() [sha256.Size]byte {
+// sum digests objs in order: equal sums mean equal snapshots.
+func sum(objs []object) [sha256.Size]byte {
 	h := sha256.New()
-	for _, path := range slices.Sorted(maps.Keys(s.files)) {
-		st := s.files[path]
-		if len(st.objects) == 0 {
-			continue
-		}
-		fmt.Fprintf(h, "%s\x00", path)
-		h.Write(st.digest[:])
+	for _, o := range objs {
+		h.Write(o.digest[:])
 	}
 	var d [sha256.Size]byte
 	h.Sum(d[:0])
 	return d
 }
 
-// publish builds a new Input from every file and stores it for Snapshot.
-func (s *Source) publish() {
-	var objs []runtime.Object
-	for _, path := range slices.Sorted(maps.Keys(s.files)) {
-		objs = append(objs, s.files[path].objects...)
+// publish builds a new Input from objs and stores it for Snapshot.
+func (s *Source) publish(objs []object) {
+	plain := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		plain[i] = o.obj
 	}
-	in, dupes := assemble(objs)
+	in, dupes := assemble(plain)
+	s.published = objs
 	if msg := strings.Join(dupes, "; "); msg != s.dupes {
 		s.dupes = msg
 		if msg != "" {
@@ -380,12 +448,12 @@ func assemble(objs []runtime.Object) (translate.Input, []string) {
 	var dupes []string
 	seen := map[string]bool{}
 	for _, obj := range objs {
-		kind, key := identity(obj)
-		if seen[kind+" "+key] {
-			dupes = append(dupes, kind+" "+key)
+		id := identity(obj)
+		if seen[id] {
+			dupes = append(dupes, id)
 			continue
 		}
-		seen[kind+" "+key] = true
+		seen[id] = true
 		switch o := obj.(type) {
 		case *networkingv1.Ingress:
 			in.Ingresses = append(in.Ingresses, o)
@@ -409,8 +477,9 @@ func assemble(objs []runtime.Object) (translate.Input, []string) {
 	return in, dupes
 }
 
-func identity(obj runtime.Object) (kind, key string) {
-	var name, ns string
+// identity names obj by kind, namespace and name: "Service default/web".
+func identity(obj runtime.Object) string {
+	var kind, name, ns string
 	switch o := obj.(type) {
 	case *networkingv1.Ingress:
 		kind, ns, name = "Ingress", o.Namespace, o.Name
@@ -424,25 +493,18 @@ func identity(obj runtime.Object) (kind, key string) {
 		kind, ns, name = "Secret", o.Namespace, o.Name
 	}
 	if ns == "" {
-		return kind, name
+		return kind + " " + name
 	}
-	return kind, ns + "/" + name
+	return kind + " " + ns + "/" + name
 }
 
-// digestObjects hashes the canonical JSON of objs (map keys sorted).
-func digestObjects(objs []runtime.Object) [sha256.Size]byte {
-	h := sha256.New()
-	for _, o := range objs {
-		b, err := json.Marshal(o) // deterministic: map keys sorted
-		if err != nil {
-			// Cannot happen for these types; make the digest unique so a
-			// change is never missed.
-			fmt.Fprintf(h, "%p", o)
-		}
-		h.Write(b)
-		h.Write([]byte{0})
+// digestObject hashes the canonical JSON of o (map keys sorted).
+func digestObject(o runtime.Object) [sha256.Size]byte {
+	b, err := json.Marshal(o) // deterministic: map keys sorted
+	if err != nil {
+		// Cannot happen for these types; make the digest unique so a
+		// change is never missed.
+		b = fmt.Appendf(nil, "%p", o)
 	}
-	var d [sha256.Size]byte
-	h.Sum(d[:0])
-	return d
+	return sha256.Sum256(b)
 }

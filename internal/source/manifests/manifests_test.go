@@ -391,3 +391,161 @@ func TestWriteFile(t *testing.T) {
 		t.Errorf("directory holds %d entries; want only a.yaml", len(entries))
 	}
 }
+
+func hasService(in translate.Input, name string) bool {
+	for _, s := range in.Services {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPollMoveNeverDropsObject moves Service x from old.yaml to new.yaml
+// in the ways people and tools do it. A new file is read two polls after
+// it appears while a removal is seen at once, so without holding removals
+// back the snapshot would lack x for a poll.
+func TestPollMoveNeverDropsObject(t *testing.T) {
+	half := svcDoc("x", 2)[:20]
+	tests := []struct {
+		name string
+		// steps run in order; a poll follows each one.
+		steps []func(dir string) error
+		want  string
+	}{
+		{
+			name: "new file written, old removed before the next poll",
+			steps: []func(string) error{func(dir string) error {
+				write(t, filepath.Join(dir, "new.yaml"), svcDoc("x", 2))
+				return os.Remove(filepath.Join(dir, "old.yaml"))
+			}},
+			want: "keep:1,x:2",
+		},
+		{
+			name: "old removed, new file written before the next poll",
+			steps: []func(string) error{func(dir string) error {
+				if err := os.Remove(filepath.Join(dir, "old.yaml")); err != nil {
+					return err
+				}
+				write(t, filepath.Join(dir, "new.yaml"), svcDoc("x", 2))
+				return nil
+			}},
+			want: "keep:1,x:2",
+		},
+		{
+			name: "old edited to drop x a poll before the new file appears",
+			steps: []func(string) error{
+				func(dir string) error {
+					write(t, filepath.Join(dir, "old.yaml"), svcDoc("other", 3))
+					return nil
+				},
+				func(dir string) error {
+					write(t, filepath.Join(dir, "new.yaml"), svcDoc("x", 2))
+					return nil
+				},
+			},
+			want: "keep:1,x:2,other:3",
+		},
+		{
+			name: "new file written over several polls, old removed at the start",
+			steps: []func(string) error{
+				func(dir string) error {
+					write(t, filepath.Join(dir, "new.yaml"), half)
+					return os.Remove(filepath.Join(dir, "old.yaml"))
+				},
+				func(dir string) error {
+					write(t, filepath.Join(dir, "new.yaml"), half+"\n")
+					return nil
+				},
+				func(dir string) error {
+					write(t, filepath.Join(dir, "new.yaml"), svcDoc("x", 2))
+					return nil
+				},
+			},
+			want: "keep:1,x:2",
+		},
+		{
+			name: "old removed a poll after the new file appeared",
+			steps: []func(string) error{
+				func(dir string) error {
+					write(t, filepath.Join(dir, "new.yaml"), svcDoc("x", 2))
+					return nil
+				},
+				func(dir string) error { return os.Remove(filepath.Join(dir, "old.yaml")) },
+			},
+			want: "keep:1,x:2",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, "keep.yaml"), svcDoc("keep", 1))
+			write(t, filepath.Join(dir, "old.yaml"), svcDoc("x", 1))
+			s := newSource(t, dir)
+			s.poll(true)
+			check := func(when string) {
+				t.Helper()
+				if got := s.Snapshot(); !hasService(got, "x") {
+					t.Errorf("%s: snapshot lacks x: services = %q", when, serviceNames(got))
+				}
+			}
+			for i, step := range tt.steps {
+				if err := step(dir); err != nil {
+					t.Fatal(err)
+				}
+				s.poll(false)
+				check(fmt.Sprintf("after step %d", i+1))
+			}
+			for i := range 3 {
+				s.poll(false)
+				check(fmt.Sprintf("poll %d after the last step", i+1))
+			}
+			if got := serviceNames(s.Snapshot()); got != tt.want {
+				t.Errorf("settled services = %q; want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPollHeldRemovalBounded checks a file that never holds still delays a
+// removal elsewhere for MaxHoldPolls polls, not for good, and that an
+// unrelated settling file only delays it.
+func TestPollHeldRemovalBounded(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.yaml"), svcDoc("a", 1))
+	write(t, filepath.Join(dir, "b.yaml"), svcDoc("b", 2))
+	s := newSource(t, dir)
+	s.poll(true)
+
+	// Settles two polls after it appears: b is held for those polls only.
+	write(t, filepath.Join(dir, "c.yaml"), svcDoc("c", 3))
+	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if s.poll(false) {
+		t.Error("a removal held back while c.yaml settles reported a change")
+	}
+	if !s.poll(false) {
+		t.Error("c.yaml loading reported no change")
+	}
+	if got := serviceNames(s.Snapshot()); got != "a:1,c:3" {
+		t.Errorf("after c.yaml settled = %q; want a:1,c:3", got)
+	}
+
+	// A file rewritten before every poll never settles.
+	churn := filepath.Join(dir, "churn.yaml")
+	if err := os.Remove(filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	polls := 0
+	for ; polls < 3*MaxHoldPolls && hasService(s.Snapshot(), "c"); polls++ {
+		write(t, churn, strings.Repeat("#", polls+1)+"\n"+svcDoc("churn", 9))
+		s.poll(false)
+	}
+	if polls != MaxHoldPolls+1 {
+		t.Errorf("removal applied after %d polls while churn.yaml kept changing; want %d", polls, MaxHoldPolls+1)
+	}
+	if got := serviceNames(s.Snapshot()); got != "a:1" {
+		t.Errorf("services = %q; want a:1", got)
+	}
+}
