@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"sync"
@@ -25,7 +26,9 @@ type tracker struct {
 	m      *metrics
 	reason func() string // why a connection closing now closes
 
-	lastAccept atomic.Int64 // UnixNano of the latest accepted connection
+	// lastTraffic is the UnixNano time of the latest connection's first
+	// request that was not a health check (see countTraffic).
+	lastTraffic atomic.Int64
 
 	mu      sync.Mutex
 	conns   map[*trackedConn]struct{}
@@ -37,7 +40,6 @@ func newTracker(m *metrics, reason func() string) *tracker {
 }
 
 func (t *tracker) add(c *trackedConn) {
-	t.lastAccept.Store(time.Now().UnixNano())
 	t.mu.Lock()
 	t.conns[c] = struct{}{}
 	t.mu.Unlock()
@@ -115,6 +117,34 @@ func (c *trackedConn) Close() error {
 func (c *trackedConn) forceClose(reason string) {
 	c.once.Do(func() { c.t.remove(c, reason) })
 	c.Conn.Close()
+}
+
+// connTrafficKey is the context key of a connection's *connTraffic.
+type connTrafficKey struct{}
+
+// connTraffic is per-connection state shared by the requests on one
+// connection (concurrent ones, for HTTP/2).
+type connTraffic struct {
+	counted atomic.Bool // a request other than a health check was seen
+}
+
+// connContext gives every traffic connection its connTraffic
+// (http.Server.ConnContext).
+func connContext(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connTrafficKey{}, &connTraffic{})
+}
+
+// countTraffic records r, a request that is not a health check, as new
+// traffic for DrainQuietPeriod if it is the first such request on its
+// connection. A connection is new traffic from its first real request
+// on, not from its accept: load balancers that health-check the traffic
+// port open a connection per check and keep checking a deregistered
+// target, and pre-opened or TCP-checked connections carry no request.
+func (t *tracker) countTraffic(r *http.Request) {
+	if ct, ok := r.Context().Value(connTrafficKey{}).(*connTraffic); ok && !ct.counted.CompareAndSwap(false, true) {
+		return
+	}
+	t.lastTraffic.Store(time.Now().UnixNano())
 }
 
 // connState marks hijacked connections (WebSocket and other upgrades),

@@ -79,7 +79,7 @@ func (s *Server) closeReason() string {
 // stopping closes every connection at once and makes Run return ErrForced.
 // Cancelling ctx skips draining and starts stopping. Draining ends at the
 // first of: Drained closed, DrainMaxWait elapsed, DrainQuietPeriod without a
-// new traffic connection. The admin listener serves until Run returns. A
+// new connection carrying traffic (see Options.DrainQuietPeriod). The admin listener serves until Run returns. A
 // listener failing while serving also leads to stopping, and Run returns
 // that error.
 func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
@@ -175,23 +175,24 @@ func (s *Server) draining(ctx context.Context, signals <-chan os.Signal, serveEr
 			}
 			return fmt.Sprintf("second signal %v", sig), nil
 		case <-quiet:
-			last := time.Unix(0, s.tracker.lastAccept.Load())
+			last := time.Unix(0, s.tracker.lastTraffic.Load())
 			if rest := quietRemaining(time.Now(), start, last, s.o.DrainQuietPeriod); rest > 0 {
 				quietTimer.Reset(rest)
 				continue
 			}
-			return fmt.Sprintf("no new connection for %v", s.o.DrainQuietPeriod), nil
+			return fmt.Sprintf("no new connection carrying traffic for %v", s.o.DrainQuietPeriod), nil
 		}
 	}
 }
 
 // quietRemaining returns how much longer draining must see no new
-// connection before the quiet period is over; connections accepted before
-// draining started do not count.
-func quietRemaining(now, drainStart, lastAccept time.Time, quiet time.Duration) time.Duration {
+// traffic before the quiet period is over; traffic seen before draining
+// started does not count. lastTraffic is when the latest connection
+// carrying traffic was first seen (tracker.lastTraffic).
+func quietRemaining(now, drainStart, lastTraffic time.Time, quiet time.Duration) time.Duration {
 	since := drainStart
-	if lastAccept.After(since) {
-		since = lastAccept
+	if lastTraffic.After(since) {
+		since = lastTraffic
 	}
 	return since.Add(quiet).Sub(now)
 }

@@ -317,3 +317,138 @@ func TestNewErrors(t *testing.T) {
 		t.Errorf("https listener %v without a certificate source", https)
 	}
 }
+
+// A connection is new traffic for the quiet period from its first request
+// that is not a health check on, once: health checks on the traffic port
+// (a new connection each) and connections without a request do not count.
+func TestQuietPeriodCountsTrafficNotHealthChecks(t *testing.T) {
+	ts := start(t, func(o *Options) { o.HealthOnTrafficPort = true })
+	traffic := "http://" + ts.httpAddr
+	last := ts.tracker.lastTraffic.Load
+	before := last()
+
+	for range 3 {
+		if code, _ := get(t, traffic+"/healthz"); code != http.StatusOK {
+			t.Fatalf("/healthz on the traffic port = %d", code)
+		}
+	}
+	dialRaw(t, ts.httpAddr) // opened, never used
+	for i := 0; ts.metric("sluice_connections_accepted_total", "listener", listenerHTTP) < 4; i++ {
+		if i == 2000 {
+			t.Fatal("the idle connection was not accepted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if last() != before {
+		t.Error("health-check connections or a connection without a request counted as new traffic")
+	}
+
+	if code, _ := get(t, traffic+"/app"); code != http.StatusOK {
+		t.Fatalf("/app = %d", code)
+	}
+	afterApp := last()
+	if afterApp == before {
+		t.Error("a new connection with a request was not counted as new traffic")
+	}
+
+	// A keep-alive connection counts on its first request that is not a
+	// health check, and only then.
+	c := dialRaw(t, ts.httpAddr)
+	const health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	const app = "GET /app HTTP/1.1\r\nHost: x\r\n\r\n"
+	if resp := c.do(t, health); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz = %d", resp.StatusCode)
+	}
+	if last() != afterApp {
+		t.Error("a health check on a keep-alive connection counted as new traffic")
+	}
+	if resp := c.do(t, app); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/app = %d", resp.StatusCode)
+	}
+	first := last()
+	if first == afterApp {
+		t.Error("the first request of a keep-alive connection was not counted")
+	}
+	c.do(t, app)
+	c.do(t, health)
+	if last() != first {
+		t.Error("later requests on a counted connection counted again")
+	}
+}
+
+// TestDrainQuietPeriodWithTrafficPortHealthChecks drains while a load
+// balancer keeps health-checking the traffic port with a new connection
+// per check: the quiet period still ends draining.
+func TestDrainQuietPeriodWithTrafficPortHealthChecks(t *testing.T) {
+	ts := start(t, func(o *Options) {
+		o.HealthOnTrafficPort = true
+		o.DrainQuietPeriod = 100 * time.Millisecond
+		o.DrainMaxWait = 10 * time.Second
+	})
+	stop := make(chan struct{})
+	checks := make(chan int, 1)
+	go func() {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		n := 0
+		defer func() { checks <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if resp, err := c.Get("http://" + ts.httpAddr + "/healthz"); err == nil {
+				resp.Body.Close()
+				n++
+			}
+		}
+	}()
+	ts.signal()
+	err := ts.wait()
+	close(stop)
+	n := <-checks
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r := ts.lastReason(); !strings.Contains(r, "no new connection") {
+		t.Errorf("draining ended by %q with %d health checks on the traffic port, want the quiet period", r, n)
+	}
+}
+
+// Over HTTP/2 the requests of one connection share its state: a health
+// check first does not count, the first other request does, once.
+func TestQuietPeriodCountsHTTP2ConnectionOnce(t *testing.T) {
+	var cs certs
+	cs.set("a.test", newCert(t, "a.test", "a"))
+	ts := start(t, func(o *Options) {
+		tlsOptions(&cs)(o)
+		o.HealthOnTrafficPort = true
+	})
+	client := tlsClient("a.test", false)
+	last := ts.tracker.lastTraffic.Load
+	fetch := func(path string) {
+		t.Helper()
+		resp, err := client.Get("https://" + ts.httpsAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s %d, want HTTP/2 200", path, resp.Proto, resp.StatusCode)
+		}
+	}
+	fetch("/healthz")
+	if last() != 0 {
+		t.Error("an HTTP/2 health check counted as new traffic")
+	}
+	fetch("/app")
+	first := last()
+	if first == 0 {
+		t.Error("the first HTTP/2 request was not counted")
+	}
+	fetch("/app")
+	if last() != first {
+		t.Error("a second request on the same HTTP/2 connection counted again")
+	}
+}

@@ -58,7 +58,13 @@ type Options struct {
 	// value skips draining (a signal goes straight to stopping).
 	DrainMaxWait time.Duration
 	// DrainQuietPeriod ends draining once no new traffic connection has
-	// been accepted for this long. Zero disables it.
+	// been seen for this long. Zero disables it. A connection is new
+	// traffic when it carries its first request other than a health
+	// check, not when it is accepted: with HealthOnTrafficPort, the load
+	// balancer's health checks (a new connection each, and they go on
+	// after the pod is deregistered) do not restart the period, nor do
+	// connections that send no request. Connections whose first such
+	// request came before draining started do not count.
 	DrainQuietPeriod time.Duration
 	// ShutdownTimeout is how long in-flight requests and upgraded
 	// connections get once stopping starts. Zero means 30s; a negative
@@ -147,6 +153,7 @@ func New(o Options) (*Server, error) {
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		ConnState:         s.connState,
+		ConnContext:       connContext,
 		ErrorLog:          errorLog,
 	}
 	if s.httpsLn != nil {
@@ -269,6 +276,7 @@ func (s *Server) trafficHandler() http.Handler {
 			s.serveHealth(w, r)
 			return
 		}
+		s.tracker.countTraffic(r)
 		next.ServeHTTP(w, r)
 	})
 }
