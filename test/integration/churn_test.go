@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -334,16 +333,9 @@ func TestEndpointStopsWithRemoval(t *testing.T) {
 // file to another under load (write the new file, remove the old one), as
 // a config tool that renames files or a ConfigMap whose key is renamed
 // does. The route exists in the directory at every moment, so no request
-// may fail.
-//
-// Known bug, skipped unless SLUICE_KNOWN_BUGS=1: the manifests source
-// applies a removed file on the next poll but loads a new file only once it
-// held still for two polls, so for about one poll interval the Ingress is
-// in neither file and the stable route answers 404.
+// may fail: the manifests source keeps the removed file's Ingress until the
+// new file, which it reads only once it held still for two polls, is loaded.
 func TestMoveObjectBetweenFiles(t *testing.T) {
-	if os.Getenv("SLUICE_KNOWN_BUGS") == "" {
-		t.Skip("known bug: a removed manifest file applies a poll before its replacement loads; set SLUICE_KNOWN_BUGS=1 to run")
-	}
 	f := newFleet(t, 2, 3)
 	wait := startLoad(t, churnLoad(f, 4*time.Second, fromPool("app")))
 	time.Sleep(2 * time.Second)

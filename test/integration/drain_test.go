@@ -259,15 +259,9 @@ func TestRollingRestart(t *testing.T) {
 // balancer health-checks the traffic port (--health-on-traffic-port, as
 // AWS target groups usually do). Once HAProxy has marked it DOWN only
 // health checks arrive, so --drain-quiet-period should end draining, as it
-// does when checks go to the admin port.
-//
-// Known bug, skipped unless SLUICE_KNOWN_BUGS=1: every health check opens a
-// new traffic connection, which restarts the quiet period, so draining
-// always lasts the whole --drain-max-wait.
+// does when checks go to the admin port: a connection that carries only
+// health checks is not new traffic.
 func TestDrainQuietPeriodWithTrafficPortChecks(t *testing.T) {
-	if os.Getenv("SLUICE_KNOWN_BUGS") == "" {
-		t.Skip("known bug: health-check connections on the traffic port restart --drain-quiet-period; set SLUICE_KNOWN_BUGS=1 to run")
-	}
 	e := newEnv(t)
 	app := e.pool("app", 3)
 	for i := range 3 {
