@@ -83,7 +83,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.DurationVar(&c.responseTimeout, "upstream-response-timeout", 60*time.Second, "time allowed for a pod to send response headers")
 	fs.IntVar(&c.retries, "retries", 2, "extra attempts on another endpoint after a connect failure (any method) or a reset (idempotent methods)")
 	fs.DurationVar(&c.drainMaxWait, "drain-max-wait", 60*time.Second, "longest time to keep serving after SIGTERM while waiting for the load balancer to let go (0: no draining)")
-	fs.DurationVar(&c.drainQuietPeriod, "drain-quiet-period", 0, "end draining early once no new connection arrived for this long (0: off)")
+	fs.DurationVar(&c.drainQuietPeriod, "drain-quiet-period", 0, "end draining early once no new connection carried a request other than a health check for this long (0: off)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time in-flight requests get to finish once draining ends (0: none)")
 	fs.BoolVar(&c.healthOnTrafficPort, "health-on-traffic-port", false, "also answer /healthz on the traffic ports (the path is then reserved)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
