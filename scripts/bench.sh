@@ -27,6 +27,7 @@
 # BENCH_IDLE_CONNS=auto BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
 # BENCH_RATE=haproxy|slowest|N (open-loop rate: half of HAProxy's max, half of
 # the slowest proxy's max, or N req/s)
+# BENCH_SLUICE=PATH (a prebuilt sluice instead of building ./cmd/sluice)
 # BENCH_PROXIES="sluice haproxy nginx" BENCH_OUT=bench/results BENCH_KEEP=1
 # (keep the work directory with every log) BENCH_PROFILE=auto|1|0.
 # Only 127.0.0.1 is ever contacted.
@@ -144,8 +145,14 @@ go build -o "$tmp/bin/" ./bench/translate 2>"$tmp/log/build-translate.log" || {
 	log "bench/translate does not build (see below); the in-process control-plane numbers are skipped"
 	cat "$tmp/log/build-translate.log" >&2
 }
-if [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
-	go build -o "$tmp/bin/sluice" ./cmd/sluice || die "cmd/sluice does not build; run with BENCH_PROXIES='haproxy nginx' to bench the others"
+if [[ " ${PROXIES[*]} " != *" sluice "* ]]; then
+	:
+elif [[ -n ${BENCH_SLUICE:-} ]]; then
+	cp "$BENCH_SLUICE" "$tmp/bin/sluice" || die "BENCH_SLUICE=$BENCH_SLUICE: cannot copy"
+	log "using the prebuilt $BENCH_SLUICE ($("$tmp/bin/sluice" version 2>/dev/null || echo unknown version))"
+else
+	go build -o "$tmp/bin/sluice" ./cmd/sluice ||
+		die "cmd/sluice does not build; set BENCH_SLUICE to a prebuilt binary, or BENCH_PROXIES='haproxy nginx' to bench the others"
 fi
 B=$tmp/bin
 
@@ -370,7 +377,7 @@ cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 	--meta "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
 	--meta "machine=$(uname -srm), $cpu_model, $(nproc) CPUs" \
 	--meta "load average (1/5/15 min) at start / end=$loadavg_start / $loadavg_end (other work shares this machine)" \
-	--meta "versions=sluice $(git describe --tags --always --dirty 2>/dev/null || echo dev), $(go version | cut -d' ' -f3), $(nginx -v 2>&1 | sed 's/.*: //'), HAProxy $(haproxy -v | head -1 | cut -d' ' -f3), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)" \
+	--meta "versions=sluice ${BENCH_SLUICE:+$BENCH_SLUICE }$(git describe --tags --always --dirty 2>/dev/null || echo dev), $(go version | cut -d' ' -f3), $(nginx -v 2>&1 | sed 's/.*: //'), HAProxy $(haproxy -v | head -1 | cut -d' ' -f3), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)" \
 	--meta "settings=$ROUNDS rounds, wrk -t1 -c$WRK_CONNS -d$DURATION, $IDLE_CONNS idle connections (fd limit $FD_LIMIT), $INGRESSES Ingresses"
 cp "$raw" "$OUT/raw.jsonl"
 log "results in $OUT/latest.md, latest.json and cpu.png"

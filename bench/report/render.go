@@ -79,6 +79,16 @@ func markdown(s *Summary) string {
 			over = append(over, fmt.Sprintf("%s (max %s req/s, %d requests left unsent)", p.Name, num(p.MaxRPS, "%.0f"), p.Unsent))
 		}
 	}
+	negative := false
+	for _, p := range s.Proxies {
+		if (p.P50AddedUs != nil && *p.P50AddedUs < 0) || (p.P99AddedUs != nil && *p.P99AddedUs < 0) {
+			negative = true
+		}
+	}
+	if negative {
+		b.WriteString("- Negative added latency: in the direct run the load tool and the backend share core 1 and take turns on it, " +
+			"while through a proxy the work spreads over both cores; differences this small are below the resolution of a 2-core setup.\n")
+	}
 	if len(over) > 0 {
 		fmt.Fprintf(&b, "- † overloaded at %d req/s: %s. Its latency is mostly queueing, not the proxy's own delay; unsent requests are not counted as failed.\n", s.Rate, strings.Join(over, "; "))
 	}
@@ -94,7 +104,7 @@ func markdown(s *Summary) string {
 			fmt.Fprintf(&b, " %s %.2f;", p.Name, *p.CPUUtil)
 		}
 	}
-	b.WriteString("\n\n")
+	b.WriteString("\n")
 	c := s.Control
 	if c.Ingresses > 0 || len(c.Errors) > 0 {
 		controlTable(&b, c)
@@ -170,7 +180,7 @@ func writeChart(path string, s *Summary) error {
 		"nginx":   {214, 39, 40, 255},
 	}
 	fill(img, img.Bounds(), white)
-	title := "CPU µS PER REQUEST (LOWER IS BETTER)"
+	title := "CPU MICROSECONDS PER REQUEST (LOWER IS BETTER)"
 	drawText(img, (w-textWidth(title, scale))/2, 20, title, scale, black)
 
 	type bar struct {
