@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -10,7 +11,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // cannedUpstream answers every request (without body) with the same
@@ -89,7 +92,7 @@ func benchHandler(b *testing.B, h http.Handler) {
 // a 100-byte body copy.
 func BenchmarkProxy(b *testing.B) {
 	addr := cannedUpstream(b)
-	p := New(Options{})
+	p := New(Options{StdTransport: *benchStd})
 	p.Update(tableOf(backendOf("ns/s", defaults(), addr)))
 	benchHandler(b, p)
 }
@@ -114,7 +117,7 @@ func BenchmarkReverseProxy(b *testing.B) {
 // in parallel: allocations include the client's and the server's.
 func BenchmarkProxyHTTP(b *testing.B) {
 	addr := cannedUpstream(b)
-	p := New(Options{})
+	p := New(Options{StdTransport: *benchStd})
 	p.Update(tableOf(backendOf("ns/s", defaults(), addr)))
 	srv := httptest.NewServer(p)
 	defer srv.Close()
@@ -134,3 +137,45 @@ func BenchmarkProxyHTTP(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkProxyCPU runs requests from 16 keep-alive clients through a real
+// listener and reports the process CPU time (user+system, from getrusage)
+// per request and context switches per request. Client, proxy and upstream
+// share the process, so the figure is an upper bound of the proxy's share;
+// scripts/bench.sh measures the proxy process alone.
+func BenchmarkProxyCPU(b *testing.B) {
+	addr := cannedUpstream(b)
+	p := New(Options{StdTransport: *benchStd})
+	p.Update(tableOf(backendOf("ns/s", defaults(), addr)))
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	url := srv.URL + "/api/items"
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := c.Get(url)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	})
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := time.Duration(after.Utime.Nano()-before.Utime.Nano()) + time.Duration(after.Stime.Nano()-before.Stime.Nano())
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(after.Nvcsw+after.Nivcsw-before.Nvcsw-before.Nivcsw)/float64(b.N), "ctxsw/op")
+}
+
+// benchStd selects the net/http.Transport path in BenchmarkProxyCPU and
+// BenchmarkProxyHTTP: go test -bench . -args -proxy.std-bench
+var benchStd = flag.Bool("proxy.std-bench", false, "benchmark the net/http.Transport path")

@@ -41,6 +41,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		body = rb
 	}
 	replayable := rb == nil && idempotent(r.Method)
+	fast := p.fastPath(r, upgrade)
 
 	var t tried
 	for attempt := 0; ; attempt++ {
@@ -50,10 +51,16 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		}
 		t.add(i)
 		ep := &bv.eps[i]
-		out := outbound(r, ep.u.addr, body, rb)
 
 		ep.u.inflight.Add(1)
-		res, err := ep.pool.tr.RoundTrip(out)
+		var res *http.Response
+		var hc *h1conn
+		var err error
+		if fast {
+			res, hc, err = p.roundTrip(r, ep.pool, rb)
+		} else {
+			res, err = ep.pool.tr.RoundTrip(outbound(r, ep.u.addr, body, rb))
+		}
 		if err == nil {
 			ep.u.succeeded()
 			setCookie := ""
@@ -65,7 +72,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			}
 			status, n, abort := p.respond(w, r, bv, ep, res, upgrade, setCookie)
 			ep.u.inflight.Add(-1)
-			ep.pool.release()
+			if hc != nil {
+				p.finish(hc, res)
+			} else {
+				ep.pool.release()
+			}
 			p.record(r, rv, status, n, ep.u.addr, start)
 			if abort {
 				// The upstream failed mid-body: abort the client's response

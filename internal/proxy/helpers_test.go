@@ -98,8 +98,12 @@ func defaults() route.Policy { return route.Policy{Retries: -1} }
 
 // front starts the proxy behind a real HTTP server, so hijacking and
 // flushing behave as in production.
+// Unless the test asks for one mode, it runs in the mode TestMain selects.
 func front(t *testing.T, o Options) (*Proxy, *httptest.Server, *http.Client) {
 	t.Helper()
+	if !o.StdTransport {
+		o.StdTransport = stdMode
+	}
 	p := New(o)
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)

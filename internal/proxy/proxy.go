@@ -5,7 +5,9 @@
 // with route.Table.Match, picks a pod endpoint (least-request,
 // round-robin, consistent header hash, cookie affinity; passive health) and
 // forwards the request over a per-endpoint keep-alive pool, retrying safe
-// failures on another endpoint.
+// failures on another endpoint. Plain HTTP/1.1 exchanges run synchronously
+// on the handler's goroutine (h1.go); upgrades and the rarer protocol
+// features go through net/http.Transport.
 //
 // Upstream state (in-flight counts, passive-health counters, idle
 // connections) lives in a registry keyed by endpoint address that survives
@@ -14,6 +16,7 @@
 package proxy
 
 import (
+	"bufio"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -55,6 +58,16 @@ type Options struct {
 	FailureThreshold int
 	// EjectDuration is how long an ejected endpoint is skipped; default 10s.
 	EjectDuration time.Duration
+	// MaxResponseHeaderBytes bounds an upstream response header (status
+	// line and fields, 1xx responses included); default 1 MiB. A larger
+	// header fails the attempt with 502.
+	MaxResponseHeaderBytes int64
+	// StdTransport sends every request through net/http.Transport instead
+	// of the synchronous HTTP/1.1 path (see h1.go). The synchronous path is
+	// the default for plain requests; upgrades, "Expect: 100-continue" and
+	// requests with trailers always use the Transport. Set it to rule the
+	// synchronous path out when debugging.
+	StdTransport bool
 	// Registerer receives the proxy's metrics; nil means not registered.
 	Registerer prometheus.Registerer
 	// Logger for upstream problems; nil discards.
@@ -76,6 +89,9 @@ type Proxy struct {
 	now func() time.Time
 	// bufs holds *[]byte buffers for copying bodies.
 	bufs sync.Pool
+	// brs and bws hold the *bufio.Reader and *bufio.Writer of the
+	// synchronous upstream path, lent to a connection per request.
+	brs, bws sync.Pool
 	// unrouted counts requests answered without a route (404/503).
 	unrouted *routeView
 
@@ -105,6 +121,9 @@ func New(o Options) *Proxy {
 	case o.Retries < 0:
 		o.Retries = 0
 	}
+	if o.MaxResponseHeaderBytes <= 0 {
+		o.MaxResponseHeaderBytes = 1 << 20
+	}
 	if o.FailureThreshold <= 0 {
 		o.FailureThreshold = 3
 	}
@@ -123,6 +142,8 @@ func New(o Options) *Proxy {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	p.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
+	p.brs.New = func() any { return bufio.NewReaderSize(nil, 4<<10) }
+	p.bws.New = func() any { return bufio.NewWriterSize(nil, 4<<10) }
 	p.unrouted = p.routeView(nil, "")
 	return p
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -58,25 +60,121 @@ type poolKey struct {
 	connect, response time.Duration
 }
 
-// pool is the idle-connection pool (an http.Transport) of one upstream and
-// one timeout setting. A pool no longer used by the current table is
-// retired: its idle connections are closed at once, and connections that
-// finish in-flight requests later are closed as they become idle.
+// pool holds the idle connections of one upstream and one timeout
+// setting: its own for the synchronous path (h1.go), and an http.Transport
+// for the requests that need one. A pool no longer used by the current
+// table is retired: its idle connections are closed at once, and
+// connections that finish in-flight requests later are closed as they
+// become idle.
 type pool struct {
-	tr      *http.Transport
-	retired atomic.Bool
+	tr       *http.Transport
+	retired  atomic.Bool
+	addr     string
+	dialer   net.Dialer
+	response time.Duration // response header timeout
+	maxIdle  int
+	idleFor  time.Duration // IdleConnTimeout
+
+	mu    sync.Mutex
+	idle  []*h1conn // oldest first
+	timer *time.Timer
+	armed bool // timer is pending
 }
 
 func (p *pool) retire() {
 	p.retired.Store(true)
 	p.tr.CloseIdleConnections()
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, hc := range idle {
+		hc.close()
+	}
 }
 
-// release is called after a request on the pool is done with its
-// connection.
+// release is called after a request on the pool's Transport is done with
+// its connection.
 func (p *pool) release() {
 	if p.retired.Load() {
 		p.tr.CloseIdleConnections()
+	}
+}
+
+// dial opens a new connection for the synchronous path.
+func (p *pool) dial(ctx context.Context) (*h1conn, error) {
+	c, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, &connectError{err: err}
+	}
+	hc := &h1conn{pl: p, c: c}
+	hc.lr.c = c
+	if sc, ok := c.(syscall.Conn); ok {
+		hc.raw, _ = sc.SyscallConn()
+	}
+	return hc, nil
+}
+
+// get takes the most recently used idle connection, nil if none. With
+// check, a connection the upstream closed (or sent unasked bytes on) is
+// detected and discarded first.
+func (p *pool) get(check bool) *h1conn {
+	p.mu.Lock()
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		hc := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		if time.Now().UnixNano()-hc.idleAt < int64(p.idleFor) && (!check || hc.alive()) {
+			return hc
+		}
+		hc.close()
+		p.mu.Lock()
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// put makes hc idle, or closes it if the pool is retired or full.
+func (p *pool) put(hc *h1conn) {
+	hc.reused = true
+	hc.idleAt = time.Now().UnixNano()
+	p.mu.Lock()
+	if p.retired.Load() || len(p.idle) >= p.maxIdle {
+		p.mu.Unlock()
+		hc.close()
+		return
+	}
+	p.idle = append(p.idle, hc)
+	if !p.armed {
+		p.armed = true
+		if p.timer == nil {
+			p.timer = time.AfterFunc(p.idleFor, p.sweep)
+		} else {
+			p.timer.Reset(p.idleFor)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// sweep closes the connections idle for IdleConnTimeout and re-arms the
+// timer for the oldest remaining one.
+func (p *pool) sweep() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = false
+	now := time.Now().UnixNano()
+	i := 0
+	for i < len(p.idle) && now-p.idle[i].idleAt >= int64(p.idleFor) {
+		p.idle[i].close()
+		i++
+	}
+	n := copy(p.idle, p.idle[i:])
+	clear(p.idle[n:])
+	p.idle = p.idle[:n]
+	if n > 0 {
+		p.armed = true
+		p.timer.Reset(time.Duration(p.idle[0].idleAt + int64(p.idleFor) - now))
 	}
 }
 
@@ -87,9 +185,16 @@ type connectError struct{ err error }
 func (e *connectError) Error() string { return "connecting to upstream: " + e.err.Error() }
 func (e *connectError) Unwrap() error { return e.err }
 
-func (p *Proxy) newPool(k poolKey) *pool {
-	d := &net.Dialer{Timeout: k.connect, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
+func (p *Proxy) newPool(addr string, k poolKey) *pool {
+	pl := &pool{
+		addr:     addr,
+		dialer:   net.Dialer{Timeout: k.connect, KeepAlive: 30 * time.Second},
+		response: k.response,
+		maxIdle:  p.opts.MaxIdleConnsPerEndpoint,
+		idleFor:  p.opts.IdleConnTimeout,
+	}
+	d := &pl.dialer
+	pl.tr = &http.Transport{
 		Proxy: nil, // never an environment proxy between sluice and pods
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
@@ -106,6 +211,8 @@ func (p *Proxy) newPool(k poolKey) *pool {
 		// Pass bodies through untouched: no transparent gzip.
 		DisableCompression: true,
 		ForceAttemptHTTP2:  false,
+		// As the synchronous path.
+		MaxResponseHeaderBytes: p.opts.MaxResponseHeaderBytes,
 	}
-	return &pool{tr: tr}
+	return pl
 }

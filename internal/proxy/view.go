@@ -180,7 +180,7 @@ func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, use
 		}
 		pl := u.pools[key]
 		if pl == nil {
-			pl = p.newPool(key)
+			pl = p.newPool(e.Address, key)
 			u.pools[key] = pl
 		}
 		usedUps[u] = true

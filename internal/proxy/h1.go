@@ -1,0 +1,370 @@
+package proxy
+
+// The synchronous HTTP/1.1 upstream path. net/http.Transport runs two
+// goroutines per connection (readLoop, writeLoop) and hands every request
+// and response between them and the caller over channels: about one
+// context switch and some forty allocations per request. Here the
+// handler's own goroutine takes an idle connection from the endpoint's
+// pool, writes the request, reads the response with net/http's own parser
+// (http.ReadResponse) and, once the body has been copied to the client,
+// returns the connection to the pool. Only plain requests take this path
+// (see fastPath); upgrades, 100-continue and request trailers stay on the
+// Transport.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+var (
+	errHeaderTooLarge  = errors.New("upstream response header too large")
+	errTooMany1xx      = errors.New("too many 1xx responses from upstream")
+	errBodyLength      = errors.New("request body shorter than its Content-Length")
+	errInvalidHeader   = errors.New("invalid request header field")
+	errConnClosedByCtx = errors.New("request canceled")
+)
+
+// max1xx bounds the informational responses skipped before the final one.
+const max1xx = 5
+
+// fastPath reports whether r (its header already rewritten) can take the
+// synchronous path.
+func (p *Proxy) fastPath(r *http.Request, upgrade string) bool {
+	return !p.opts.StdTransport && upgrade == "" && r.Trailer == nil && len(r.Header["Expect"]) == 0
+}
+
+// h1conn is one upstream connection of the synchronous path. Between
+// requests it sits in its pool's idle list without buffers.
+type h1conn struct {
+	pl  *pool
+	c   net.Conn
+	raw syscall.RawConn // for the liveness peek; nil if unavailable
+	lr  connReader
+	br  *bufio.Reader // while in use
+	// stop unregisters the request context's close callback; it reports
+	// false if the callback already ran (the connection is closed).
+	stop   func() bool
+	body   h1body
+	idleAt int64 // Unix nanoseconds, while idle
+	reused bool  // served a request before the current one
+}
+
+// connReader sits between the connection and its bufio.Reader: it counts
+// the bytes read for the current response and bounds the response header.
+type connReader struct {
+	c    net.Conn
+	left int64 // bytes allowed before reads fail with errHeaderTooLarge
+	read int64 // bytes read since the request was sent
+}
+
+func (r *connReader) Read(b []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(b)) > r.left {
+		b = b[:r.left]
+	}
+	n, err := r.c.Read(b)
+	r.left -= int64(n)
+	r.read += int64(n)
+	return n, err
+}
+
+// h1body is the response body handed to respond: it records whether the
+// body was read to its end, and its Close does nothing, because closing a
+// body of http.ReadResponse drains it; finish decides the connection's fate.
+type h1body struct {
+	rc  io.ReadCloser
+	eof bool
+}
+
+func (b *h1body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *h1body) Close() error { return nil }
+
+func (hc *h1conn) close() { hc.c.Close() }
+
+// roundTrip sends r over an idle or new connection of pl and reads the
+// response header. rb is r's body, nil if it has none. A request that
+// fails on a reused connection before any byte of response arrived is
+// sent again on a new connection when that is safe, as net/http.Transport
+// does: the server may have closed the idle connection just as it was
+// taken. The caller must call finish with the returned connection.
+func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody) (*http.Response, *h1conn, error) {
+	ctx := r.Context()
+	// A request that could not be sent again is not risked on a connection
+	// the upstream already closed.
+	check := rb != nil || !idempotent(r.Method)
+	fresh := false
+	for {
+		var hc *h1conn
+		if !fresh {
+			hc = pl.get(check)
+		}
+		if hc == nil {
+			var err error
+			if hc, err = pl.dial(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
+		res, wrote, err := p.exchange(ctx, hc, r, rb)
+		if err == nil {
+			return res, hc, nil
+		}
+		hc.stop()
+		hc.close()
+		p.putReader(hc)
+		if hc.reused && hc.lr.read == 0 && !isTimeout(err) && ctx.Err() == nil &&
+			(rb == nil || !rb.read.Load()) && (!wrote || idempotent(r.Method)) {
+			fresh = true
+			continue
+		}
+		return nil, nil, err
+	}
+}
+
+// exchange writes r on hc and reads the response header. wrote reports
+// whether the whole request was written.
+func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *replayBody) (res *http.Response, wrote bool, err error) {
+	hc.stop = noStop
+	if ctx.Done() != nil {
+		// A client that goes away aborts the exchange and the body copy.
+		c := hc.c
+		hc.stop = context.AfterFunc(ctx, func() { c.Close() })
+	}
+	hc.br = p.brs.Get().(*bufio.Reader)
+	hc.br.Reset(&hc.lr)
+	hc.lr.read = 0
+	hc.body = h1body{}
+
+	werr := p.writeRequest(hc, r, rb)
+	var bre *bodyReadError
+	if errors.As(werr, &bre) || errors.Is(werr, errInvalidHeader) {
+		return nil, false, werr
+	}
+	// After a write error the upstream may still have answered (a 413
+	// before the whole body): read what it sent.
+	if hc.pl.response > 0 {
+		hc.c.SetReadDeadline(time.Now().Add(hc.pl.response))
+	}
+	hc.lr.left = p.opts.MaxResponseHeaderBytes
+	for i := 0; ; i++ {
+		res, err = http.ReadResponse(hc.br, r)
+		if err != nil {
+			if werr != nil {
+				err = werr
+			}
+			if ctx.Err() != nil {
+				err = errConnClosedByCtx
+			}
+			return nil, werr == nil, err
+		}
+		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		if i == max1xx {
+			return nil, werr == nil, errTooMany1xx
+		}
+		hc.lr.left = p.opts.MaxResponseHeaderBytes
+	}
+	if hc.pl.response > 0 {
+		hc.c.SetReadDeadline(time.Time{})
+	}
+	hc.lr.left = math.MaxInt64
+	if werr != nil {
+		res.Close = true // the request was not fully sent: no reuse
+	}
+	hc.body.rc = res.Body
+	res.Body = &hc.body
+	return res, true, nil
+}
+
+func noStop() bool { return true }
+
+// finish returns hc to its pool if the response was read to its end and
+// allows another request, and closes it otherwise.
+func (p *Proxy) finish(hc *h1conn, res *http.Response) {
+	alive := hc.stop()
+	if alive && hc.body.eof && !res.Close && hc.br.Buffered() == 0 {
+		p.putReader(hc)
+		hc.body = h1body{}
+		hc.pl.put(hc)
+		return
+	}
+	hc.close()
+	p.putReader(hc)
+}
+
+func (p *Proxy) putReader(hc *h1conn) {
+	if hc.br != nil {
+		hc.br.Reset(nil)
+		p.brs.Put(hc.br)
+		hc.br = nil
+	}
+}
+
+// bodyReadError is a failure reading the client's request body.
+type bodyReadError struct{ err error }
+
+func (e *bodyReadError) Error() string { return "reading request body: " + e.err.Error() }
+func (e *bodyReadError) Unwrap() error { return e.err }
+
+// writeRequest writes r's request line, header and body to hc with a
+// pooled bufio.Writer. The header was rewritten by rewriteRequestHeader;
+// hop-by-hop fields are skipped here again, and the body is framed by
+// Content-Length when known and chunked otherwise.
+func (p *Proxy) writeRequest(hc *h1conn, r *http.Request, rb *replayBody) error {
+	bw := p.bws.Get().(*bufio.Writer)
+	bw.Reset(hc.c)
+	defer func() {
+		bw.Reset(nil)
+		p.bws.Put(bw)
+	}()
+
+	bw.WriteString(r.Method)
+	bw.WriteByte(' ')
+	writeRequestURI(bw, r)
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	host := r.Host
+	if host == "" {
+		host = hc.pl.addr
+	}
+	if !httpguts.ValidHostHeader(host) {
+		return errInvalidHeader
+	}
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+	for k, vv := range r.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue
+		case "User-Agent":
+			// As net/http: one value, none if empty.
+			if len(vv) > 0 && vv[0] != "" {
+				vv = vv[:1]
+			} else {
+				continue
+			}
+		case "Te":
+		default:
+			if hopHeader(k) {
+				continue
+			}
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			return errInvalidHeader
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return errInvalidHeader
+			}
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	switch {
+	case rb == nil:
+		switch r.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch:
+			bw.WriteString("Content-Length: 0\r\n")
+		}
+	case r.ContentLength > 0:
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), r.ContentLength, 10))
+		bw.WriteString("\r\n")
+	default:
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	bw.WriteString("\r\n")
+	if rb != nil {
+		if err := p.writeBody(bw, rb, r.ContentLength); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// writeRequestURI writes the origin-form target as net/http.Transport
+// would (URL.RequestURI), without allocating in the common case.
+func writeRequestURI(bw *bufio.Writer, r *http.Request) {
+	u := r.URL
+	if u.Opaque != "" || u.Scheme != "" && u.Host == "" {
+		bw.WriteString(u.RequestURI())
+		return
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	bw.WriteString(path)
+	if u.ForceQuery || u.RawQuery != "" {
+		bw.WriteByte('?')
+		bw.WriteString(u.RawQuery)
+	}
+}
+
+// writeBody copies the request body: exactly n bytes if n > 0, chunked
+// otherwise.
+func (p *Proxy) writeBody(bw *bufio.Writer, body io.Reader, n int64) error {
+	bp := p.bufs.Get().(*[]byte)
+	defer p.bufs.Put(bp)
+	buf := *bp
+	chunked := n <= 0
+	var sent int64
+	for {
+		if !chunked && int64(len(buf)) > n-sent {
+			buf = buf[:n-sent]
+		}
+		nr, rerr := 0, error(nil)
+		if len(buf) > 0 {
+			nr, rerr = body.Read(buf)
+		} else {
+			rerr = io.EOF
+		}
+		if nr > 0 {
+			sent += int64(nr)
+			if chunked {
+				bw.Write(strconv.AppendUint(bw.AvailableBuffer(), uint64(nr), 16))
+				bw.WriteString("\r\n")
+			}
+			if _, err := bw.Write(buf[:nr]); err != nil {
+				return err
+			}
+			if chunked {
+				bw.WriteString("\r\n")
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return &bodyReadError{err: rerr}
+		}
+	}
+	if chunked {
+		_, err := bw.WriteString("0\r\n\r\n")
+		return err
+	}
+	if sent < n {
+		return &bodyReadError{err: errBodyLength}
+	}
+	return nil
+}

@@ -1,0 +1,19 @@
+package proxy
+
+import "syscall"
+
+// alive peeks at an idle connection without blocking: false if the
+// upstream closed it, reset it, or sent bytes nobody asked for.
+func (hc *h1conn) alive() bool {
+	if hc.raw == nil {
+		return true
+	}
+	ok := true
+	err := hc.raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		ok = n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK)
+		return true // never wait for readiness
+	})
+	return ok && err == nil
+}

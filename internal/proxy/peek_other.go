@@ -1,0 +1,7 @@
+//go:build !linux
+
+package proxy
+
+// alive cannot peek on this platform; a closed idle connection shows up as
+// a failed request instead.
+func (hc *h1conn) alive() bool { return true }
