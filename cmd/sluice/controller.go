@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"sluice.dev/sluice/internal/controller/manager"
+	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
 )
 
@@ -34,6 +36,8 @@ type controllerConfig struct {
 	fastPollInterval        time.Duration
 	haproxyCheckInterval    time.Duration
 	haproxyMaxDrain         time.Duration
+	awsEndpoint             string
+	awsCluster              string
 	logFormat               string
 	logLevel                string
 }
@@ -54,6 +58,8 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.DurationVar(&c.fastPollInterval, "fast-poll-interval", time.Second, "how often a binding's targets are read while any is initial, unhealthy or draining")
 	fs.DurationVar(&c.haproxyCheckInterval, "haproxy-check-interval", time.Second, "health-check interval of the HAProxy servers sluice adds")
 	fs.DurationVar(&c.haproxyMaxDrain, "haproxy-max-drain", 60*time.Second, "longest an HAProxy server stays in drain while it still has sessions")
+	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
+	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +78,12 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 		"--fast-poll-interval": c.fastPollInterval, "--haproxy-check-interval": c.haproxyCheckInterval, "--haproxy-max-drain": c.haproxyMaxDrain} {
 		if d <= 0 {
 			return nil, fmt.Errorf("%s must be positive", name)
+		}
+	}
+	if c.awsEndpoint != "" {
+		u, err := url.Parse(c.awsEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--aws-endpoint must be an http:// or https:// URL, not %q", c.awsEndpoint)
 		}
 	}
 	if c.ingressClass == "" || c.leaderElectionID == "" {
@@ -124,6 +136,8 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		FastRequeue:             c.fastPollInterval,
 		SlowRequeue:             c.pollInterval,
 		HAProxy:                 haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain},
+		AWS:                     aws.Options{Endpoint: c.awsEndpoint},
+		AWSCluster:              c.awsCluster,
 		Logger:                  log,
 	})
 	if err != nil {
@@ -132,7 +146,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log.Info("sluice controller starting", "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
-		"metrics", c.metricsAddress, "health", c.healthAddress)
+		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running controller manager: %w", err)
 	}

@@ -1,14 +1,16 @@
-// Package binding is the LoadBalancerBinding reconciler: it keeps a
-// load-balancer group holding exactly the targets of the pods a binding
+// Package binding is the LoadBalancerBinding reconciler: it keeps each
+// load-balancer group of a binding (an HAProxy backend; one or more ELBv2
+// target groups) holding exactly the targets of the pods the binding
 // selects. It is the thin, stateful edge around the pure target flow:
 //
 //	pods, nodes (cache) ─► targets.Desired ─┐
-//	provider.Targets ───────────────────────┴► targets.Diff ─► Register / Deregister ─► status, Events, state.Store
+//	provider.Targets(group) ────────────────┴► targets.Diff ─► Register / Deregister ─► status, Events, state.Store
+//	                        (once per group)
 //
-// Everything it needs comes from the cache and the provider's listing, so a
-// restarted controller (or a new leader) picks up where the last one
-// stopped. The Snapshot it stores feeds the pod-status reconciler
-// (readiness gate and drain handshake).
+// Everything it needs comes from the cache and the provider's listings, so
+// a restarted controller (or a new leader) picks up where the last one
+// stopped. The Snapshot it stores, one listing per group, feeds the
+// pod-status reconciler (readiness gate and drain handshake).
 package binding
 
 import (
@@ -35,18 +37,32 @@ import (
 	"sluice.dev/sluice/internal/controller/provider"
 	"sluice.dev/sluice/internal/controller/state"
 	"sluice.dev/sluice/internal/lb"
+	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/targets"
 )
 
 // Finalizer holds a deleted binding until its targets are deregistered.
 const Finalizer = "sluice.dev/deregister-targets"
 
-// Providers resolves a binding's spec.provider to a provider and group.
+// Providers resolves a binding's spec.provider to a provider and the
+// binding's groups (at least one). Errors wrapping lb.ErrInvalid or
+// provider.ErrNotSupported are configuration errors, not retried; others
+// (discovery failing) are retried with backoff.
 type Providers interface {
-	For(spec v1alpha1.ProviderSpec) (lb.Provider, string, error)
+	For(ctx context.Context, b *v1alpha1.LoadBalancerBinding) (lb.Provider, []string, error)
 }
 
 var _ Providers = (*provider.Cache)(nil)
+
+// DelayChecker is a provider whose groups drain on their own timer (AWS's
+// deregistration delay). Check returns an error matching
+// aws.ErrDelayTooLong when a group drains for longer than podGrace, the
+// pods' termination grace period, leaves room for.
+type DelayChecker interface {
+	Check(ctx context.Context, group string, podGrace time.Duration) error
+}
+
+var _ DelayChecker = (*aws.Provider)(nil)
 
 // Recorder emits Kubernetes Events (events.k8s.io EventRecorder).
 type Recorder interface {
@@ -81,6 +97,11 @@ type Options struct {
 	FastRequeue time.Duration
 	// SlowRequeue is the poll interval otherwise. Default 10s.
 	SlowRequeue time.Duration
+	// CheckInterval is how often a group's drain time is checked against
+	// the pods' grace period (providers that are DelayCheckers), and so
+	// how often a DeregistrationDelayTooLong Event may repeat. A changed
+	// grace period is checked at once. Default 5m.
+	CheckInterval time.Duration
 }
 
 // Reconciler reconciles LoadBalancerBindings.
@@ -88,6 +109,7 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
+	checks  *checks
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -107,11 +129,12 @@ func New(o Options) (*Reconciler, error) {
 	}
 	o.FastRequeue = cmp.Or(o.FastRequeue, time.Second)
 	o.SlowRequeue = cmp.Or(o.SlowRequeue, 10*time.Second)
+	o.CheckInterval = cmp.Or(o.CheckInterval, 5*time.Minute)
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: o, log: o.Logger, metrics: m}, nil
+	return &Reconciler{opts: o, log: o.Logger, metrics: m, checks: newChecks()}, nil
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -134,14 +157,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, fmt.Errorf("adding finalizer to binding %s: %w", req.NamespacedName, err)
 		}
 	}
-	prov, group, err := r.opts.Providers.For(b.Spec.Provider)
+	prov, groups, err := r.opts.Providers.For(ctx, &b)
 	if err != nil {
-		reason := "InvalidProvider"
-		if errors.Is(err, provider.ErrNotSupported) {
-			reason = "ProviderNotSupported"
-		}
-		r.event(&b, nil, corev1.EventTypeWarning, reason, "Configure", err.Error())
-		return reconcile.Result{}, r.writeStatus(ctx, &b, nil, reason, err)
+		return r.providerFailed(ctx, &b, err)
 	}
 	pods, nodes, err := r.read(ctx, &b)
 	if err != nil {
@@ -151,7 +169,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
-	return r.sync(ctx, &b, prov, group, pods, nodes)
+	return r.sync(ctx, &b, prov, groups, pods, nodes)
+}
+
+// providerFailed handles a binding whose provider or groups could not be
+// resolved: a configuration error is reported and not retried (the next
+// spec change reconciles again); anything else is a provider error.
+func (r *Reconciler) providerFailed(ctx context.Context, b *v1alpha1.LoadBalancerBinding, err error) (reconcile.Result, error) {
+	if !configError(err) {
+		var counts []lb.Status
+		if s := r.opts.Store.Get(types.NamespacedName{Namespace: b.Namespace, Name: b.Name}); s != nil {
+			counts = s.Targets()
+		}
+		return r.failed(ctx, b, counts, fmt.Errorf("resolving the provider: %w", err))
+	}
+	reason := "InvalidProvider"
+	if errors.Is(err, provider.ErrNotSupported) {
+		reason = "ProviderNotSupported"
+	}
+	r.event(b, nil, corev1.EventTypeWarning, reason, "Configure", err.Error())
+	return reconcile.Result{}, r.writeStatus(ctx, b, nil, reason, err)
+}
+
+func configError(err error) bool {
+	return errors.Is(err, lb.ErrInvalid) || errors.Is(err, provider.ErrNotSupported)
 }
 
 var errSelector = errors.New("invalid selector")
@@ -182,8 +223,8 @@ func (r *Reconciler) read(ctx context.Context, b *v1alpha1.LoadBalancerBinding) 
 	return pods, nodes, nil
 }
 
-// sync is one read → plan → apply → status round.
-func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, prov lb.Provider, group string,
+// sync is one read → plan → apply → status round over every group.
+func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, prov lb.Provider, groups []string,
 	pods []*corev1.Pod, nodes map[string]*corev1.Node) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
 	now := r.opts.Now()
@@ -194,61 +235,76 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	desired, problems := targets.Desired(spec, pods, nodes)
 	prev := r.opts.Store.Get(key)
 
-	current, err := prov.Targets(ctx, group)
+	snap := newSnapshot(b, spec, pods, desired)
+	snap.Problems = problemStrings(problems)
+	r.announceProblems(b, snap, prev)
+	var errs []error
+	moving := false
+	for _, name := range groups {
+		g, current, plan := r.syncGroup(ctx, prov, name, desired, prev.Group(name))
+		snap.Groups = append(snap.Groups, g)
+		if g.Err != nil {
+			errs = append(errs, g.Err)
+		}
+		moving = moving || !plan.Empty()
+		if current != nil {
+			r.announce(b, snap, name, current, plan, g.Err == nil, pods)
+		}
+	}
+	snap.Err = errors.Join(errs...)
+	r.opts.Notify(ctx, r.opts.Store.Put(snap))
+	listed := snap.Targets()
+	r.metrics.setTargets(key.String(), listed)
+
+	if snap.Err != nil {
+		return r.failed(ctx, b, listed, snap.Err)
+	}
+	r.checkDelays(ctx, b, prov, groups, pods)
+	r.log.Debug("binding reconciled", "binding", key, "groups", len(groups), "desired", len(desired), "listed", len(listed))
+	if err := r.writeStatus(ctx, b, listed, "", nil); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: r.requeue(moving, listed)}, nil
+}
+
+// syncGroup lists one group, applies the plan for it and returns the
+// group as the snapshot keeps it, the listing (nil if listing failed) and
+// the plan. When listing fails, the group keeps prev's targets.
+func (r *Reconciler) syncGroup(ctx context.Context, prov lb.Provider, name string, desired []lb.Target,
+	prev *state.Group) (state.Group, []lb.Status, targets.Plan) {
+	current, err := prov.Targets(ctx, name)
 	if err != nil {
-		return r.failed(ctx, b, prev, fmt.Errorf("listing targets: %w", err))
+		g := state.Group{Name: name}
+		if prev != nil {
+			g = *prev
+		}
+		g.Err = fmt.Errorf("listing targets of %s: %w", name, err)
+		return g, nil, targets.Plan{}
 	}
 	plan := targets.Diff(desired, current)
 	var errs []error
 	if len(plan.Register) > 0 {
-		if err := prov.Register(ctx, group, plan.Register); err != nil {
-			errs = append(errs, fmt.Errorf("registering %d targets: %w", len(plan.Register), err))
+		if err := prov.Register(ctx, name, plan.Register); err != nil {
+			errs = append(errs, fmt.Errorf("registering %d targets in %s: %w", len(plan.Register), name, err))
 		}
 	}
 	if len(plan.Deregister) > 0 {
-		if err := prov.Deregister(ctx, group, plan.Deregister); err != nil {
-			errs = append(errs, fmt.Errorf("deregistering %d targets: %w", len(plan.Deregister), err))
+		if err := prov.Deregister(ctx, name, plan.Deregister); err != nil {
+			errs = append(errs, fmt.Errorf("deregistering %d targets from %s: %w", len(plan.Deregister), name, err))
 		}
 	}
-	applyErr := errors.Join(errs...)
-
-	snap := newSnapshot(b, spec, pods, desired, current, plan)
-	snap.Problems = problemStrings(problems)
-	snap.Err = applyErr
-	r.announce(b, snap, prev, current, plan, applyErr == nil, pods)
-	r.opts.Notify(ctx, r.opts.Store.Put(snap))
-	r.metrics.setTargets(key.String(), snap.Targets)
-
-	if applyErr != nil {
-		return r.failed(ctx, b, nil, applyErr)
-	}
-	r.log.Debug("binding reconciled", "binding", key, "desired", len(desired),
-		"registered", len(plan.Register), "deregistered", len(plan.Deregister), "listed", len(current))
-	if err := r.writeStatus(ctx, b, snap.Targets, "", nil); err != nil {
-		return reconcile.Result{}, err
-	}
-	return reconcile.Result{RequeueAfter: r.requeue(plan, snap.Targets)}, nil
+	g := state.Group{Name: name, Synced: true, Targets: afterPlan(current, plan), Err: errors.Join(errs...)}
+	return g, current, plan
 }
 
-// failed records a provider error: metric, Event, status and the previous
-// snapshot marked with the error. It returns the error so that the
-// controller retries with backoff.
-func (r *Reconciler) failed(ctx context.Context, b *v1alpha1.LoadBalancerBinding, prev *state.Snapshot, err error) (reconcile.Result, error) {
+// failed records a provider error: metric, Event and status (counts are
+// the targets last known). It returns the error so that the controller
+// retries with backoff.
+func (r *Reconciler) failed(ctx context.Context, b *v1alpha1.LoadBalancerBinding, counts []lb.Status, err error) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
 	r.metrics.providerErrors.WithLabelValues(key.String()).Inc()
 	r.log.Warn("provider error", "binding", key, "err", err)
 	r.event(b, nil, corev1.EventTypeWarning, "ProviderError", "Sync", err.Error())
-	if prev != nil {
-		failed := *prev
-		failed.Err = err
-		r.opts.Store.Put(&failed)
-	} else if r.opts.Store.Get(key) == nil {
-		r.opts.Store.Put(&state.Snapshot{Binding: key, Generation: b.Generation, Err: err})
-	}
-	var counts []lb.Status
-	if s := r.opts.Store.Get(key); s != nil {
-		counts = s.Targets
-	}
 	if serr := r.writeStatus(ctx, b, counts, errorReason(err), err); serr != nil {
 		err = errors.Join(err, serr)
 	}
@@ -256,8 +312,8 @@ func (r *Reconciler) failed(ctx context.Context, b *v1alpha1.LoadBalancerBinding
 }
 
 // requeue: fast while the group is moving, slow when it is settled.
-func (r *Reconciler) requeue(plan targets.Plan, listed []lb.Status) time.Duration {
-	if !plan.Empty() {
+func (r *Reconciler) requeue(changed bool, listed []lb.Status) time.Duration {
+	if changed {
 		return r.opts.FastRequeue
 	}
 	for _, s := range listed {
@@ -269,30 +325,47 @@ func (r *Reconciler) requeue(plan targets.Plan, listed []lb.Status) time.Duratio
 	return r.opts.SlowRequeue
 }
 
-// finalize deregisters every target of a deleted binding, then lets it go.
+// finalize deregisters every target of a deleted binding from every group,
+// then lets it go. A binding whose provider is misconfigured is let go at
+// once; one whose groups cannot be resolved now (discovery failing) is
+// retried.
 func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBinding) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
 	if !controllerutil.ContainsFinalizer(b, Finalizer) {
 		r.forget(ctx, key)
 		return reconcile.Result{}, nil
 	}
-	prov, group, err := r.opts.Providers.For(b.Spec.Provider)
-	if err == nil {
-		listed, err := prov.Targets(ctx, group)
-		if err != nil && !errors.Is(err, lb.ErrGroupNotFound) {
-			return r.failed(ctx, b, nil, fmt.Errorf("listing targets of a deleted binding: %w", err))
-		}
-		var out []lb.Target
-		for _, s := range listed {
-			if s.State != lb.Unused {
-				out = append(out, s.Target)
+	prov, groups, err := r.opts.Providers.For(ctx, b)
+	switch {
+	case err != nil && errors.Is(err, lb.ErrGroupNotFound):
+		// Nothing tagged for it (any more): nothing to deregister.
+	case err != nil && !configError(err):
+		return r.failed(ctx, b, nil, fmt.Errorf("resolving the provider of a deleted binding: %w", err))
+	case err == nil:
+		var all []lb.Status
+		pending := false
+		for _, group := range groups {
+			listed, err := prov.Targets(ctx, group)
+			if err != nil && !errors.Is(err, lb.ErrGroupNotFound) {
+				return r.failed(ctx, b, nil, fmt.Errorf("listing targets of %s of a deleted binding: %w", group, err))
 			}
-		}
-		if len(out) > 0 {
+			all = append(all, listed...)
+			var out []lb.Target
+			for _, s := range listed {
+				if s.State != lb.Unused {
+					out = append(out, s.Target)
+				}
+			}
+			if len(out) == 0 {
+				continue
+			}
+			pending = true
 			if err := prov.Deregister(ctx, group, out); err != nil {
-				return r.failed(ctx, b, nil, fmt.Errorf("deregistering targets of a deleted binding: %w", err))
+				return r.failed(ctx, b, nil, fmt.Errorf("deregistering targets from %s of a deleted binding: %w", group, err))
 			}
-			r.metrics.setTargets(key.String(), listed)
+		}
+		if pending {
+			r.metrics.setTargets(key.String(), all)
 			return reconcile.Result{RequeueAfter: r.opts.FastRequeue}, nil
 		}
 	}
@@ -308,6 +381,7 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 // forget drops a binding that is gone.
 func (r *Reconciler) forget(ctx context.Context, key types.NamespacedName) {
 	r.metrics.forget(key.String())
+	r.checks.forget(key)
 	r.opts.Notify(ctx, r.opts.Store.Delete(key))
 }
 

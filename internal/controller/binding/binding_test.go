@@ -283,7 +283,7 @@ func TestDeregister(t *testing.T) {
 				t.Errorf("Deregistered events on p1 = %d, want event %v", n, tc.event)
 			}
 			snap := e.store.Get(types.NamespacedName{Namespace: ct.Namespace, Name: "b"})
-			if st, ok := snap.Status(ct.Target("10.244.1.5")); !ok || st.State != lb.Draining {
+			if st, ok := snap.Group(ct.Backend).Status(ct.Target("10.244.1.5")); !ok || st.State != lb.Draining {
 				t.Errorf("snapshot status of p1 = %+v %v, want draining", st, ok)
 			}
 			// Deregister is re-issued while draining (HAProxy advances the
@@ -420,21 +420,31 @@ func TestRestartPicksUpProviderState(t *testing.T) {
 	}
 }
 
-func TestNotSupportedProvider(t *testing.T) {
-	aws := func(b *v1alpha1.LoadBalancerBinding) {
-		b.Spec.Provider = v1alpha1.ProviderSpec{AWS: &v1alpha1.AWSProvider{TargetGroupARNs: []string{"arn:tg"}}}
+func TestInvalidProvider(t *testing.T) {
+	cases := []struct {
+		name   string
+		spec   v1alpha1.ProviderSpec
+		reason string
+	}{
+		{"neither haproxy nor aws", v1alpha1.ProviderSpec{}, "InvalidProvider"},
+		{"not supported", v1alpha1.ProviderSpec{AWS: &v1alpha1.AWSProvider{}}, "ProviderNotSupported"},
 	}
-	e := newEnv(t, ct.Pod("p1", "10.244.1.5"), ct.Binding("b", aws))
-	res, err := e.reconcile("b")
-	if err != nil || res.RequeueAfter != 0 {
-		t.Fatalf("reconcile = %+v, %v; want no retry", res, err)
-	}
-	b := e.binding("b")
-	if c := condition(b, v1alpha1.ConditionProviderReachable); c.Status != metav1.ConditionFalse || c.Reason != "ProviderNotSupported" {
-		t.Errorf("ProviderReachable = %+v", c)
-	}
-	if len(e.p.Calls()) != 0 {
-		t.Errorf("provider called: %v", e.p.Calls())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := func(b *v1alpha1.LoadBalancerBinding) { b.Spec.Provider = tc.spec }
+			e := newEnv(t, ct.Pod("p1", "10.244.1.5"), ct.Binding("b", spec))
+			res, err := e.reconcile("b")
+			if err != nil || res.RequeueAfter != 0 {
+				t.Fatalf("reconcile = %+v, %v; want no retry", res, err)
+			}
+			b := e.binding("b")
+			if c := condition(b, v1alpha1.ConditionProviderReachable); c.Status != metav1.ConditionFalse || c.Reason != tc.reason {
+				t.Errorf("ProviderReachable = %+v", c)
+			}
+			if len(e.p.Calls()) != 0 {
+				t.Errorf("provider called: %v", e.p.Calls())
+			}
+		})
 	}
 }
 

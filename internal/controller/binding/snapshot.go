@@ -35,10 +35,9 @@ func Settings(b *v1alpha1.LoadBalancerBinding) (gate, handshake bool, timeout ti
 	return gate, handshake, timeout
 }
 
-// newSnapshot records the group as it is after applying plan to current,
-// and which pod has which target.
-func newSnapshot(b *v1alpha1.LoadBalancerBinding, spec targets.Spec, pods []*corev1.Pod,
-	desired []lb.Target, current []lb.Status, plan targets.Plan) *state.Snapshot {
+// newSnapshot records which pod has which target; the reconcile adds the
+// groups as it syncs them.
+func newSnapshot(b *v1alpha1.LoadBalancerBinding, spec targets.Spec, pods []*corev1.Pod, desired []lb.Target) *state.Snapshot {
 	gate, handshake, timeout := Settings(b)
 	snap := &state.Snapshot{
 		Binding:       types.NamespacedName{Namespace: b.Namespace, Name: b.Name},
@@ -47,9 +46,7 @@ func newSnapshot(b *v1alpha1.LoadBalancerBinding, spec targets.Spec, pods []*cor
 		Handshake:     handshake,
 		DrainTimeout:  timeout,
 		Instance:      spec.Type == targets.Instance,
-		Synced:        true,
 		Pods:          make(map[string]state.PodTarget, len(pods)),
-		Targets:       afterPlan(current, plan),
 	}
 	for _, p := range pods {
 		pt := state.PodTarget{UID: p.UID, Deleting: p.DeletionTimestamp != nil}
@@ -119,10 +116,8 @@ func problemStrings(ps []targets.Problem) []string {
 	return slices.Compact(out)
 }
 
-// announce emits Events and register-latency observations for what this
-// reconcile changed.
-func (r *Reconciler) announce(b *v1alpha1.LoadBalancerBinding, snap, prev *state.Snapshot,
-	current []lb.Status, plan targets.Plan, registered bool, pods []*corev1.Pod) {
+// announceProblems emits an Event for every new problem.
+func (r *Reconciler) announceProblems(b *v1alpha1.LoadBalancerBinding, snap, prev *state.Snapshot) {
 	var prevProblems []string
 	if prev != nil {
 		prevProblems = prev.Problems
@@ -132,6 +127,12 @@ func (r *Reconciler) announce(b *v1alpha1.LoadBalancerBinding, snap, prev *state
 			r.event(b, nil, corev1.EventTypeWarning, "InvalidTarget", "Sync", p)
 		}
 	}
+}
+
+// announce emits Events and register-latency observations for what this
+// reconcile changed in one group (current is its listing before plan).
+func (r *Reconciler) announce(b *v1alpha1.LoadBalancerBinding, snap *state.Snapshot, groupID string,
+	current []lb.Status, plan targets.Plan, registered bool, pods []*corev1.Pod) {
 	podOf := func(t lb.Target) *corev1.Pod {
 		for _, p := range pods {
 			if pt := snap.Pods[p.Name]; pt.HasTarget && pt.Target.Same(t) {
@@ -140,7 +141,7 @@ func (r *Reconciler) announce(b *v1alpha1.LoadBalancerBinding, snap, prev *state
 		}
 		return nil
 	}
-	group := groupName(b)
+	group := groupName(b, groupID)
 	now := r.opts.Now()
 	if registered && len(plan.Register) > 0 {
 		for _, t := range plan.Register {
@@ -156,7 +157,7 @@ func (r *Reconciler) announce(b *v1alpha1.LoadBalancerBinding, snap, prev *state
 				}
 			}
 		}
-		r.event(b, nil, corev1.EventTypeNormal, "Registered", "Register", "registered "+joinTargets(plan.Register))
+		r.event(b, nil, corev1.EventTypeNormal, "Registered", "Register", "registered "+joinTargets(plan.Register)+" in "+group)
 		r.log.Info("registered targets", "binding", snap.Binding, "group", group, "targets", joinTargets(plan.Register))
 	}
 	var first []lb.Target // deregistrations that start a drain
@@ -170,7 +171,7 @@ func (r *Reconciler) announce(b *v1alpha1.LoadBalancerBinding, snap, prev *state
 		}
 	}
 	if len(first) > 0 {
-		r.event(b, nil, corev1.EventTypeNormal, "Deregistered", "Deregister", "deregistered "+joinTargets(first))
+		r.event(b, nil, corev1.EventTypeNormal, "Deregistered", "Deregister", "deregistered "+joinTargets(first)+" from "+group)
 		r.log.Info("deregistered targets", "binding", snap.Binding, "group", group, "targets", joinTargets(first))
 	}
 }
@@ -186,14 +187,15 @@ func ipConditionTime(p *corev1.Pod) time.Time {
 	return time.Time{}
 }
 
-func groupName(b *v1alpha1.LoadBalancerBinding) string {
+// groupName names a group for Events and logs.
+func groupName(b *v1alpha1.LoadBalancerBinding, group string) string {
 	switch {
 	case b.Spec.Provider.HAProxy != nil:
-		return "haproxy backend " + b.Spec.Provider.HAProxy.Backend
+		return "haproxy backend " + group
 	case b.Spec.Provider.AWS != nil:
-		return "aws target groups " + strings.Join(b.Spec.Provider.AWS.TargetGroupARNs, ",")
+		return "target group " + group
 	default:
-		return "?"
+		return group
 	}
 }
 

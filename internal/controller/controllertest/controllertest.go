@@ -59,15 +59,27 @@ func NewClient(funcs interceptor.Funcs, objs ...client.Object) client.WithWatch 
 		Build()
 }
 
-// Providers serves the fake provider for HAProxy specs and refuses AWS.
+// Providers serves the fake provider for every spec: an HAProxy spec's
+// backend is its group, an AWS spec's target group ARNs are its groups (so
+// that the fake provider needs groups of those names). A spec with neither
+// or both is lb.ErrInvalid, an AWS spec without ARNs
+// provider.ErrNotSupported.
 type Providers struct{ P *lbfake.Provider }
 
 // For implements the reconciler's provider source.
-func (p Providers) For(spec v1alpha1.ProviderSpec) (lb.Provider, string, error) {
-	if spec.AWS != nil {
-		return nil, "", fmt.Errorf("using aws: %w", provider.ErrNotSupported)
+func (p Providers) For(_ context.Context, b *v1alpha1.LoadBalancerBinding) (lb.Provider, []string, error) {
+	spec := b.Spec.Provider
+	switch {
+	case spec.HAProxy != nil && spec.AWS == nil:
+		return p.P, []string{spec.HAProxy.Backend}, nil
+	case spec.AWS != nil && spec.HAProxy == nil:
+		if len(spec.AWS.TargetGroupARNs) == 0 {
+			return nil, nil, fmt.Errorf("discovering target groups: %w", provider.ErrNotSupported)
+		}
+		return p.P, spec.AWS.TargetGroupARNs, nil
+	default:
+		return nil, nil, fmt.Errorf("choosing a provider: %w", lb.ErrInvalid)
 	}
-	return p.P, spec.HAProxy.Backend, nil
 }
 
 // NewProvider returns a fake provider with the Backend group.

@@ -31,6 +31,7 @@ import (
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/provider"
 	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
 )
 
@@ -57,6 +58,15 @@ type Options struct {
 	// HAProxy is the template for HAProxy providers (check interval,
 	// rise/fall, weight, max drain). Zero: the haproxy package defaults.
 	HAProxy haproxy.Options
+	// AWS is the template for AWS providers (endpoint override, rates,
+	// retries); Region comes from each binding, Registerer and Logger are
+	// set here. Zero: the aws package defaults, the standard credential
+	// chain.
+	AWS aws.Options
+	// AWSCluster is the cluster name AWS bindings without target group
+	// ARNs discover their groups by (tag sluice.dev/cluster). Empty: such
+	// bindings are invalid.
+	AWSCluster string
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -94,11 +104,14 @@ func New(o Options) (ctrl.Manager, error) {
 	}
 
 	store, timeline := state.NewStore(), state.NewTimeline()
+	awsOpts := o.AWS
+	awsOpts.Registerer = ctrlmetrics.Registry
+	awsOpts.Logger = o.Logger.With("provider", "aws")
 	recorder := mgr.GetEventRecorder("sluice-controller")
 	notifier := podstatus.NewNotifier(4096)
 	br, err := binding.New(binding.Options{
 		Client:      mgr.GetClient(),
-		Providers:   provider.New(provider.Options{HAProxy: o.HAProxy}),
+		Providers:   provider.New(provider.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster}),
 		Store:       store,
 		Timeline:    timeline,
 		Recorder:    recorder,

@@ -50,14 +50,15 @@ const recheck = 2 * time.Second
 // the conditions out.
 //
 // Gate (pods listing the readiness gate, not being deleted): True once
-// every binding with readinessGate reports the pod's target healthy; False
+// every binding with readinessGate reports the pod's target healthy in
+// every one of its groups; False
 // as soon as one reports it anything else (or no such binding selects the
 // pod); unchanged while a binding has not yet seen the pod, so a restarted
 // controller never flips a Ready pod on missing knowledge.
 //
 // Drained (pods being deleted, when some binding has the handshake on):
-// True once every such binding has seen the deletion and no longer lists
-// the pod's target (or lists it Unused), or its drain timeout has passed
+// True once every such binding has seen the deletion and none of its
+// groups lists the pod's target any more (or lists it Unused), or its drain timeout has passed
 // since the deletionTimestamp. Instance bindings do not hold a pod's drain.
 func Decide(pod *corev1.Pod, views []View, now time.Time) Decision {
 	var d Decision
@@ -94,7 +95,7 @@ func decideGate(pod *corev1.Pod, views []View) (*Condition, time.Duration) {
 			continue
 		}
 		s := v.Snap
-		if s == nil || !s.Synced {
+		if !s.Synced() {
 			unknown = append(unknown, v.Binding+": not synced with its load balancer yet")
 			continue
 		}
@@ -107,19 +108,13 @@ func decideGate(pod *corev1.Pod, views []View) (*Condition, time.Duration) {
 			bad = append(bad, v.Binding+": the pod is not a target (no IP yet, or its node is leaving the load balancer)")
 			continue
 		}
-		st, ok := s.Status(pt.Target)
-		switch {
-		case !ok:
-			bad = append(bad, fmt.Sprintf("%s: target %s is not registered", v.Binding, pt.Target))
-		case st.State != lb.Healthy:
-			msg := fmt.Sprintf("%s: target %s is %s", v.Binding, pt.Target, st.State)
-			if st.Reason != "" {
-				msg += " (" + st.Reason + ")"
+		if msgs := notHealthy(s, pt.Target); len(msgs) > 0 {
+			for _, m := range msgs {
+				bad = append(bad, v.Binding+": "+m)
 			}
-			bad = append(bad, msg)
-		default:
-			healthy = append(healthy, v.Binding)
+			continue
 		}
+		healthy = append(healthy, v.Binding)
 	}
 	var want Condition
 	switch {
@@ -180,7 +175,7 @@ func decideDrain(pod *corev1.Pod, views []View, now time.Time) (*Condition, time
 		if !pt.HasTarget {
 			continue
 		}
-		if st, ok := s.Status(pt.Target); ok && st.State != lb.Unused {
+		if listedIn(s, pt.Target) {
 			waiting = append(waiting, v.Binding)
 		}
 	}
@@ -194,6 +189,43 @@ func decideDrain(pod *corev1.Pod, views []View, now time.Time) (*Condition, time
 	default:
 		return &Condition{corev1.ConditionTrue, "Deregistered", "no load balancer sends the pod new traffic"}, 0
 	}
+}
+
+// notHealthy explains, group by group, why target is not healthy in
+// every group of s; nil when it is. Group names are given only when the
+// binding has several.
+func notHealthy(s *state.Snapshot, t lb.Target) []string {
+	var out []string
+	for i := range s.Groups {
+		g := &s.Groups[i]
+		in := ""
+		if len(s.Groups) > 1 {
+			in = " in " + g.Name
+		}
+		st, ok := g.Status(t)
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("target %s is not registered%s", t, in))
+		case st.State != lb.Healthy:
+			msg := fmt.Sprintf("target %s is %s%s", t, st.State, in)
+			if st.Reason != "" {
+				msg += " (" + st.Reason + ")"
+			}
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
+// listedIn reports whether any group of s still lists t (other than
+// Unused): the load balancer has not let go of it yet.
+func listedIn(s *state.Snapshot, t lb.Target) bool {
+	for i := range s.Groups {
+		if st, ok := s.Groups[i].Status(t); ok && st.State != lb.Unused {
+			return true
+		}
+	}
+	return false
 }
 
 func same(cur *corev1.PodCondition, want Condition) bool {

@@ -1,6 +1,8 @@
 package podstatus
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,13 +18,22 @@ import (
 // snap is a binding snapshot holding pod p1 (10.244.1.5) with the given
 // listed state ("" not listed), as desired and deleting say.
 func snap(st lb.State, desired, deleting bool) *state.Snapshot {
+	return snapGroups(map[string]lb.State{ct.Backend: st}, desired, deleting)
+}
+
+// snapGroups is snap with one group per entry of states.
+func snapGroups(states map[string]lb.State, desired, deleting bool) *state.Snapshot {
 	t := ct.Target("10.244.1.5")
 	s := &state.Snapshot{
-		Binding: types.NamespacedName{Namespace: ct.Namespace, Name: "b"}, Synced: true,
-		Pods: map[string]state.PodTarget{"p1": {UID: "uid-p1", Target: t, HasTarget: true, Desired: desired, Deleting: deleting}},
+		Binding: types.NamespacedName{Namespace: ct.Namespace, Name: "b"},
+		Pods:    map[string]state.PodTarget{"p1": {UID: "uid-p1", Target: t, HasTarget: true, Desired: desired, Deleting: deleting}},
 	}
-	if st != "" {
-		s.Targets = []lb.Status{{Target: t, State: st}}
+	for _, name := range slices.Sorted(maps.Keys(states)) {
+		g := state.Group{Name: name, Synced: true}
+		if st := states[name]; st != "" {
+			g.Targets = []lb.Status{{Target: t, State: st}}
+		}
+		s.Groups = append(s.Groups, g)
 	}
 	return s
 }
@@ -40,6 +51,8 @@ func withGate(status corev1.ConditionStatus, reason string) ct.PodOpt {
 func TestDecideGate(t *testing.T) {
 	gateOff := view("off", snap(lb.Initial, true, false))
 	gateOff.Gate = false
+	unsyncedGroup := snapGroups(map[string]lb.State{"tg-a": lb.Healthy, "tg-b": ""}, true, false)
+	unsyncedGroup.Groups[1].Synced = false
 	otherUID := snap(lb.Healthy, true, false)
 	otherUID.Pods["p1"] = state.PodTarget{UID: "older", Target: ct.Target("10.244.1.5"), HasTarget: true, Desired: true}
 	cases := []struct {
@@ -63,6 +76,10 @@ func TestDecideGate(t *testing.T) {
 		{"snapshot predates the pod (same name, other UID)", ct.Pod("p1", "10.244.1.5", withGate(corev1.ConditionTrue, "TargetHealthy")), []View{view("b", otherUID)}, "", true},
 		{"one unknown, one unhealthy: False", ct.Pod("p1", "10.244.1.5"), []View{view("a", nil), view("b", snap(lb.Unhealthy, true, false))}, "False/TargetNotHealthy", true},
 		{"pod without the readiness gate", ct.Pod("p1", "10.244.1.5", ct.NoGate()), []View{view("b", snap(lb.Healthy, true, false))}, "", false},
+		{"healthy in every group", ct.Pod("p1", "10.244.1.5"), []View{view("b", snapGroups(map[string]lb.State{"tg-a": lb.Healthy, "tg-b": lb.Healthy}, true, false))}, "True/TargetHealthy", false},
+		{"healthy in one group, initial in the other", ct.Pod("p1", "10.244.1.5"), []View{view("b", snapGroups(map[string]lb.State{"tg-a": lb.Healthy, "tg-b": lb.Initial}, true, false))}, "False/TargetNotHealthy", true},
+		{"healthy in one group, missing from the other", ct.Pod("p1", "10.244.1.5"), []View{view("b", snapGroups(map[string]lb.State{"tg-a": lb.Healthy, "tg-b": ""}, true, false))}, "False/TargetNotHealthy", true},
+		{"one group never listed", ct.Pod("p1", "10.244.1.5"), []View{view("b", unsyncedGroup)}, "False/Pending", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,6 +143,8 @@ func TestDecideDrain(t *testing.T) {
 		{"handshake off", nil, []View{noHandshake}, "", false},
 		{"no binding", nil, nil, "", false},
 		{"instance binding does not hold the pod", nil, []View{view("b", instance)}, "True/Deregistered", false},
+		{"gone from one group, draining in the other", nil, []View{view("b", snapGroups(map[string]lb.State{"tg-a": "", "tg-b": lb.Draining}, false, true))}, "", true},
+		{"gone from one group, unused in the other", nil, []View{view("b", snapGroups(map[string]lb.State{"tg-a": "", "tg-b": lb.Unused}, false, true))}, "True/Deregistered", false},
 		{"pod never had a target", nil, []View{view("b", neverTarget)}, "True/Deregistered", false},
 		{"already drained", []ct.PodOpt{drained}, []View{view("b", snap(lb.Draining, false, true))}, "", false},
 	}

@@ -1,23 +1,33 @@
 // Package provider turns a LoadBalancerBinding's spec.provider into an
-// lb.Provider and the group to use, caching one provider per load-balancer
-// address so that bindings sharing an HAProxy share its client. It sits at
+// lb.Provider and the groups to use, caching one provider per load-balancer
+// API (an HAProxy runtime API address; an AWS region and endpoint) so that
+// bindings sharing one share its client, caches and rate limits. It sits at
 // the apply end of the binding reconciler:
 //
-//	binding spec ─► Cache.For ─► lb.Provider (haproxy, later aws) ─► Register/Deregister
+//	binding spec ─► Cache.For ─► lb.Provider (haproxy, aws) + groups ─► Targets/Register/Deregister per group
+//
+// An HAProxy binding has one group, its backend. An AWS binding has one
+// group per target group: the ARNs it lists or, when it lists none, the
+// target groups tagged sluice.dev/cluster=<Options.AWSCluster> and
+// sluice.dev/frontend=<binding name>.
 package provider
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/lb"
+	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
 )
 
-// ErrNotSupported: the binding names a provider this build cannot drive yet.
+// ErrNotSupported: the binding names a provider this build cannot drive.
 var ErrNotSupported = errors.New("load-balancer provider not supported")
 
 // Options configures a Cache.
@@ -25,6 +35,21 @@ type Options struct {
 	// HAProxy is the template for HAProxy providers; Address is filled in
 	// from each binding's runtimeAPI. Zero: the haproxy package defaults.
 	HAProxy haproxy.Options
+	// AWS is the template for AWS providers. Region is filled in per
+	// binding: spec.provider.aws.region, else the region of its first
+	// target group ARN, else the environment's (AWS_REGION). Endpoint,
+	// when set, is used for every region (tests, the awsfake). Zero: the
+	// aws package defaults and the standard credential chain.
+	AWS aws.Options
+	// AWSCluster is the cluster name that tag discovery matches
+	// (sluice.dev/cluster) for AWS bindings that list no target group.
+	// Empty: such bindings are invalid.
+	AWSCluster string
+	// DiscoveryTTL is how long discovered target groups are reused before
+	// the tags are read again. Default 1m.
+	DiscoveryTTL time.Duration
+	// Now is the clock of the discovery cache. Nil: time.Now.
+	Now func() time.Time
 }
 
 // Cache builds providers and keeps them by configuration. Safe for
@@ -33,41 +58,158 @@ type Cache struct {
 	opts Options
 	mu   sync.Mutex
 	byID map[string]lb.Provider
+	aws  map[string]*aws.Provider
+	// discovered target groups by region, endpoint, cluster and frontend
+	discovered map[string]discovery
+}
+
+type discovery struct {
+	arns []string
+	at   time.Time
 }
 
 // New returns an empty Cache.
 func New(o Options) *Cache {
-	return &Cache{opts: o, byID: map[string]lb.Provider{}}
+	o.DiscoveryTTL = cmp.Or(o.DiscoveryTTL, time.Minute)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Cache{opts: o, byID: map[string]lb.Provider{}, aws: map[string]*aws.Provider{}, discovered: map[string]discovery{}}
 }
 
-// For returns the provider and group for spec. Errors wrap
-// ErrNotSupported (AWS, for now) or lb.ErrInvalid (a malformed address).
-func (c *Cache) For(spec v1alpha1.ProviderSpec) (lb.Provider, string, error) {
+// For returns the provider and groups for a binding. Errors that a retry
+// cannot fix (a malformed address or ARN, no target group listed and no
+// cluster to discover by) wrap lb.ErrInvalid; discovery errors are the
+// provider's (lb.ErrUnreachable, ...), and finding no tagged target group
+// is lb.ErrGroupNotFound.
+func (c *Cache) For(ctx context.Context, b *v1alpha1.LoadBalancerBinding) (lb.Provider, []string, error) {
+	spec := b.Spec.Provider
 	switch {
 	case spec.HAProxy != nil && spec.AWS == nil:
-		addr, err := RuntimeAddress(spec.HAProxy.RuntimeAPI)
+		p, err := c.haproxy(spec.HAProxy.RuntimeAPI)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		id := "haproxy " + addr
-		if p, ok := c.byID[id]; ok {
-			return p, spec.HAProxy.Backend, nil
-		}
-		o := c.opts.HAProxy
-		o.Address = addr
-		p, err := haproxy.New(o)
-		if err != nil {
-			return nil, "", fmt.Errorf("creating provider for %s: %w", spec.HAProxy.RuntimeAPI, err)
-		}
-		c.byID[id] = p
-		return p, spec.HAProxy.Backend, nil
+		return p, []string{spec.HAProxy.Backend}, nil
 	case spec.AWS != nil && spec.HAProxy == nil:
-		return nil, "", fmt.Errorf("using aws target groups: %w", ErrNotSupported)
+		return c.forAWS(ctx, b.Name, spec.AWS)
 	default:
-		return nil, "", fmt.Errorf("choosing a provider: exactly one of haproxy or aws must be set: %w", lb.ErrInvalid)
+		return nil, nil, fmt.Errorf("choosing a provider: exactly one of haproxy or aws must be set: %w", lb.ErrInvalid)
 	}
+}
+
+func (c *Cache) haproxy(runtimeAPI string) (lb.Provider, error) {
+	addr, err := RuntimeAddress(runtimeAPI)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := "haproxy " + addr
+	if p, ok := c.byID[id]; ok {
+		return p, nil
+	}
+	o := c.opts.HAProxy
+	o.Address = addr
+	p, err := haproxy.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("creating provider for %s: %w", runtimeAPI, err)
+	}
+	c.byID[id] = p
+	return p, nil
+}
+
+// forAWS resolves an AWS binding: region, provider, target groups.
+func (c *Cache) forAWS(ctx context.Context, frontend string, spec *v1alpha1.AWSProvider) (lb.Provider, []string, error) {
+	region, arns, err := Region(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := c.awsProvider(ctx, region)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(arns) == 0 {
+		arns, err = c.discover(ctx, p, region, frontend)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return p, arns, nil
+}
+
+// Region returns the region an AWS binding's target groups live in and
+// its ARNs without duplicates: spec.region if set, else the region of the
+// first ARN ("" when there is neither: the environment's). Every ARN must
+// be well-formed and in that region.
+func Region(spec *v1alpha1.AWSProvider) (string, []string, error) {
+	region := spec.Region
+	arns := make([]string, 0, len(spec.TargetGroupARNs))
+	seen := map[string]bool{}
+	for _, arn := range spec.TargetGroupARNs {
+		r, err := aws.RegionOf(arn)
+		if err != nil {
+			return "", nil, fmt.Errorf("using aws target groups: %w", err)
+		}
+		switch {
+		case region == "":
+			region = r
+		case r != region:
+			return "", nil, fmt.Errorf("using aws target groups: %s is in region %s, not %s (one binding, one region): %w", arn, r, region, lb.ErrInvalid)
+		}
+		if !seen[arn] {
+			seen[arn] = true
+			arns = append(arns, arn)
+		}
+	}
+	return region, arns, nil
+}
+
+// awsProvider returns the provider for region (and the configured
+// endpoint), creating it.
+func (c *Cache) awsProvider(ctx context.Context, region string) (*aws.Provider, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := "aws " + region + " " + c.opts.AWS.Endpoint
+	if p, ok := c.aws[id]; ok {
+		return p, nil
+	}
+	o := c.opts.AWS
+	o.Region = region
+	p, err := aws.New(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("using aws target groups: %w", err)
+	}
+	c.aws[id] = p
+	return p, nil
+}
+
+// discover finds a frontend's target groups by tag, reusing an answer for
+// DiscoveryTTL. Failures and empty answers are not kept.
+func (c *Cache) discover(ctx context.Context, p *aws.Provider, region, frontend string) ([]string, error) {
+	if c.opts.AWSCluster == "" {
+		return nil, fmt.Errorf("using aws target groups: the binding lists no targetGroupARNs and the controller has no --aws-cluster to discover them by: %w", lb.ErrInvalid)
+	}
+	id := strings.Join([]string{region, c.opts.AWS.Endpoint, c.opts.AWSCluster, frontend}, "\x00")
+	now := c.opts.Now()
+	c.mu.Lock()
+	d, ok := c.discovered[id]
+	c.mu.Unlock()
+	if ok && now.Sub(d.at) < c.opts.DiscoveryTTL {
+		return d.arns, nil
+	}
+	arns, err := p.Discover(ctx, c.opts.AWSCluster, frontend)
+	if err != nil {
+		return nil, err
+	}
+	if len(arns) == 0 {
+		return nil, fmt.Errorf("discovering target groups: none in %s tagged %s=%s and %s=%s: %w",
+			p.Region(), aws.ClusterTag, c.opts.AWSCluster, aws.FrontendTag, frontend, lb.ErrGroupNotFound)
+	}
+	c.mu.Lock()
+	c.discovered[id] = discovery{arns: arns, at: now}
+	c.mu.Unlock()
+	return arns, nil
 }
 
 // RuntimeAddress converts a runtimeAPI URL ("unix:///path", "tcp://host:port")

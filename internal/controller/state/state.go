@@ -4,14 +4,20 @@
 // the binding reconciler, read by the pod-status reconciler); per pod, a
 // Timeline of lifecycle instants for the latency metrics.
 //
+// A binding may front several groups (e.g. an internal and an
+// internet-facing target group); a Snapshot keeps each group's listing
+// apart, so that a pod counts as healthy only when it is healthy in every
+// group, and as drained only once it has left every group.
+//
 // Nothing here is the source of truth: every Snapshot is rebuilt from the
-// provider's listing on the next binding reconcile, so a restarted
+// provider's listings on the next binding reconcile, so a restarted
 // controller loses only metric timestamps.
 //
 //	binding reconciler ─► Store.Put(Snapshot) ─► changed pods ─► pod-status reconciler ─► Store.Get
 package state
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +43,33 @@ type PodTarget struct {
 	Deleting bool
 }
 
+// Group is one load-balancer group of a binding (an HAProxy backend, an
+// ELBv2 target group) as the last reconcile left it.
+type Group struct {
+	// Name is the provider's name of the group (backend, target group ARN).
+	Name string
+	// Synced: Targets come from a successful provider listing (false until
+	// the first one).
+	Synced bool
+	// Targets is the provider's listing adjusted by what the reconcile did
+	// after it: registered targets are added as Initial, deregistered ones
+	// turn Draining (they leave only when a later listing drops them).
+	Targets []lb.Status
+	// Err is the group's error in the last reconcile, nil if it succeeded.
+	// Targets then stay those of the last successful listing.
+	Err error
+}
+
+// Status returns the listed status of t in the group.
+func (g *Group) Status(t lb.Target) (lb.Status, bool) {
+	for _, st := range g.Targets {
+		if st.Target.Same(t) {
+			return st, true
+		}
+	}
+	return lb.Status{}, false
+}
+
 // Snapshot is one binding's view after a reconcile. Treat it as immutable
 // once stored.
 type Snapshot struct {
@@ -52,31 +85,54 @@ type Snapshot struct {
 	// Instance: the binding registers nodes, not pods; its targets do not
 	// follow one pod's drain.
 	Instance bool
-	// Synced: Targets come from a successful provider listing (false until
-	// the first one).
-	Synced bool
-	// Targets is the provider's listing adjusted by what the reconcile did
-	// after it: registered targets are added as Initial, deregistered ones
-	// turn Draining (they leave only when a later listing drops them).
-	Targets []lb.Status
+	// Groups are the binding's load-balancer groups, in the order the
+	// binding names them. Every selected pod's target belongs in each.
+	Groups []Group
 	// Pods maps the selected pods' names to their targets.
 	Pods map[string]PodTarget
 	// Problems are the pods and spec details that could not become
 	// targets, as text (targets.Problem), sorted.
 	Problems []string
-	// Err is the last reconcile's error, nil if it succeeded. Targets then
-	// stay those of the last successful listing.
+	// Err is the last reconcile's error (every group's, joined), nil if it
+	// succeeded.
 	Err error
 }
 
-// Status returns the listed status of t.
-func (s *Snapshot) Status(t lb.Target) (lb.Status, bool) {
-	for _, st := range s.Targets {
-		if st.Target.Same(t) {
-			return st, true
+// Synced reports whether every group has been listed successfully at
+// least once (and there is a group).
+func (s *Snapshot) Synced() bool {
+	if s == nil || len(s.Groups) == 0 {
+		return false
+	}
+	for _, g := range s.Groups {
+		if !g.Synced {
+			return false
 		}
 	}
-	return lb.Status{}, false
+	return true
+}
+
+// Group returns the named group, or nil.
+func (s *Snapshot) Group(name string) *Group {
+	if s == nil {
+		return nil
+	}
+	for i := range s.Groups {
+		if s.Groups[i].Name == name {
+			return &s.Groups[i]
+		}
+	}
+	return nil
+}
+
+// Targets returns every group's targets, one after the other (a target in
+// two groups counts twice: it is two registrations).
+func (s *Snapshot) Targets() []lb.Status {
+	var out []lb.Status
+	for _, g := range s.Groups {
+		out = append(out, g.Targets...)
+	}
+	return out
 }
 
 // Store keeps the latest Snapshot of every binding. Safe for concurrent use.
@@ -129,7 +185,7 @@ func changedPods(old, cur *Snapshot) []types.NamespacedName {
 		ns, curPods = cur.Binding.Namespace, cur.Pods
 		if old != nil {
 			settings = old.ReadinessGate != cur.ReadinessGate || old.Handshake != cur.Handshake ||
-				old.DrainTimeout != cur.DrainTimeout || old.Synced != cur.Synced
+				old.DrainTimeout != cur.DrainTimeout || old.Synced() != cur.Synced()
 		}
 	}
 	var out []types.NamespacedName
@@ -147,16 +203,22 @@ func changedPods(old, cur *Snapshot) []types.NamespacedName {
 	return out
 }
 
-// podState is the listed state of a pod's target ("" when not listed).
-func podState(s *Snapshot, p PodTarget) lb.State {
+// podState is the listed state of a pod's target in every group, as one
+// comparable string ("group=state;..."; "" state when not listed).
+func podState(s *Snapshot, p PodTarget) string {
 	if s == nil || !p.HasTarget {
 		return ""
 	}
-	st, ok := s.Status(p.Target)
-	if !ok {
-		return ""
+	var b strings.Builder
+	for i := range s.Groups {
+		g := &s.Groups[i]
+		st, _ := g.Status(p.Target)
+		b.WriteString(g.Name)
+		b.WriteByte('=')
+		b.WriteString(string(st.State))
+		b.WriteByte(';')
 	}
-	return st.State
+	return b.String()
 }
 
 // Timeline records, per pod, the instants the latency metrics start from.

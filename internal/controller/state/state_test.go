@@ -16,14 +16,41 @@ func target(ip string) lb.Target {
 }
 
 func snapshot(gen int64, states map[string]lb.State, pods map[string]string) *Snapshot {
-	s := &Snapshot{Binding: types.NamespacedName{Namespace: "ns", Name: "b"}, Generation: gen, Synced: true, Pods: map[string]PodTarget{}}
+	s := &Snapshot{Binding: types.NamespacedName{Namespace: "ns", Name: "b"}, Generation: gen, Groups: []Group{{Name: "g", Synced: true}}, Pods: map[string]PodTarget{}}
 	for ip, st := range states {
-		s.Targets = append(s.Targets, lb.Status{Target: target(ip), State: st})
+		s.Groups[0].Targets = append(s.Groups[0].Targets, lb.Status{Target: target(ip), State: st})
 	}
 	for name, ip := range pods {
 		s.Pods[name] = PodTarget{UID: types.UID(name), Target: target(ip), HasTarget: true, Desired: true}
 	}
 	return s
+}
+
+func withGroup(s *Snapshot, g Group) *Snapshot {
+	s.Groups = append(s.Groups, g)
+	return s
+}
+
+func TestSnapshotGroups(t *testing.T) {
+	var none *Snapshot
+	if none.Synced() || none.Group("g") != nil {
+		t.Error("nil snapshot synced or with a group")
+	}
+	s := withGroup(snapshot(1, map[string]lb.State{"10.0.0.1": lb.Healthy}, nil), Group{Name: "g2"})
+	if s.Synced() {
+		t.Error("synced with a group never listed")
+	}
+	s.Groups[1].Synced = true
+	s.Groups[1].Targets = []lb.Status{{Target: target("10.0.0.1"), State: lb.Draining}}
+	if !s.Synced() || len(s.Targets()) != 2 {
+		t.Errorf("synced %v, targets %v", s.Synced(), s.Targets())
+	}
+	if st, ok := s.Group("g2").Status(target("10.0.0.1")); !ok || st.State != lb.Draining {
+		t.Errorf("g2 status %+v %v", st, ok)
+	}
+	if (&Snapshot{}).Synced() {
+		t.Error("a snapshot without groups is synced")
+	}
 }
 
 func names(ps []types.NamespacedName) []string {
@@ -48,6 +75,14 @@ func TestStorePutReportsChangedPods(t *testing.T) {
 		{"a healthy", snapshot(1, map[string]lb.State{"10.0.0.1": lb.Healthy, "10.0.0.2": lb.Initial}, pods), []string{"a"}},
 		{"b removed from listing", snapshot(1, map[string]lb.State{"10.0.0.1": lb.Healthy}, pods), []string{"b"}},
 		{"pod b gone", snapshot(1, map[string]lb.State{"10.0.0.1": lb.Healthy}, map[string]string{"a": "10.0.0.1"}), []string{"b"}},
+		{"a second group listing a", withGroup(snapshot(1, map[string]lb.State{"10.0.0.1": lb.Healthy}, map[string]string{"a": "10.0.0.1"}),
+			Group{Name: "g2", Synced: true, Targets: []lb.Status{{Target: target("10.0.0.1"), State: lb.Initial}}}), []string{"a"}},
+		{"a healthy in the second group", withGroup(snapshot(1, map[string]lb.State{"10.0.0.1": lb.Healthy}, map[string]string{"a": "10.0.0.1"}),
+			Group{Name: "g2", Synced: true, Targets: []lb.Status{{Target: target("10.0.0.1"), State: lb.Healthy}}}), []string{"a"}},
+		{"same again (two groups): none", withGroup(snapshot(1, map[string]lb.State{"10.0.0.1": lb.Healthy}, map[string]string{"a": "10.0.0.1"}),
+			Group{Name: "g2", Synced: true, Targets: []lb.Status{{Target: target("10.0.0.1"), State: lb.Healthy}}}), nil},
+		{"second group not synced any more: every pod", withGroup(snapshot(1, map[string]lb.State{"10.0.0.1": lb.Healthy}, map[string]string{"a": "10.0.0.1"}),
+			Group{Name: "g2", Targets: []lb.Status{{Target: target("10.0.0.1"), State: lb.Healthy}}}), []string{"a"}},
 	}
 	for _, st := range steps {
 		if got := names(s.Put(st.snap)); !slices.Equal(got, st.want) {

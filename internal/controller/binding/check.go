@@ -1,0 +1,120 @@
+package binding
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/lb"
+	"sluice.dev/sluice/internal/lb/aws"
+)
+
+// defaultGrace is Kubernetes' terminationGracePeriodSeconds default.
+const defaultGrace = 30 * time.Second
+
+// checkTimeout bounds one drain-time check, so that a slow or throttled
+// API delays a reconcile only a little; a failed check is tried again
+// after CheckInterval.
+const checkTimeout = 10 * time.Second
+
+// checks remembers when each group of each binding was last checked, and
+// against which grace period.
+type checks struct {
+	mu   sync.Mutex
+	last map[checkKey]checked
+}
+
+type checkKey struct {
+	binding types.NamespacedName
+	group   string
+}
+
+type checked struct {
+	at    time.Time
+	grace time.Duration
+}
+
+func newChecks() *checks { return &checks{last: map[checkKey]checked{}} }
+
+// due reports whether the group should be checked now against grace, and
+// if so records the check.
+func (c *checks) due(k checkKey, grace time.Duration, now time.Time, every time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.last[k]
+	if ok && l.grace == grace && now.Sub(l.at) < every {
+		return false
+	}
+	c.last[k] = checked{at: now, grace: grace}
+	return true
+}
+
+func (c *checks) forget(b types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.last {
+		if k.binding == b {
+			delete(c.last, k)
+		}
+	}
+}
+
+// podGrace is the shortest terminationGracePeriodSeconds of the binding's
+// live pods: the drain must fit in every pod's grace period. False when
+// no pod is live.
+func podGrace(pods []*corev1.Pod) (time.Duration, bool) {
+	var grace time.Duration
+	found := false
+	for _, p := range pods {
+		if !live(p) {
+			continue
+		}
+		g := defaultGrace
+		if s := p.Spec.TerminationGracePeriodSeconds; s != nil {
+			g = time.Duration(max(*s, 0)) * time.Second
+		}
+		if !found || g < grace {
+			grace, found = g, true
+		}
+	}
+	return grace, found
+}
+
+// checkDelays warns, with a DeregistrationDelayTooLong Event on the binding
+// at most every CheckInterval per group, when a provider that drains on its
+// own timer (AWS) keeps sending traffic to a deregistered target for longer
+// than the pods' grace period leaves room for. Lookup errors are logged and
+// tried again after CheckInterval.
+func (r *Reconciler) checkDelays(ctx context.Context, b *v1alpha1.LoadBalancerBinding, prov lb.Provider, groups []string, pods []*corev1.Pod) {
+	dc, ok := prov.(DelayChecker)
+	if !ok {
+		return
+	}
+	grace, ok := podGrace(pods)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
+	now := r.opts.Now()
+	for _, g := range groups {
+		if !r.checks.due(checkKey{key, g}, grace, now, r.opts.CheckInterval) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+		err := dc.Check(cctx, g, grace)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, aws.ErrDelayTooLong):
+			r.log.Warn("deregistration delay too long", "binding", key, "group", g, "err", err)
+			r.event(b, nil, corev1.EventTypeWarning, "DeregistrationDelayTooLong", "Check", err.Error())
+		default:
+			r.log.Info("checking the deregistration delay failed", "binding", key, "group", g, "err", err)
+		}
+	}
+}
