@@ -349,7 +349,12 @@ func (p *Proxy) writeBody(bw *bufio.Writer, body io.Reader, n int64) error {
 				return err
 			}
 			if chunked {
+				// A body of unknown length may be a stream: send each
+				// piece now, as net/http.Transport does.
 				bw.WriteString("\r\n")
+				if err := bw.Flush(); err != nil {
+					return err
+				}
 			}
 		}
 		if rerr == io.EOF {
