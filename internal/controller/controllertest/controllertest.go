@@ -132,6 +132,13 @@ func (r *Recorder) Reasons(object string) []string {
 	return out
 }
 
+// Events returns every recorded Event, in order.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
 // Count counts Events with reason on object.
 func (r *Recorder) Count(object, reason string) int {
 	n := 0
