@@ -334,9 +334,9 @@ done
 
 # ---------------------------------------------------------------- phase 2
 case ${BENCH_RATE:-haproxy} in
-haproxy) RATE=$("$B/report" --raw "$raw" --print rate) ;;
-slowest) RATE=$("$B/report" --raw "$raw" --print slowest-rate) ;;
-*) RATE=$BENCH_RATE ;;
+haproxy) RATE=$("$B/report" --raw "$raw" --print rate) RATE_WHY="half of HAProxy's median max req/s" ;;
+slowest) RATE=$("$B/report" --raw "$raw" --print slowest-rate) RATE_WHY="half of the slowest proxy's median max req/s (BENCH_RATE=slowest)" ;;
+*) RATE=$BENCH_RATE RATE_WHY="set by BENCH_RATE" ;;
 esac
 log "phase 2: open-loop latency at $RATE req/s for $DURATION, $ROUNDS rounds"
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -378,6 +378,7 @@ cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 	--meta "machine=$(uname -srm), $cpu_model, $(nproc) CPUs" \
 	--meta "load average (1/5/15 min) at start / end=$loadavg_start / $loadavg_end (other work shares this machine)" \
 	--meta "versions=sluice ${BENCH_SLUICE:+$BENCH_SLUICE }$(git describe --tags --always --dirty 2>/dev/null || echo dev), $(go version | cut -d' ' -f3), $(nginx -v 2>&1 | sed 's/.*: //'), HAProxy $(haproxy -v | head -1 | cut -d' ' -f3), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)" \
+	--meta "latency rate=$RATE req/s: $RATE_WHY" \
 	--meta "settings=$ROUNDS rounds, wrk -t1 -c$WRK_CONNS -d$DURATION, $IDLE_CONNS idle connections (fd limit $FD_LIMIT), $INGRESSES Ingresses"
 cp "$raw" "$OUT/raw.jsonl"
 log "results in $OUT/latest.md, latest.json and cpu.png"

@@ -69,7 +69,7 @@ func markdown(s *Summary) string {
 		"100-byte responses, HTTP/1.1 keep-alive on both sides) divided by the requests wrk completed.\n")
 	fmt.Fprintf(&b, "- max req/s: wrk's rate in the same run. `direct` is wrk straight to the backend (the ceiling of core 1).\n")
 	fmt.Fprintf(&b, "- p50/p99 added: the proxy's latency percentile minus the direct run's in the same round, open loop at %d req/s "+
-		"(half of HAProxy's median max) for the wrk duration, latency counted from each request's scheduled start; the `direct` row shows the base in parentheses.\n", s.Rate)
+		"(the latency rate above) for the wrk duration, latency counted from each request's scheduled start; the `direct` row shows the base in parentheses.\n", s.Rate)
 	fmt.Fprintf(&b, "- KiB per idle conn: VmRSS growth of a freshly started proxy after %d keep-alive connections each sent one request and went idle.\n", s.IdleConns)
 	fmt.Fprintf(&b, "- failed: non-2xx responses + wrk socket errors + failed open-loop requests + idle connections that could not be opened or were closed; must be 0.\n")
 
