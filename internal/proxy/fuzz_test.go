@@ -1,10 +1,14 @@
 package proxy
 
 import (
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"sluice.dev/sluice/internal/route"
 )
@@ -94,6 +98,52 @@ func FuzzRewriteRequestHeader(f *testing.F) {
 		}
 		if upgrade != "" && !isPrint(upgrade) {
 			t.Fatalf("upgrade %q", upgrade)
+		}
+	})
+}
+
+// FuzzUpstreamResponse: whatever bytes an upstream sends back, the
+// synchronous path answers 502/504 or relays a response, without panic or
+// hang (the upstream closes after sending; a response header timeout
+// bounds the rest).
+func FuzzUpstreamResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n2\r\nok\r\n0\r\nX-T: 1\r\n\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n",
+		"HTTP/1.0 200 OK\r\n\r\nunframed",
+		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+		"garbage", "", "\r\n\r\n", "HTTP/1.1 999 X\r\n\r\n",
+	} {
+		f.Add([]byte(s), false)
+	}
+	var resp atomic.Pointer[[]byte]
+	u := newRawUpstream(f, func(c net.Conn, _ *http.Request) bool {
+		c.Write(*resp.Load())
+		return false
+	})
+	p := New(Options{Retries: -1, ResponseHeaderTimeout: 2 * time.Second, MaxResponseHeaderBytes: 64 << 10})
+	p.Update(tableOf(backendOf("ns/s", defaults(), u.addr())))
+	f.Fuzz(func(t *testing.T, b []byte, head bool) {
+		resp.Store(&b)
+		method := "GET"
+		if head {
+			method = "HEAD"
+		}
+		w := httptest.NewRecorder()
+		func() {
+			defer func() {
+				if v := recover(); v != nil && v != http.ErrAbortHandler {
+					t.Fatalf("panic: %v", v)
+				}
+			}()
+			p.ServeHTTP(w, httptest.NewRequest(method, "http://app.example/", nil))
+		}()
+		if w.Code < 100 || w.Code > 999 {
+			t.Fatalf("status %d", w.Code)
 		}
 	})
 }
