@@ -51,12 +51,15 @@ type h1conn struct {
 	raw syscall.RawConn // for the liveness peek; nil if unavailable
 	lr  connReader
 	br  *bufio.Reader // while in use
-	// stop unregisters the request context's close callback; it reports
-	// false if the callback already ran (the connection is closed).
-	stop   func() bool
-	body   h1body
-	idleAt int64 // Unix nanoseconds, while idle
-	reused bool  // served a request before the current one
+	// stop unregisters the request context's close callback (nil if none);
+	// it reports false if the callback already ran (the connection is
+	// closed).
+	stop func() bool
+	// deadline is set while a read deadline may be pending.
+	deadline bool
+	body     h1body
+	idleAt   int64 // Unix nanoseconds, while idle
+	reused   bool  // served a request before the current one
 }
 
 // connReader sits between the connection and its bufio.Reader: it counts
@@ -127,7 +130,9 @@ func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody) (*http.Resp
 		if err == nil {
 			return res, hc, nil
 		}
-		hc.stop()
+		if hc.stop != nil {
+			hc.stop()
+		}
 		hc.close()
 		p.putReader(hc)
 		if hc.reused && hc.lr.read == 0 && !isTimeout(err) && ctx.Err() == nil &&
@@ -139,41 +144,64 @@ func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody) (*http.Resp
 	}
 }
 
+// watchAfter is how long the synchronous path waits for the first byte
+// of a response before it starts watching the client's context. Most
+// responses come sooner, and skip the cost of a context callback (a few
+// allocations and locks per request).
+const watchAfter = 100 * time.Millisecond
+
 // exchange writes r on hc and reads the response header. wrote reports
 // whether the whole request was written.
 func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *replayBody) (res *http.Response, wrote bool, err error) {
-	hc.stop = noStop
-	if ctx.Done() != nil {
-		// A client that goes away aborts the exchange and the body copy.
-		c := hc.c
-		hc.stop = context.AfterFunc(ctx, func() { c.Close() })
-	}
+	hc.stop = nil
 	hc.br = p.brs.Get().(*bufio.Reader)
 	hc.br.Reset(&hc.lr)
 	hc.lr.read = 0
 	hc.body = h1body{}
 
 	werr := p.writeRequest(hc, r, rb)
-	var bre *bodyReadError
-	if errors.As(werr, &bre) || errors.Is(werr, errInvalidHeader) {
-		return nil, false, werr
+	if werr != nil {
+		if _, ok := werr.(*bodyReadError); ok || werr == errInvalidHeader {
+			return nil, false, werr
+		}
 	}
 	// After a write error the upstream may still have answered (a 413
 	// before the whole body): read what it sent.
-	if hc.pl.response > 0 {
-		hc.c.SetReadDeadline(time.Now().Add(hc.pl.response))
+	fail := func(err error) (*http.Response, bool, error) {
+		if werr != nil {
+			err = werr
+		}
+		if ctx.Err() != nil {
+			err = errConnClosedByCtx
+		}
+		return nil, werr == nil, err
 	}
+	now := time.Now()
+	var deadline time.Time
+	if hc.pl.response > 0 {
+		deadline = now.Add(hc.pl.response)
+	}
+	first := now.Add(watchAfter)
+	if !deadline.IsZero() && deadline.Before(first) {
+		first = deadline
+	}
+	hc.c.SetReadDeadline(first)
+	hc.deadline = true
 	hc.lr.left = p.opts.MaxResponseHeaderBytes
+	if _, err := hc.br.Peek(1); err != nil {
+		if !first.Equal(deadline) && isTimeout(err) {
+			hc.watch(ctx)
+			hc.c.SetReadDeadline(deadline)
+			_, err = hc.br.Peek(1)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
 	for i := 0; ; i++ {
 		res, err = http.ReadResponse(hc.br, r)
 		if err != nil {
-			if werr != nil {
-				err = werr
-			}
-			if ctx.Err() != nil {
-				err = errConnClosedByCtx
-			}
-			return nil, werr == nil, err
+			return fail(err)
 		}
 		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
 			break
@@ -183,24 +211,35 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 		}
 		hc.lr.left = p.opts.MaxResponseHeaderBytes
 	}
-	if hc.pl.response > 0 {
-		hc.c.SetReadDeadline(time.Time{})
-	}
 	hc.lr.left = math.MaxInt64
 	if werr != nil {
 		res.Close = true // the request was not fully sent: no reuse
+	}
+	// A body already in the buffer is copied without reading from the
+	// connection: the header deadline may stay, and the client need not be
+	// watched. Otherwise the body may take any time (a stream).
+	if res.Body != http.NoBody && (res.ContentLength < 0 || int64(hc.br.Buffered()) < res.ContentLength) {
+		hc.c.SetReadDeadline(time.Time{})
+		hc.deadline = false
+		hc.watch(ctx)
 	}
 	hc.body.rc = res.Body
 	res.Body = &hc.body
 	return res, true, nil
 }
 
-func noStop() bool { return true }
+// watch closes hc when ctx is done (the client went away), until finish.
+func (hc *h1conn) watch(ctx context.Context) {
+	if hc.stop == nil {
+		c := hc.c
+		hc.stop = context.AfterFunc(ctx, func() { c.Close() })
+	}
+}
 
 // finish returns hc to its pool if the response was read to its end and
 // allows another request, and closes it otherwise.
 func (p *Proxy) finish(hc *h1conn, res *http.Response) {
-	alive := hc.stop()
+	alive := hc.stop == nil || hc.stop()
 	if alive && hc.body.eof && !res.Close && hc.br.Buffered() == 0 {
 		p.putReader(hc)
 		hc.body = h1body{}

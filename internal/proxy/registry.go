@@ -115,7 +115,8 @@ func (p *pool) dial(ctx context.Context) (*h1conn, error) {
 	return hc, nil
 }
 
-// get takes the most recently used idle connection, nil if none. With
+// get takes the most recently used idle connection, nil if none (the
+// timer of sweep closes connections idle too long). With
 // check, a connection the upstream closed (or sent unasked bytes on) is
 // detected and discarded first.
 func (p *pool) get(check bool) *h1conn {
@@ -125,7 +126,12 @@ func (p *pool) get(check bool) *h1conn {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if time.Now().UnixNano()-hc.idleAt < int64(p.idleFor) && (!check || hc.alive()) {
+		if check && hc.deadline {
+			// The last response's header deadline may have passed since.
+			hc.c.SetReadDeadline(time.Time{})
+			hc.deadline = false
+		}
+		if !check || hc.alive() {
 			return hc
 		}
 		hc.close()
