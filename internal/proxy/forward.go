@@ -19,7 +19,10 @@ import (
 // the response back.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
 	bv := rv.backend
-	now := p.now().UnixNano()
+	now := start.UnixNano() // one clock read per request
+	if p.now != nil {
+		now = p.now().UnixNano()
+	}
 
 	// Read what balancing needs before the header is rewritten.
 	var key uint64
@@ -94,7 +97,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		kind := classify(err)
 		bv.m.errors[kind].Inc()
 		if kind == kindConnect {
-			now = p.now().UnixNano()
+			now = p.clock().UnixNano()
 			if ep.u.connectFailed(now, p.opts.FailureThreshold, p.opts.EjectDuration) {
 				bv.m.ejected.Inc()
 				p.log.Warn("endpoint ejected after consecutive connect failures",

@@ -85,7 +85,7 @@ type Proxy struct {
 	access *slog.Logger
 	m      *metrics
 	view   atomic.Pointer[view]
-	// now is the clock of passive health (tests replace it).
+	// now, when set, replaces the clock of passive health (tests).
 	now func() time.Time
 	// bufs holds *[]byte buffers for copying bodies.
 	bufs sync.Pool
@@ -135,7 +135,6 @@ func New(o Options) *Proxy {
 		log:    o.Logger,
 		access: o.AccessLog,
 		m:      newMetrics(o.Registerer),
-		now:    time.Now,
 		ups:    make(map[string]*upstream),
 	}
 	if p.log == nil {
@@ -146,6 +145,13 @@ func New(o Options) *Proxy {
 	p.bws.New = func() any { return bufio.NewWriterSize(nil, 4<<10) }
 	p.unrouted = p.routeView(nil, "")
 	return p
+}
+
+func (p *Proxy) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
 }
 
 // Table returns the current routing table, nil before the first Update.
