@@ -3,11 +3,13 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	ct "sluice.dev/sluice/internal/controller/controllertest"
@@ -194,5 +196,25 @@ func TestDiscovery(t *testing.T) {
 	now = now.Add(2 * time.Minute)
 	if _, _, err := c.For(ctx, web); !errors.Is(err, lb.ErrUnreachable) {
 		t.Errorf("discovery failing: %v", err)
+	}
+}
+
+// TestExampleBinding keeps deploy/examples/aws-binding.yaml valid: it
+// decodes strictly and its ARNs resolve to one region.
+func TestExampleBinding(t *testing.T) {
+	data, err := os.ReadFile("../../../deploy/examples/aws-binding.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b v1alpha1.LoadBalancerBinding
+	if err := yaml.UnmarshalStrict(data, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.Provider.AWS == nil || b.Spec.Provider.HAProxy != nil {
+		t.Fatalf("provider = %+v", b.Spec.Provider)
+	}
+	region, arns, err := provider.Region(b.Spec.Provider.AWS)
+	if err != nil || region != "eu-west-1" || len(arns) != 2 {
+		t.Errorf("Region = %q, %v, %v", region, arns, err)
 	}
 }
