@@ -13,6 +13,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -187,16 +188,26 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 	}
 	hc.c.SetReadDeadline(first)
 	hc.deadline = true
-	hc.lr.left = p.opts.MaxResponseHeaderBytes
-	if _, err := hc.br.Peek(1); err != nil {
-		if !first.Equal(deadline) && isTimeout(err) {
+	// short: the deadline in effect is first, not the response timeout.
+	short := !first.Equal(deadline)
+	extend := func() {
+		if short {
+			short = false
 			hc.watch(ctx)
 			hc.c.SetReadDeadline(deadline)
-			_, err = hc.br.Peek(1)
 		}
-		if err != nil {
-			return fail(err)
-		}
+	}
+	hc.lr.left = p.opts.MaxResponseHeaderBytes
+	_, err = hc.br.Peek(1)
+	if err != nil && short && isTimeout(err) {
+		extend()
+		_, err = hc.br.Peek(1)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if short && !headerBuffered(hc.br) {
+		extend() // the rest of the header may come later
 	}
 	for i := 0; ; i++ {
 		res, err = http.ReadResponse(hc.br, r)
@@ -209,6 +220,7 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 		if i == max1xx {
 			return nil, werr == nil, errTooMany1xx
 		}
+		extend() // the final response may come much later (103 Early Hints)
 		hc.lr.left = p.opts.MaxResponseHeaderBytes
 	}
 	hc.lr.left = math.MaxInt64
@@ -227,6 +239,15 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 	res.Body = &hc.body
 	return res, true, nil
 }
+
+// headerBuffered reports whether br holds a whole response header (up to
+// the empty line), so that parsing it reads nothing from the connection.
+func headerBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Contains(b, lfcrlf) || bytes.Contains(b, lflf)
+}
+
+var lfcrlf, lflf = []byte("\n\r\n"), []byte("\n\n")
 
 // watch closes hc when ctx is done (the client went away), until finish.
 func (hc *h1conn) watch(ctx context.Context) {

@@ -466,3 +466,28 @@ func TestSlowBodyAfterHeaders(t *testing.T) {
 		t.Errorf("%d %q, want 200 late (the header timeout ends with the header)", r.status, r.body)
 	}
 }
+
+// TestSlowHeaders: a response header that arrives in pieces, or a final
+// response long after a 1xx, is waited for up to the response timeout,
+// not the shorter first-byte wait of the synchronous path.
+func TestSlowHeaders(t *testing.T) {
+	for _, parts := range [][]string{
+		{"HTTP/1.1 200 OK\r\nContent-", "Length: 2\r\n\r\nok"},
+		{"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"},
+		{"", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"},
+	} {
+		u := newRawUpstream(t, func(c net.Conn, _ *http.Request) bool {
+			for i, part := range parts {
+				if i > 0 {
+					time.Sleep(2 * watchAfter)
+				}
+				io.WriteString(c, part)
+			}
+			return true
+		})
+		_, url, c := fastProxy(t, Options{}, u.addr())
+		if r := get(t, c, url); r.status != 200 || r.body != "ok" {
+			t.Errorf("%q: %d %q, want 200 ok", parts, r.status, r.body)
+		}
+	}
+}
