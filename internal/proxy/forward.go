@@ -60,7 +60,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		var hc *h1conn
 		var err error
 		if fast {
-			res, hc, err = p.roundTrip(r, ep.pool, rb)
+			res, hc, err = p.roundTrip(r, ep.pool, rb, start)
 		} else {
 			res, err = ep.pool.tr.RoundTrip(outbound(r, ep.u.addr, body, rb))
 		}

@@ -60,6 +60,7 @@ type h1conn struct {
 	deadline bool
 	body     h1body
 	idleAt   int64 // Unix nanoseconds, while idle
+	sent     int64 // Unix nanoseconds, when the current request was sent
 	reused   bool  // served a request before the current one
 }
 
@@ -110,7 +111,7 @@ func (hc *h1conn) close() { hc.c.Close() }
 // sent again on a new connection when that is safe, as net/http.Transport
 // does: the server may have closed the idle connection just as it was
 // taken. The caller must call finish with the returned connection.
-func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody) (*http.Response, *h1conn, error) {
+func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, start time.Time) (*http.Response, *h1conn, error) {
 	ctx := r.Context()
 	// A request that could not be sent again is not risked on a connection
 	// the upstream already closed.
@@ -127,7 +128,7 @@ func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody) (*http.Resp
 				return nil, nil, err
 			}
 		}
-		res, wrote, err := p.exchange(ctx, hc, r, rb)
+		res, wrote, err := p.exchange(ctx, hc, r, rb, start)
 		if err == nil {
 			return res, hc, nil
 		}
@@ -153,7 +154,10 @@ const watchAfter = 100 * time.Millisecond
 
 // exchange writes r on hc and reads the response header. wrote reports
 // whether the whole request was written.
-func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *replayBody) (res *http.Response, wrote bool, err error) {
+// start is when the request arrived: without a body to send or a
+// connection to open, it stands for the time the request was sent (one
+// clock read less).
+func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *replayBody, start time.Time) (res *http.Response, wrote bool, err error) {
 	hc.stop = nil
 	hc.br = p.brs.Get().(*bufio.Reader)
 	hc.br.Reset(&hc.lr)
@@ -177,7 +181,11 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 		}
 		return nil, werr == nil, err
 	}
-	now := time.Now()
+	now := start
+	if rb != nil || !hc.reused { // after a body or a dial, start is too early
+		now = time.Now()
+	}
+	hc.sent = now.UnixNano()
 	var deadline time.Time
 	if hc.pl.response > 0 {
 		deadline = now.Add(hc.pl.response)
@@ -262,9 +270,15 @@ func (hc *h1conn) watch(ctx context.Context) {
 func (p *Proxy) finish(hc *h1conn, res *http.Response) {
 	alive := hc.stop == nil || hc.stop()
 	if alive && hc.body.eof && !res.Close && hc.br.Buffered() == 0 {
+		// A response that came at once ended when it was sent, near
+		// enough for the idle timeout; a slow one needs the clock.
+		idleAt := hc.sent
+		if hc.stop != nil {
+			idleAt = time.Now().UnixNano()
+		}
 		p.putReader(hc)
 		hc.body = h1body{}
-		hc.pl.put(hc)
+		hc.pl.put(hc, idleAt)
 		return
 	}
 	hc.close()

@@ -141,10 +141,11 @@ func (p *pool) get(check bool) *h1conn {
 	return nil
 }
 
-// put makes hc idle, or closes it if the pool is retired or full.
-func (p *pool) put(hc *h1conn) {
+// put makes hc idle since idleAt (Unix nanoseconds), or closes it if the
+// pool is retired or full.
+func (p *pool) put(hc *h1conn, idleAt int64) {
 	hc.reused = true
-	hc.idleAt = time.Now().UnixNano()
+	hc.idleAt = idleAt
 	p.mu.Lock()
 	if p.retired.Load() || len(p.idle) >= p.maxIdle {
 		p.mu.Unlock()
