@@ -55,8 +55,10 @@ type env struct {
 	haproxy  *exec.Cmd
 	mu       sync.Mutex
 	ctl      *exec.Cmd
-	ctlAddr  string // metrics address
-	ctlStart int    // controller starts, for the log file name
+	ctlAddr  string   // metrics address
+	ctlStart int      // controller starts, for the log file name
+	ctlArgs  []string // extra controller flags
+	ctlEnv   []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
 }
 
 func repoRoot(t *testing.T) string {
@@ -106,16 +108,28 @@ func build(t *testing.T, root, dir string) (sluice, echo string) {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("e2e needs root (network namespaces)")
-	}
 	if _, err := exec.LookPath("haproxy"); err != nil {
 		t.Skip("haproxy not installed")
+	}
+	e := newCluster(t, "sle")
+	e.startHAProxy()
+	e.startController()
+	t.Cleanup(e.stopController)
+	return e
+}
+
+// newCluster builds the binaries, starts the local cluster (network
+// namespaces and links named after prefix) and installs the CRDs, RBAC
+// and IngressClass; no load balancer, no controller yet.
+func newCluster(t *testing.T, prefix string) *env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("e2e needs root (network namespaces)")
 	}
 	e := &env{t: t, root: repoRoot(t), dir: t.TempDir()}
 	var echo string
 	e.sluice, echo = build(t, e.root, e.dir)
-	e.c = cluster.StartForTest(t, cluster.Options{Nodes: cluster.Nodes(3, 2), Images: map[string]string{"sluice": e.sluice, "echo": echo}, Prefix: "sle"})
+	e.c = cluster.StartForTest(t, cluster.Options{Nodes: cluster.Nodes(3, 2), Images: map[string]string{"sluice": e.sluice, "echo": echo}, Prefix: prefix})
 	e.kube = e.c.Client()
 	cl, err := client.New(e.c.RESTConfig(), client.Options{Scheme: ct.Scheme()})
 	if err != nil {
@@ -127,9 +141,6 @@ func newEnv(t *testing.T) *env {
 	e.eventually(30*time.Second, "CRD served", func(ctx context.Context) (bool, error) {
 		return e.cl.List(ctx, &v1alpha1.LoadBalancerBindingList{}) == nil, nil
 	})
-	e.startHAProxy()
-	e.startController()
-	t.Cleanup(e.stopController)
 	return e
 }
 
@@ -249,6 +260,15 @@ func (e *env) startController() {
 	cmd := exec.Command(e.sluice, "controller", "--kubeconfig", e.c.Kubeconfig(),
 		"--leader-election-namespace", proxyNS, "--metrics-address", e.ctlAddr,
 		"--health-address", fmt.Sprintf("127.0.0.1:%d", freePort(e.t)), "--log-level", "debug")
+	cmd.Args = append(cmd.Args, e.ctlArgs...)
+	if e.ctlEnv != nil {
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "AWS_") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, e.ctlEnv...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

@@ -1,0 +1,261 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/lb/aws"
+	"sluice.dev/sluice/internal/lb/aws/awsfake"
+)
+
+// awsSpeed scales the fake NLB's timings down 10×: health checks every
+// 1s (AWS: 10s), two to change state, registration one interval, a 3s
+// deregistration delay (30s), new connections still sent to a
+// deregistered target for 1s (10s).
+const awsSpeed = 10
+
+// TestAWS runs the controller's rollout cases through the fake Network
+// Load Balancer instead of HAProxy:
+//
+//	load ─► awsfake NLB listener 127.0.0.1 (TCP) ─► sluice proxy pods 10.244.x.y ─► echo pods
+//	                 ▲ ELBv2 Query API (--aws-endpoint)
+//	           sluice controller ◄── kube-apiserver
+//
+// The proxies are IP targets of one target group (type ip, TCP, health
+// check GET /healthz on the traffic port). Every case must lose no request.
+func TestAWS(t *testing.T) {
+	e := newCluster(t, "sla")
+	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	arn, err := f.AddTargetGroup(awsfake.TargetGroup{
+		Name: "sluice-e2e", TargetType: "ip", Protocol: "TCP", Port: 8080,
+		HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
+		HealthyThreshold: 2, UnhealthyThreshold: 2,
+		DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
+		Tags:   map[string]string{aws.OwnedTag: "true"},
+		Listen: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := f.Listener(arn)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.lbPort, err = strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	e.ctlArgs = []string{"--aws-endpoint", f.URL()}
+	e.ctlEnv = []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
+	e.startController()
+	t.Cleanup(e.stopController)
+
+	e.create(echoObjects()...)
+	e.awsBinding(arn)
+	e.create(e.proxyDeployment())
+	e.settled(appNS, appName, 2*time.Minute)
+	e.settled(proxyNS, proxyName, 2*time.Minute)
+	e.eventually(30*time.Second, "a request through the fake NLB", func(context.Context) (bool, error) {
+		code, body, err := e.get()
+		return err == nil && code == 200 && strings.Contains(body, "echo"), err
+	})
+	e.eventually(30*time.Second, "ingress status published", func(ctx context.Context) (bool, error) {
+		var ing networkingv1.Ingress
+		err := e.cl.Get(ctx, client.ObjectKey{Namespace: appNS, Name: appName}, &ing)
+		lbs := ing.Status.LoadBalancer.Ingress
+		return err == nil && len(lbs) == 1 && lbs[0].IP == "127.0.0.1", err
+	})
+	if got := healthyTargets(f, arn); got != 3 {
+		t.Fatalf("target group holds %d healthy targets, want 3: %+v", got, f.Targets(arn))
+	}
+
+	var results []caseResult
+	only := os.Getenv("SLUICE_E2E_CASES")
+	run := func(name string, strict bool, action func()) {
+		if only != "" && !slices.Contains(strings.Split(only, ","), name) {
+			return
+		}
+		r := e.measure(name, action)
+		results = append(results, r)
+		t.Log(r.String())
+		if r.load.failed > 0 {
+			msg := fmt.Sprintf("%s: %d of %d requests failed (%s); first errors: %s", name, r.load.failed, r.load.sent, r.load.kinds(), strings.Join(r.load.errors, " | "))
+			if strict {
+				t.Error(msg)
+			} else {
+				t.Log(msg)
+			}
+		}
+	}
+	run("aws-proxy-roll", true, func() {
+		e.restartDeployment(proxyNS, proxyName)
+		e.settled(proxyNS, proxyName, 2*time.Minute)
+	})
+	run("aws-proxy-roll-throttled", true, func() {
+		f.SetFaults(awsfake.Faults{Throttle: 0.5})
+		defer f.SetFaults(awsfake.Faults{})
+		e.restartDeployment(proxyNS, proxyName)
+		e.settled(proxyNS, proxyName, 2*time.Minute)
+		if calls := f.Calls(); calls["RegisterTargets"] < 2 || calls["DeregisterTargets"] < 2 {
+			t.Errorf("too few writes under throttling: %v", calls)
+		}
+	})
+	// After the rolls the group holds exactly the live proxies, healthy.
+	e.eventually(30*time.Second, "the target group to hold exactly the live proxies", func(ctx context.Context) (bool, error) {
+		live, _, err := e.pods(ctx, proxyNS, proxyName)
+		if err != nil {
+			return false, err
+		}
+		var want, got []string
+		for _, p := range live {
+			want = append(want, p.Status.PodIP+":8080=healthy")
+		}
+		for _, ts := range f.Targets(arn) {
+			got = append(got, fmt.Sprintf("%s:%d=%s", ts.ID, ts.Port, ts.State))
+		}
+		slices.Sort(want)
+		return slices.Equal(got, want), nil
+	})
+	var b v1alpha1.LoadBalancerBinding
+	if err := e.cl.Get(context.Background(), client.ObjectKey{Namespace: proxyNS, Name: "aws"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b.Status.Conditions {
+		if c.Status != metav1.ConditionTrue {
+			t.Errorf("binding condition %s = %s (%s: %s)", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+
+	// For comparison (failures reported, not asserted): the same roll with
+	// the readiness gate and drain handshake off and proxies that stop at
+	// once on SIGTERM, as behind an ingress without sluice's controller:
+	// the NLB still sends new connections to a deregistered pod for a
+	// while. First roll to such proxies (the old ones still drain 30s; the
+	// test does not wait for them to exit), then roll those.
+	if only == "" || slices.Contains(strings.Split(only, ","), "aws-proxy-roll-gate-off-no-wait") {
+		e.awsBindingGate(false)
+		e.proxyWithoutGate()
+		e.rolledOut(proxyNS, proxyName, 2*time.Minute)
+	}
+	run("aws-proxy-roll-gate-off-no-wait", false, func() {
+		e.restartDeployment(proxyNS, proxyName)
+		e.settled(proxyNS, proxyName, 2*time.Minute)
+	})
+
+	var lines []string
+	for _, r := range results {
+		lines = append(lines, r.String())
+	}
+	summary := strings.Join(lines, "\n") + "\n"
+	fmt.Print(summary)
+	if path := os.Getenv("SLUICE_E2E_SUMMARY"); path != "" {
+		fh, err := os.OpenFile(filepath.Clean(path), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			_, _ = fh.WriteString(summary)
+			_ = fh.Close()
+		}
+	}
+}
+
+func healthyTargets(f *awsfake.Fake, arn string) int {
+	n := 0
+	for _, t := range f.Targets(arn) {
+		if t.State == "healthy" {
+			n++
+		}
+	}
+	return n
+}
+
+// awsBindingGate turns the aws binding's readiness gate and drain
+// handshake on or off.
+func (e *env) awsBindingGate(on bool) {
+	e.t.Helper()
+	var b v1alpha1.LoadBalancerBinding
+	ctx := context.Background()
+	if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: "aws"}, &b); err != nil {
+		e.t.Fatal(err)
+	}
+	b.Spec.ReadinessGate, b.Spec.Drain.Handshake = &on, &on
+	if err := e.cl.Update(ctx, &b); err != nil {
+		e.t.Fatalf("updating the aws binding: %v", err)
+	}
+}
+
+// proxyWithoutGate rolls the proxies to pods without the readiness gate
+// that stop draining at once (--drain-max-wait=0s), in one rollout.
+func (e *env) proxyWithoutGate() {
+	e.t.Helper()
+	var d appsv1.Deployment
+	ctx := context.Background()
+	if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: proxyName}, &d); err != nil {
+		e.t.Fatal(err)
+	}
+	spec := &d.Spec.Template.Spec
+	spec.ReadinessGates = nil
+	for i, a := range spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--drain-max-wait=") {
+			spec.Containers[0].Args[i] = "--drain-max-wait=0s"
+		}
+	}
+	if err := e.cl.Update(ctx, &d); err != nil {
+		e.t.Fatalf("updating the proxy deployment: %v", err)
+	}
+}
+
+// rolledOut waits until every replica of the deployment is updated and
+// available; unlike settled, old pods may still be terminating.
+func (e *env) rolledOut(ns, name string, timeout time.Duration) {
+	e.t.Helper()
+	e.eventually(timeout, ns+"/"+name+" rolled out", func(ctx context.Context) (bool, error) {
+		var d appsv1.Deployment
+		if err := e.cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+			return false, err
+		}
+		want, s := *d.Spec.Replicas, d.Status
+		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.AvailableReplicas == want && s.Replicas == want, nil
+	})
+}
+
+// awsBinding creates the binding of the proxies to the fake target group.
+func (e *env) awsBinding(arn string) {
+	e.t.Helper()
+	gate := true
+	b := &v1alpha1.LoadBalancerBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "aws"},
+		Spec: v1alpha1.LoadBalancerBindingSpec{
+			Selector:      metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": proxyName}},
+			Port:          intstr.FromString("http"),
+			TargetType:    v1alpha1.TargetIP,
+			Provider:      v1alpha1.ProviderSpec{AWS: &v1alpha1.AWSProvider{TargetGroupARNs: []string{arn}}},
+			ReadinessGate: &gate,
+			Drain:         v1alpha1.DrainSpec{Handshake: &gate},
+			Publish:       []v1alpha1.PublishAddress{{IP: "127.0.0.1"}},
+		},
+	}
+	if err := e.cl.Create(context.Background(), b); err != nil {
+		e.t.Fatalf("creating the aws binding: %v", err)
+	}
+}
