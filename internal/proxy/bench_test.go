@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,6 +166,7 @@ func cpuPerRequest(b *testing.B, url string) {
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
 	var before, after syscall.Rusage
+	rb, wb := ioSyscalls()
 	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -181,6 +184,11 @@ func cpuPerRequest(b *testing.B, url string) {
 	})
 	b.StopTimer()
 	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	ra, wa := ioSyscalls()
+	if ra > 0 {
+		b.ReportMetric(float64(ra-rb)/float64(b.N), "reads/op")
+		b.ReportMetric(float64(wa-wb)/float64(b.N), "writes/op")
+	}
 	cpu := time.Duration(after.Utime.Nano()-before.Utime.Nano()) + time.Duration(after.Stime.Nano()-before.Stime.Nano())
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(after.Nvcsw+after.Nivcsw-before.Nvcsw-before.Nivcsw)/float64(b.N), "ctxsw/op")
@@ -189,3 +197,23 @@ func cpuPerRequest(b *testing.B, url string) {
 // benchStd selects the net/http.Transport path in BenchmarkProxyCPU and
 // BenchmarkProxyHTTP: go test -bench . -args -proxy.std-bench
 var benchStd = flag.Bool("proxy.std-bench", false, "benchmark the net/http.Transport path")
+
+// ioSyscalls returns the process's read and write system calls so far
+// (syscr, syscw of /proc/self/io), zeros where that is unavailable.
+func ioSyscalls() (reads, writes int64) {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
+}
