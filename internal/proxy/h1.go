@@ -10,6 +10,11 @@ package proxy
 // returns the connection to the pool. Only plain requests take this path
 // (see fastPath); upgrades, 100-continue and request trailers stay on the
 // Transport.
+//
+// Unlike the Transport, the request body is written before the response is
+// read: an upstream that answers early (a 413) is heard once the body is
+// sent or the write fails, and one that neither reads the body nor answers
+// holds the handler until it closes the connection.
 
 import (
 	"bufio"
