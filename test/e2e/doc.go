@@ -1,6 +1,7 @@
 // Package e2e holds sluice's end-to-end tests (build tag e2e): the local
 // cluster of test/cluster (real control plane, process kubelet, network
-// namespace nodes), HAProxy on the host as the external load balancer,
+// namespace nodes), HAProxy on the host (TestZeroDowntime) or the AWS wire
+// fake's NLB listener (TestAWS) as the external load balancer,
 // `sluice controller` as a host process, `sluice proxy` and an echo app as
 // pods, and fixed-rate load through HAProxy while the cluster changes
 // underneath (rollouts, node drain, controller crash, scaling). The goal is
@@ -12,4 +13,5 @@
 //
 // Run as root: go test -tags e2e -v -count=1 ./test/e2e/
 // SLUICE_BIN=path uses a prebuilt sluice binary instead of building ./cmd/sluice.
+// SLUICE_E2E_CASES=a,b runs only the named cases.
 package e2e
