@@ -180,6 +180,10 @@ func TestStaleIdleConnection(t *testing.T) {
 		}
 		<-closedIdle
 		eventually(t, "upstream closed its side", func() bool { return u.closed.Load() == u.conns.Load() })
+		// On loopback the FIN reaches the proxy's socket in softirq context,
+		// which can lag under load: wait until the proxy's own peek sees it,
+		// or a bodyless POST (which cannot be retried once written) races it.
+		eventually(t, "proxy saw the close", func() bool { return idleSeenClosed(p, u.addr()) })
 	}
 	if got := value(t, p.m.upstreamErrors.WithLabelValues("ns/s", "reset")); got != 0 {
 		t.Errorf("reset errors = %v, want 0", got)
@@ -490,4 +494,29 @@ func TestSlowHeaders(t *testing.T) {
 			t.Errorf("%q: %d %q, want 200 ok", parts, r.status, r.body)
 		}
 	}
+}
+
+// idleSeenClosed reports whether the liveness peek sees every idle
+// connection to addr as closed by the upstream.
+func idleSeenClosed(p *Proxy, addr string) bool {
+	p.mu.Lock()
+	u := p.ups[addr]
+	var pools []*pool
+	if u != nil {
+		for _, pl := range u.pools {
+			pools = append(pools, pl)
+		}
+	}
+	p.mu.Unlock()
+	for _, pl := range pools {
+		pl.mu.Lock()
+		for _, hc := range pl.idle {
+			if hc.alive() {
+				pl.mu.Unlock()
+				return false
+			}
+		}
+		pl.mu.Unlock()
+	}
+	return true
 }
