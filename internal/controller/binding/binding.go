@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -156,6 +157,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := r.opts.Client.Patch(ctx, &b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return reconcile.Result{}, fmt.Errorf("adding finalizer to binding %s: %w", req.NamespacedName, err)
 		}
+	}
+	owner, err := r.conflict(ctx, &b)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if owner != nil {
+		return r.refuse(ctx, &b, owner)
 	}
 	prov, groups, err := r.opts.Providers.For(ctx, &b)
 	if err != nil {
@@ -335,6 +343,14 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 		r.forget(ctx, key)
 		return reconcile.Result{}, nil
 	}
+	owner, err := r.conflict(ctx, b)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if owner != nil {
+		// A refused binding registered nothing: the owner's targets stay.
+		return r.removeFinalizer(ctx, b, key)
+	}
 	prov, groups, err := r.opts.Providers.For(ctx, b)
 	switch {
 	case err != nil && errors.Is(err, lb.ErrGroupNotFound):
@@ -369,6 +385,23 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 			return reconcile.Result{RequeueAfter: r.opts.FastRequeue}, nil
 		}
 	}
+	return r.removeFinalizer(ctx, b, key)
+}
+
+// refuse reports a binding whose group an older binding drives, and touches
+// nothing else; it checks again later, in case the owner goes away.
+func (r *Reconciler) refuse(ctx context.Context, b *v1alpha1.LoadBalancerBinding, owner *v1alpha1.LoadBalancerBinding) (reconcile.Result, error) {
+	msg := fmt.Sprintf("binding %s/%s, created earlier, already drives a load-balancer group this binding names; "+
+		"two bindings on one group would deregister each other's targets, so this one does nothing until that binding is gone or this spec names another group",
+		owner.Namespace, owner.Name)
+	if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != ReasonGroupConflict {
+		r.event(b, nil, corev1.EventTypeWarning, ReasonGroupConflict, "Configure", msg)
+	}
+	return reconcile.Result{RequeueAfter: r.opts.SlowRequeue}, r.writeStatus(ctx, b, nil, ReasonGroupConflict, errors.New(msg))
+}
+
+// removeFinalizer lets a deleted binding go.
+func (r *Reconciler) removeFinalizer(ctx context.Context, b *v1alpha1.LoadBalancerBinding, key types.NamespacedName) (reconcile.Result, error) {
 	orig := b.DeepCopy()
 	controllerutil.RemoveFinalizer(b, Finalizer)
 	if err := r.opts.Client.Patch(ctx, b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {

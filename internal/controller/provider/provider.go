@@ -224,3 +224,23 @@ func RuntimeAddress(u string) (string, error) {
 		return "", fmt.Errorf("parsing runtime API address %q: want unix:///path or tcp://host:port: %w", u, lb.ErrInvalid)
 	}
 }
+
+// GroupKeys names the load-balancer groups a provider spec drives, so that
+// two bindings driving one group can be told apart: "haproxy ADDRESS
+// BACKEND" for HAProxy, "aws ARN" for each listed target group. Bindings
+// whose AWS groups are discovered by tag have no keys (their groups are
+// only known at run time), nor do invalid specs.
+func GroupKeys(spec v1alpha1.ProviderSpec) []string {
+	var keys []string
+	if h := spec.HAProxy; h != nil {
+		if addr, err := RuntimeAddress(h.RuntimeAPI); err == nil {
+			keys = append(keys, "haproxy "+addr+" "+h.Backend)
+		}
+	}
+	if a := spec.AWS; a != nil {
+		for _, arn := range a.TargetGroupARNs {
+			keys = append(keys, "aws "+arn)
+		}
+	}
+	return keys
+}
