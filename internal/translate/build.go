@@ -23,18 +23,13 @@ const DefaultIngressClass = "sluice"
 // Problem, sorted. The result does not depend on the order of the objects in
 // in. Build does not modify in; the Config shares nothing mutable with it.
 func Build(in Input, opts Options) (route.Config, []Problem) {
-	if opts.IngressClass == "" {
-		opts.IngressClass = DefaultIngressClass
-	}
-	if opts.ControllerName == "" {
-		opts.ControllerName = ControllerName
-	}
+	opts = opts.withDefaults()
 	b := newBuilder(in, opts)
 
-	filter := newClassFilter(in.IngressClasses, opts)
+	filter := NewClassFilter(in.IngressClasses, opts)
 	ings := make([]*networkingv1.Ingress, 0, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
-		if ing != nil && filter.serves(ing) {
+		if ing != nil && filter.Serves(ing) {
 			ings = append(ings, ing)
 		}
 	}

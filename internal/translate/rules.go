@@ -16,14 +16,18 @@ const (
 	annotationDefaultClass = "ingressclass.kubernetes.io/is-default-class"
 )
 
-// classFilter decides which Ingresses sluice serves.
-type classFilter struct {
+// ClassFilter decides which Ingresses sluice serves. The proxy (Build) and
+// the controller's Ingress status use the same one.
+type ClassFilter struct {
 	ours         map[string]bool // IngressClass names that are ours
 	serveNoClass bool
 }
 
-func newClassFilter(classes []*networkingv1.IngressClass, opts Options) classFilter {
-	f := classFilter{ours: map[string]bool{opts.IngressClass: true}}
+// NewClassFilter returns the filter for the given IngressClasses and options
+// (IngressClass and ControllerName; empty ones take their defaults).
+func NewClassFilter(classes []*networkingv1.IngressClass, opts Options) ClassFilter {
+	opts = opts.withDefaults()
+	f := ClassFilter{ours: map[string]bool{opts.IngressClass: true}}
 	for _, c := range classes {
 		if c == nil {
 			continue
@@ -38,10 +42,10 @@ func newClassFilter(classes []*networkingv1.IngressClass, opts Options) classFil
 	return f
 }
 
-// serves reports whether ing is ours: spec.ingressClassName, else the legacy
+// Serves reports whether ing is ours: spec.ingressClassName, else the legacy
 // annotation, names our class or a class of our controller; an Ingress with
 // neither is ours only when one of our classes is the cluster default.
-func (f classFilter) serves(ing *networkingv1.Ingress) bool {
+func (f ClassFilter) Serves(ing *networkingv1.Ingress) bool {
 	if ing.Spec.IngressClassName != nil {
 		return f.ours[*ing.Spec.IngressClassName]
 	}

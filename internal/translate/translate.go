@@ -94,3 +94,14 @@ type Problem struct {
 	// Message says what is wrong and what was done about it.
 	Message string
 }
+
+// withDefaults fills in the defaults of IngressClass and ControllerName.
+func (o Options) withDefaults() Options {
+	if o.IngressClass == "" {
+		o.IngressClass = DefaultIngressClass
+	}
+	if o.ControllerName == "" {
+		o.ControllerName = ControllerName
+	}
+	return o
+}

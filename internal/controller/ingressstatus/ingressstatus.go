@@ -127,29 +127,14 @@ func compare(a, b networkingv1.IngressLoadBalancerIngress) int {
 	return cmp.Or(cmp.Compare(a.IP, b.IP), cmp.Compare(a.Hostname, b.Hostname))
 }
 
-// Serves reports whether sluice serves ing, with the rules of the proxy
-// (package translate): spec.ingressClassName, else the legacy
-// kubernetes.io/ingress.class annotation, names class or an IngressClass
-// whose spec.controller is controller; an Ingress naming neither is served
-// when one of those classes is the cluster default.
+// Serves reports whether sluice serves ing, by the same rules as the proxy
+// (translate.ClassFilter).
 func Serves(ing *networkingv1.Ingress, classes []networkingv1.IngressClass, class, controller string) bool {
-	ours := map[string]bool{class: true}
-	defaultOurs := false
-	for _, c := range classes {
-		if c.Name == class || c.Spec.Controller == controller {
-			ours[c.Name] = true
-			if c.Annotations["ingressclass.kubernetes.io/is-default-class"] == "true" {
-				defaultOurs = true
-			}
-		}
+	ptrs := make([]*networkingv1.IngressClass, len(classes))
+	for i := range classes {
+		ptrs[i] = &classes[i]
 	}
-	if ing.Spec.IngressClassName != nil {
-		return ours[*ing.Spec.IngressClassName]
-	}
-	if v, ok := ing.Annotations["kubernetes.io/ingress.class"]; ok {
-		return ours[v]
-	}
-	return defaultOurs
+	return translate.NewClassFilter(ptrs, translate.Options{IngressClass: class, ControllerName: controller}).Serves(ing)
 }
 
 // subset: every entry of cur is one we publish (ports and errors aside).
