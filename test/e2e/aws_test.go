@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,24 +89,8 @@ func TestAWS(t *testing.T) {
 		t.Fatalf("target group holds %d healthy targets, want 3: %+v", got, f.Targets(arn))
 	}
 
-	var results []caseResult
-	only := os.Getenv("SLUICE_E2E_CASES")
-	run := func(name string, strict bool, action func()) {
-		if only != "" && !slices.Contains(strings.Split(only, ","), name) {
-			return
-		}
-		r := e.measure(name, action)
-		results = append(results, r)
-		t.Log(r.String())
-		if r.load.failed > 0 {
-			msg := fmt.Sprintf("%s: %d of %d requests failed (%s); first errors: %s", name, r.load.failed, r.load.sent, r.load.kinds(), strings.Join(r.load.errors, " | "))
-			if strict {
-				t.Error(msg)
-			} else {
-				t.Log(msg)
-			}
-		}
-	}
+	cs := newCases(e)
+	run := cs.run
 	run("aws-proxy-roll", true, func() {
 		e.restartDeployment(proxyNS, proxyName)
 		e.settled(proxyNS, proxyName, 2*time.Minute)
@@ -154,7 +136,7 @@ func TestAWS(t *testing.T) {
 	// the NLB still sends new connections to a deregistered pod for a
 	// while. First roll to such proxies (the old ones still drain 30s; the
 	// test does not wait for them to exit), then roll those.
-	if only == "" || slices.Contains(strings.Split(only, ","), "aws-proxy-roll-gate-off-no-wait") {
+	if cs.wants("aws-proxy-roll-gate-off-no-wait") {
 		e.awsBindingGate(false)
 		e.proxyWithoutGate()
 		e.rolledOut(proxyNS, proxyName, 2*time.Minute)
@@ -164,19 +146,7 @@ func TestAWS(t *testing.T) {
 		e.settled(proxyNS, proxyName, 2*time.Minute)
 	})
 
-	var lines []string
-	for _, r := range results {
-		lines = append(lines, r.String())
-	}
-	summary := strings.Join(lines, "\n") + "\n"
-	fmt.Print(summary)
-	if path := os.Getenv("SLUICE_E2E_SUMMARY"); path != "" {
-		fh, err := os.OpenFile(filepath.Clean(path), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err == nil {
-			_, _ = fh.WriteString(summary)
-			_ = fh.Close()
-		}
-	}
+	cs.report()
 }
 
 func healthyTargets(f *awsfake.Fake, arn string) int {

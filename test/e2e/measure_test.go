@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -133,6 +136,62 @@ func (l *loadTotal) kinds() string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// cases runs named scenarios under load and collects their summary lines.
+type cases struct {
+	e       *env
+	only    []string // from SLUICE_E2E_CASES; empty: every case
+	results []caseResult
+}
+
+func newCases(e *env) *cases {
+	c := &cases{e: e}
+	if v := os.Getenv("SLUICE_E2E_CASES"); v != "" {
+		c.only = strings.Split(v, ",")
+	}
+	return c
+}
+
+// run measures action as case name. A strict case fails the test on any
+// failed request; the others (comparisons) only report theirs.
+func (c *cases) run(name string, strict bool, action func()) {
+	if !c.wants(name) {
+		return
+	}
+	r := c.e.measure(name, action)
+	c.results = append(c.results, r)
+	c.e.t.Log(r.String())
+	if r.load.failed > 0 {
+		msg := fmt.Sprintf("%s: %d of %d requests failed (%s); first errors: %s", name, r.load.failed, r.load.sent, r.load.kinds(), strings.Join(r.load.errors, " | "))
+		if strict {
+			c.e.t.Error(msg)
+		} else {
+			c.e.t.Log(msg)
+		}
+	}
+}
+
+// wants reports whether SLUICE_E2E_CASES selects the case.
+func (c *cases) wants(name string) bool {
+	return len(c.only) == 0 || slices.Contains(c.only, name)
+}
+
+// report prints the summary lines and appends them to SLUICE_E2E_SUMMARY.
+func (c *cases) report() {
+	var lines []string
+	for _, r := range c.results {
+		lines = append(lines, r.String())
+	}
+	summary := strings.Join(lines, "\n") + "\n"
+	fmt.Print(summary)
+	if path := os.Getenv("SLUICE_E2E_SUMMARY"); path != "" {
+		fh, err := os.OpenFile(filepath.Clean(path), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			_, _ = fh.WriteString(summary)
+			_ = fh.Close()
+		}
+	}
 }
 
 // caseResult is what one scenario measured.

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,24 +42,8 @@ func TestZeroDowntime(t *testing.T) {
 		return err == nil && len(lbs) == 1 && lbs[0].IP == "127.0.0.1", err
 	})
 
-	var results []caseResult
-	only := os.Getenv("SLUICE_E2E_CASES") // comma-separated case names; empty: all
-	run := func(name string, strict bool, action func()) {
-		if only != "" && !slices.Contains(strings.Split(only, ","), name) {
-			return
-		}
-		r := e.measure(name, action)
-		results = append(results, r)
-		t.Log(r.String())
-		if r.load.failed > 0 {
-			msg := fmt.Sprintf("%s: %d of %d requests failed (%s); first errors: %s", name, r.load.failed, r.load.sent, r.load.kinds(), strings.Join(r.load.errors, " | "))
-			if strict {
-				t.Error(msg)
-			} else {
-				t.Log(msg)
-			}
-		}
-	}
+	cs := newCases(e)
+	run := cs.run
 
 	run("proxy-roll", true, func() {
 		e.restartDeployment(proxyNS, proxyName)
@@ -121,15 +103,7 @@ func TestZeroDowntime(t *testing.T) {
 		t.Error("SLUICE_E2E_KEEP set: failing so that the cluster state is kept")
 	}
 
-	var lines []string
-	for _, r := range results {
-		lines = append(lines, r.String())
-	}
-	summary := strings.Join(lines, "\n") + "\n"
-	fmt.Print(summary)
-	if path := os.Getenv("SLUICE_E2E_SUMMARY"); path != "" {
-		_ = os.WriteFile(filepath.Clean(path), []byte(summary), 0o644)
-	}
+	cs.report()
 }
 
 // restartDeployment changes the pod template, as `kubectl rollout restart`.
