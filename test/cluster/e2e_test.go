@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 )
 
 // TestLocalCluster starts one cluster and runs every scenario on it in
@@ -362,12 +363,18 @@ func testRollingUpdate(t *testing.T, c *Cluster, ns string) {
 
 	rw := watchRollout(t, c, ns, "gated", 3, 1, 0)
 	defer rw.stop()
-	d, err := deps.Get(ctx, "gated", metav1.GetOptions{})
+	// The deployment controller writes its status concurrently: retry
+	// the read-modify-write on conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := deps.Get(ctx, "gated", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Template.Spec.Containers[0].Env = append(d.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: "VERSION", Value: "2"})
+		_, err = deps.Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Template.Spec.Containers[0].Env = append(d.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: "VERSION", Value: "2"})
-	if _, err := deps.Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

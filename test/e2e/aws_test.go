@@ -163,13 +163,8 @@ func healthyTargets(f *awsfake.Fake, arn string) int {
 // handshake on or off.
 func (e *env) awsBindingGate(on bool) {
 	e.t.Helper()
-	var b v1alpha1.LoadBalancerBinding
-	ctx := context.Background()
-	if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: "aws"}, &b); err != nil {
-		e.t.Fatal(err)
-	}
-	b.Spec.ReadinessGate, b.Spec.Drain.Handshake = &on, &on
-	if err := e.cl.Update(ctx, &b); err != nil {
+	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "aws"}}
+	if err := e.update(b, func() { b.Spec.ReadinessGate, b.Spec.Drain.Handshake = &on, &on }); err != nil {
 		e.t.Fatalf("updating the aws binding: %v", err)
 	}
 }
@@ -178,19 +173,17 @@ func (e *env) awsBindingGate(on bool) {
 // that stop draining at once (--drain-max-wait=0s), in one rollout.
 func (e *env) proxyWithoutGate() {
 	e.t.Helper()
-	var d appsv1.Deployment
-	ctx := context.Background()
-	if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: proxyName}, &d); err != nil {
-		e.t.Fatal(err)
-	}
-	spec := &d.Spec.Template.Spec
-	spec.ReadinessGates = nil
-	for i, a := range spec.Containers[0].Args {
-		if strings.HasPrefix(a, "--drain-max-wait=") {
-			spec.Containers[0].Args[i] = "--drain-max-wait=0s"
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: proxyName}}
+	err := e.update(d, func() {
+		spec := &d.Spec.Template.Spec
+		spec.ReadinessGates = nil
+		for i, a := range spec.Containers[0].Args {
+			if strings.HasPrefix(a, "--drain-max-wait=") {
+				spec.Containers[0].Args[i] = "--drain-max-wait=0s"
+			}
 		}
-	}
-	if err := e.cl.Update(ctx, &d); err != nil {
+	})
+	if err != nil {
 		e.t.Fatalf("updating the proxy deployment: %v", err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -306,17 +307,28 @@ func (e *env) stopController() {
 	e.ctl = nil
 }
 
+// update reads obj (by its namespace and name), applies mutate and writes
+// it back, again from a fresh read when the write conflicts: the
+// deployment controller and sluice's controller write the status of the
+// same objects the tests change, so a single Get+Update races them.
+func (e *env) update(obj client.Object, mutate func()) error {
+	ctx := context.Background()
+	key := client.ObjectKeyFromObject(obj)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.cl.Get(ctx, key, obj); err != nil {
+			return err
+		}
+		mutate()
+		return e.cl.Update(ctx, obj)
+	})
+}
+
 // binding creates or updates the HAProxy binding of the proxies.
 func (e *env) binding(gate bool) {
 	e.t.Helper()
 	ctx := context.Background()
 	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "haproxy"}}
-	var cur v1alpha1.LoadBalancerBinding
-	exists := e.cl.Get(ctx, client.ObjectKeyFromObject(b), &cur) == nil
-	if exists {
-		b = &cur
-	}
-	b.Spec = v1alpha1.LoadBalancerBindingSpec{
+	spec := v1alpha1.LoadBalancerBindingSpec{
 		Selector:      metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": proxyName}},
 		Port:          intstr.FromString("http"),
 		Provider:      v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: "unix://" + e.lbSock, Backend: backend}},
@@ -325,9 +337,10 @@ func (e *env) binding(gate bool) {
 		Publish:       []v1alpha1.PublishAddress{{IP: "127.0.0.1"}},
 	}
 	var err error
-	if exists {
-		err = e.cl.Update(ctx, b)
+	if e.cl.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.LoadBalancerBinding{}) == nil {
+		err = e.update(b, func() { b.Spec = spec })
 	} else {
+		b.Spec = spec
 		err = e.cl.Create(ctx, b)
 	}
 	if err != nil {

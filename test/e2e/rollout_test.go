@@ -124,18 +124,16 @@ func (e *env) patchDeployment(ns, name, patch string) {
 // (a pod template change: a rollout).
 func (e *env) setProxyArg(prefix, value string) {
 	e.t.Helper()
-	var d appsv1.Deployment
-	ctx := context.Background()
-	if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: proxyName}, &d); err != nil {
-		e.t.Fatal(err)
-	}
-	args := d.Spec.Template.Spec.Containers[0].Args
-	for i, a := range args {
-		if strings.HasPrefix(a, prefix) {
-			args[i] = prefix + value
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: proxyName}}
+	err := e.update(d, func() {
+		args := d.Spec.Template.Spec.Containers[0].Args
+		for i, a := range args {
+			if strings.HasPrefix(a, prefix) {
+				args[i] = prefix + value
+			}
 		}
-	}
-	if err := e.cl.Update(ctx, &d); err != nil {
+	})
+	if err != nil {
 		e.t.Fatalf("updating proxy args: %v", err)
 	}
 }
