@@ -1,0 +1,420 @@
+package http1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// maxDiscard is how much of a request body the handler left unread is
+// read and dropped to keep the connection; net/http's limit.
+const maxDiscard = 256 << 10
+
+// conn is one client connection served by the loop.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	cr     connReader
+	br     *bufio.Reader
+	remote string
+	ctx    context.Context // values for every request
+
+	// idle is set while the loop waits for the first byte of a request.
+	idle atomic.Bool
+	// deadline is the read deadline in effect, as far as the loop knows;
+	// zero for none.
+	deadline time.Time
+	// lastPOST: the previous request was a POST (CRLF after its body is
+	// skipped, as net/http does).
+	lastPOST bool
+
+	// The background read that watches for the client going away while a
+	// handler waits (started on demand by the request context).
+	bgMu    sync.Mutex
+	bgDone  chan struct{} // closed when the background read ended; nil if none
+	bgErr   error         // the read failed: the client is gone
+	bgAbort atomic.Bool   // the loop stopped the read itself
+}
+
+// connReader is the reader below the bufio.Reader: it hands out the byte
+// the background read found first.
+type connReader struct {
+	nc      net.Conn
+	pending byte
+	has     bool
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.has && len(p) > 0 {
+		p[0] = r.pending
+		r.has = false
+		return 1, nil
+	}
+	return r.nc.Read(p)
+}
+
+// ServeConn serves nc until it closes, or hands it to Options.HandOff. It
+// returns when the connection is closed or handed off.
+func (s *Server) ServeConn(nc net.Conn) {
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c.cr.nc = nc
+	c.ctx = context.Background()
+	if s.o.ConnContext != nil {
+		c.ctx = s.o.ConnContext(c.ctx, nc)
+	}
+	c.br = s.brs.Get().(*bufio.Reader)
+	c.br.Reset(&c.cr)
+	s.track(c, true)
+	handedOff := false
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("http1: panic serving connection", "remote", c.remote, "panic", v, "stack", string(debug.Stack()))
+		}
+		s.track(c, false)
+		if !handedOff {
+			nc.Close()
+		}
+		c.br.Reset(nil)
+		s.brs.Put(c.br)
+	}()
+
+	for first := true; ; first = false {
+		req, reason, err := c.readRequest(first)
+		if reason != "" {
+			handedOff = c.handOff(reason)
+			return
+		}
+		if err != nil {
+			if errors.Is(err, errBadRequest) {
+				c.badRequest(err)
+			}
+			return
+		}
+		if !c.serve(req) {
+			return
+		}
+	}
+}
+
+// errBadRequest marks a request the loop answers with 400 and a close.
+var errBadRequest = errors.New("400 Bad Request")
+
+// errShutdown ends the loop of an idle connection at shutdown.
+var errShutdown = errors.New("server shutting down")
+
+// setDeadline sets the read deadline to t unless the one in effect is
+// within a second of it: an idle timeout need not be exact, and most
+// requests then cost no timer update.
+func (c *conn) setDeadline(t time.Time) {
+	if d := t.Sub(c.deadline); !c.deadline.IsZero() && d < time.Second && d > -time.Second {
+		return
+	}
+	c.deadline = t
+	c.nc.SetReadDeadline(t)
+}
+
+// readRequest waits for the next request and reads its header. A
+// non-empty reason means the connection goes to net/http, with nothing
+// of the request consumed.
+func (c *conn) readRequest(first bool) (*http.Request, string, error) {
+	o := &c.s.o
+	now := time.Now()
+	if first {
+		c.setDeadline(now.Add(o.ReadHeaderTimeout))
+	} else if c.br.Buffered() == 0 {
+		c.setDeadline(now.Add(o.IdleTimeout))
+	}
+	c.idle.Store(true)
+	if c.s.shutdown.Load() {
+		return nil, "", errShutdown
+	}
+	_, err := c.br.Peek(1)
+	c.idle.Store(false)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.lastPOST {
+		b, _ := c.br.Peek(min(4, c.br.Buffered()))
+		c.br.Discard(leadingCRLF(b))
+	}
+	headerDeadline := first
+	var head []byte
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		n, reason := scanHead(buf)
+		if reason != "" {
+			return nil, reason, nil
+		}
+		if n > 0 {
+			head = buf[:n]
+			break
+		}
+		if len(buf) == c.br.Size() {
+			return nil, reasonHeaderSize, nil
+		}
+		if !headerDeadline {
+			// The header is arriving in pieces: it has ReadHeaderTimeout
+			// from now, not the idle timeout.
+			headerDeadline = true
+			c.setDeadline(time.Now().Add(o.ReadHeaderTimeout))
+		}
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			return nil, "", err // an incomplete header: close, as net/http does
+		}
+	}
+
+	req, err := http.ReadRequest(c.br)
+	if err != nil {
+		return nil, "", errors.Join(errBadRequest, err)
+	}
+	// The checks of net/http's server after ReadRequest. The scan made
+	// sure of the version and the fields it hands off; check again.
+	if req.ProtoMajor != 1 || req.ProtoMinor != 1 || req.Header["Upgrade"] != nil ||
+		req.Header["Expect"] != nil || req.Header["Transfer-Encoding"] != nil {
+		c.s.log.Warn("http1: request passed the scan but needs net/http; answered 400", "remote", c.remote)
+		return nil, "", errors.Join(errBadRequest, errors.New("unsupported request"))
+	}
+	// http.ReadRequest took the Host field out of the header (and
+	// rejected a second one); an empty Host is allowed, a missing one not.
+	// The target is a path (scanHead), so req.Host is the field's value.
+	// head is still intact: the header was buffered whole, so parsing it
+	// read nothing more into the buffer.
+	if req.Host == "" && req.Method != http.MethodConnect && !hasField(head, "Host") {
+		return nil, "", errors.Join(errBadRequest, errors.New("missing required Host header"))
+	}
+	if !httpguts.ValidHostHeader(req.Host) {
+		return nil, "", errors.Join(errBadRequest, errors.New("malformed Host header"))
+	}
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil, "", errors.Join(errBadRequest, errors.New("invalid header name"))
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return nil, "", errors.Join(errBadRequest, errors.New("invalid header value"))
+			}
+		}
+	}
+	req.RemoteAddr = c.remote
+	c.lastPOST = req.Method == http.MethodPost
+	return req, "", nil
+}
+
+// handOff gives the connection, with what is buffered, to net/http, and
+// reports whether it went.
+func (c *conn) handOff(reason string) bool {
+	// readRequest peeked first, so a byte of the background read is in
+	// br by now.
+	var buf []byte
+	if n := c.br.Buffered(); n > 0 {
+		b, _ := c.br.Peek(n)
+		buf = append(buf, b...)
+	}
+	if c.s.o.OnHandOff != nil {
+		c.s.o.OnHandOff(reason)
+	}
+	// Deadlines are net/http's from now on.
+	c.nc.SetReadDeadline(time.Time{})
+	return c.s.o.HandOff.handOff(&replayConn{Conn: c.nc, buf: buf})
+}
+
+// badRequest answers a request the loop could not take, as net/http does,
+// before the connection closes.
+func (c *conn) badRequest(err error) {
+	if isTimeout(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return
+	}
+	c.s.log.Debug("http1: bad request", "remote", c.remote, "error", err)
+	const msg = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(c.nc, msg)
+}
+
+// serve runs the handler for req and finishes its response. It reports
+// whether the connection may carry another request.
+func (c *conn) serve(req *http.Request) (keep bool) {
+	x := &exchange{c: c}
+	x.ctx.x = x
+	x.ctx.parent = c.ctx
+	w := &x.w
+	w.x = x
+	w.req = req
+	w.head = req.Method == http.MethodHead
+	w.cl = -1
+	w.closeAfter = req.Close || c.s.shutdown.Load()
+	if req.Body != http.NoBody && req.Body != nil {
+		x.body.rc = req.Body
+		req.Body = &x.body
+		// A body may take any time to arrive (net/http has no read
+		// deadline for it either).
+		c.deadline = time.Time{}
+		c.nc.SetReadDeadline(time.Time{})
+	} else {
+		x.body.eof = true
+	}
+	req = req.WithContext(&x.ctx)
+
+	if !c.runHandler(w, req) {
+		w.abort()
+		c.stopBackgroundRead(x)
+		return false
+	}
+	w.finish()
+	c.stopBackgroundRead(x)
+	if w.err != nil || w.closeAfter {
+		return false
+	}
+	if c.bgErr != nil {
+		return false
+	}
+	if !x.body.eof && !x.body.discard() {
+		return false
+	}
+	return true
+}
+
+// runHandler calls the handler, and reports false if it panicked.
+func (c *conn) runHandler(w *response, req *http.Request) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			ok = false
+			if v != http.ErrAbortHandler {
+				c.s.log.Error("http1: panic serving request", "remote", c.remote, "method", req.Method,
+					"path", req.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			}
+		}
+	}()
+	c.s.o.Handler.ServeHTTP(w, req)
+	return true
+}
+
+// startBackgroundRead watches the connection for the client going away
+// while the handler of x runs; the request context is canceled if it
+// does. It needs the request body read to its end (the body shares the
+// connection) and nothing buffered (a pipelined request shows the client
+// is there, and may hide its close).
+func (c *conn) startBackgroundRead(x *exchange, cancel context.CancelFunc) {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if x.stopped || c.bgDone != nil || c.br.Buffered() > 0 || c.cr.has {
+		return
+	}
+	c.bgErr = nil
+	c.bgAbort.Store(false)
+	c.nc.SetReadDeadline(time.Time{})
+	done := make(chan struct{})
+	c.bgDone = done
+	go func() {
+		defer close(done)
+		var b [1]byte
+		n, err := c.nc.Read(b[:])
+		if n == 1 {
+			c.cr.pending, c.cr.has = b[0], true
+			return
+		}
+		if c.bgAbort.Load() && isTimeout(err) {
+			return
+		}
+		if err == nil {
+			err = io.EOF
+		}
+		c.bgErr = err
+		cancel()
+	}()
+}
+
+// stopBackgroundRead ends x's background read, if one runs, and makes the
+// request context done (net/http cancels it when the handler returns).
+func (c *conn) stopBackgroundRead(x *exchange) {
+	x.ctx.finish()
+	c.bgMu.Lock()
+	x.stopped = true // no background read starts after this
+	done := c.bgDone
+	c.bgMu.Unlock()
+	if done == nil {
+		return
+	}
+	c.bgAbort.Store(true)
+	c.nc.SetReadDeadline(aLongTimeAgo)
+	<-done
+	c.bgMu.Lock()
+	c.bgDone = nil
+	c.bgMu.Unlock()
+	// The next wait sets a deadline again.
+	c.deadline = aLongTimeAgo
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// exchange is the state of one request on a connection, allocated once.
+type exchange struct {
+	c    *conn
+	w    response
+	ctx  reqContext
+	body reqBody
+	// stopped: the handler returned and the loop owns the connection's
+	// reads again (guarded by c.bgMu).
+	stopped bool
+}
+
+// reqBody is the request body handed to the handler. It notes its end,
+// which allows the background read, and its Close leaves the connection
+// to the loop.
+type reqBody struct {
+	x   *exchange
+	rc  io.ReadCloser
+	eof bool
+	mu  sync.Mutex
+	// watch: the request context wants the background read once the body
+	// is read.
+	watch context.CancelFunc
+}
+
+func (b *reqBody) Read(p []byte) (int, error) {
+	if b.eof {
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.mu.Lock()
+		b.eof = true
+		watch := b.watch
+		b.mu.Unlock()
+		if watch != nil {
+			b.x.c.startBackgroundRead(b.x, watch)
+		}
+	}
+	return n, err
+}
+
+func (b *reqBody) Close() error { return nil }
+
+// discard reads what the handler left of the body, up to maxDiscard, and
+// reports whether it reached the end.
+func (b *reqBody) discard() bool {
+	buf := make([]byte, 4<<10)
+	var total int
+	for total <= maxDiscard {
+		n, err := b.rc.Read(buf)
+		total += n
+		if err == io.EOF {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,134 @@
+// Package http1 is sluice's own HTTP/1.1 server connection loop for plain
+// keep-alive traffic, the common case on an ingress behind a load
+// balancer. net/http's server costs a background read, a context, and
+// several goroutine hand-offs per request; this loop serves each request
+// on the connection's goroutine with one read and one write when the
+// traffic allows it.
+//
+// It serves a subset of HTTP/1.1 and leaves everything else to net/http:
+// before it consumes a request, it scans the buffered header (scanHead),
+// and a request that is not HTTP/1.1, asks to upgrade, carries Expect or
+// Transfer-Encoding, or has a header larger than the loop's buffer makes
+// it hand the whole connection, with the bytes already read, to a
+// Listener served by a net/http server. Requests it keeps are parsed by
+// http.ReadRequest and checked as net/http's server checks them, so the
+// bytes a request is made of mean the same on both paths; a differential
+// fuzz test holds the two to that.
+//
+// Data flow: listener → Server.ServeConn → scanHead → http.ReadRequest →
+// handler (internal/proxy) → response (framing, Date, Connection) → conn.
+package http1
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// bufSize is the size of a connection's read buffer and of the write
+// buffer lent to it per response. A request header must fit in the read
+// buffer to be served here; a larger one goes to net/http, which applies
+// the server's MaxHeaderBytes.
+const bufSize = 4 << 10
+
+// Options configure a Server.
+type Options struct {
+	// Handler serves the requests. Required.
+	Handler http.Handler
+	// HandOff receives the connections the loop does not serve. Required.
+	HandOff *Listener
+	// ReadHeaderTimeout bounds the arrival of a request header once it
+	// has started (default 10s); IdleTimeout the wait for the next
+	// request on a kept-alive connection (default 120s).
+	ReadHeaderTimeout, IdleTimeout time.Duration
+	// ConnContext returns the context whose values every request of a
+	// connection carries (as http.Server.ConnContext). Nil means none.
+	ConnContext func(context.Context, net.Conn) context.Context
+	// OnHandOff, if set, is told why each handed-off connection went.
+	OnHandOff func(reason string)
+	// Logger receives handler panics and protocol trouble; nil discards.
+	Logger *slog.Logger
+}
+
+// Server runs the loop on the connections given to ServeConn.
+type Server struct {
+	o    Options
+	log  *slog.Logger
+	brs  sync.Pool // *bufio.Reader, held by a connection for its life
+	bws  sync.Pool // *bufio.Writer, lent per response
+	date atomic.Pointer[dateLine]
+
+	shutdown atomic.Bool
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+}
+
+// New returns a Server.
+func New(o Options) *Server {
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = 10 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 120 * time.Second
+	}
+	s := &Server{o: o, log: o.Logger, conns: map[*conn]struct{}{}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.brs.New = func() any { return bufio.NewReaderSize(nil, bufSize) }
+	s.bws.New = func() any { return bufio.NewWriterSize(nil, bufSize) }
+	return s
+}
+
+// Shutdown closes every connection waiting for a request, and makes the
+// others close after the response they are writing (with "Connection:
+// close"), as http.Server.Shutdown does. It does not wait.
+func (s *Server) Shutdown() {
+	s.shutdown.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.idle.Load() {
+			// Wake the read; the loop sees shutdown and closes.
+			c.nc.SetReadDeadline(aLongTimeAgo)
+		}
+	}
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (s *Server) track(c *conn, add bool) {
+	s.mu.Lock()
+	if add {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+	s.mu.Unlock()
+}
+
+// dateLine is a formatted "Date:" header line and the second it is for.
+type dateLine struct {
+	sec  int64
+	line []byte
+}
+
+// dateHeader returns the Date header line for now, formatted once a
+// second.
+func (s *Server) dateHeader(now time.Time) []byte {
+	sec := now.Unix()
+	if d := s.date.Load(); d != nil && d.sec == sec {
+		return d.line
+	}
+	b := make([]byte, 0, 40)
+	b = append(b, "Date: "...)
+	b = now.UTC().AppendFormat(b, http.TimeFormat)
+	b = append(b, "\r\n"...)
+	s.date.Store(&dateLine{sec: sec, line: b})
+	return b
+}
