@@ -39,6 +39,9 @@ fi
 if want unit; then
 	stamp "unit tests"
 	go test -count=1 ./...
+	# The server's tests run with the fast HTTP/1.1 loop (the default);
+	# once more with net/http serving plain HTTP as well.
+	go test -count=1 ./internal/server -args -fast-http1=false
 fi
 
 if want integration; then

@@ -56,6 +56,7 @@ type proxyConfig struct {
 	drainQuietPeriod    time.Duration
 	shutdownTimeout     time.Duration
 	healthOnTrafficPort bool
+	fastHTTP1           bool
 
 	logFormat string
 	logLevel  string
@@ -86,6 +87,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.DurationVar(&c.drainQuietPeriod, "drain-quiet-period", 0, "end draining early once no new connection carried a request other than a health check for this long (0: off)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time in-flight requests get to finish once draining ends (0: none)")
 	fs.BoolVar(&c.healthOnTrafficPort, "health-on-traffic-port", false, "also answer /healthz on the traffic ports (the path is then reserved)")
+	fs.BoolVar(&c.fastHTTP1, "http1-fast-path", true, "serve plain-HTTP keep-alive traffic with sluice's own HTTP/1.1 loop (net/http takes the connections it leaves: HTTP/1.0, upgrades, Expect, chunked uploads, large headers); false: net/http serves everything")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", false, "log one line per request")
@@ -268,6 +270,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		DrainQuietPeriod:    c.drainQuietPeriod,
 		ShutdownTimeout:     zeroMeansNone(c.shutdownTimeout),
 		HealthOnTrafficPort: c.healthOnTrafficPort,
+		FastHTTP1:           c.fastHTTP1,
 		Drained:             drained,
 		Ready:               loop.Ready,
 		Gatherer:            reg,

@@ -318,6 +318,11 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 	if setCookie != "" {
 		h["Set-Cookie"] = append(h["Set-Cookie"], setCookie)
 	}
+	if _, ok := h["Content-Type"]; !ok {
+		// The upstream's answer passes as it is: a nil value keeps
+		// net/http from sniffing a Content-Type into it.
+		h["Content-Type"] = nil
+	}
 	announced := len(res.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)

@@ -16,6 +16,7 @@ type metrics struct {
 	closed       *prometheus.CounterVec
 	accepted     *prometheus.CounterVec
 	active       *prometheus.GaugeVec
+	handoffs     *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -40,11 +41,15 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Name: "sluice_connections_active",
 			Help: "Open traffic connections, by listener (http, https), upgraded ones included.",
 		}, []string{"listener"}),
+		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_http1_handoffs_total",
+			Help: "Plain-HTTP connections the fast HTTP/1.1 loop handed to net/http, by reason: version, target, upgrade, expect, transfer_encoding, header_size.",
+		}, []string{"reason"}),
 	}
 	if r == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.state, m.drainSeconds, m.closed, m.accepted, m.active} {
+	for _, c := range []prometheus.Collector{m.state, m.drainSeconds, m.closed, m.accepted, m.active, m.handoffs} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("registering lifecycle metrics: %w", err)
 		}

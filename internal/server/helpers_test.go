@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +26,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// fastHTTP1 is Options.FastHTTP1 for the tests' servers: on, as sluice
+// runs by default; scripts/test.sh runs the package once more with it off
+// (-fast-http1=false) so that net/http's HTTP/1.1 path is covered too.
+var fastHTTP1 = flag.Bool("fast-http1", true, "serve plain HTTP with the fast HTTP/1.1 loop")
 
 // testServer is a running Server with handles to drive its lifecycle.
 type testServer struct {
@@ -57,6 +63,7 @@ func start(t *testing.T, change func(*Options)) *testServer {
 	o := Options{
 		HTTPAddress:  "127.0.0.1:0",
 		AdminAddress: "127.0.0.1:0",
+		FastHTTP1:    *fastHTTP1,
 		Handler:      echoRemote,
 		DrainMaxWait: time.Hour,
 		Drained:      ts.drained,

@@ -103,7 +103,16 @@ func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 			}
 		})
 	}
-	serve(&traffic, s.traffic, s.httpLn)
+	if s.fast != nil {
+		traffic.Go(func() {
+			if err := s.acceptFast(); err != nil {
+				serveErr <- fmt.Errorf("serving %s: %w", s.httpLn.Addr(), err)
+			}
+		})
+		serve(&traffic, s.traffic, s.handoff)
+	} else {
+		serve(&traffic, s.traffic, s.httpLn)
+	}
 	serve(&traffic, s.traffic, s.httpsLn)
 	serve(&admin, s.admin, s.adminLn)
 	httpAddr, httpsAddr, adminAddr := s.Addrs()
@@ -209,6 +218,13 @@ func (s *Server) stopping(reason string, signals <-chan os.Signal, traffic *sync
 	// Shutdown closes the listeners, closes idle HTTP/1 connections,
 	// sends GOAWAY on HTTP/2 ones and waits for active ones to go idle.
 	go func() { shutdown <- s.traffic.Shutdown(ctx) }()
+	if s.fast != nil {
+		// net/http does not know the fast loop's listener and
+		// connections: stop accepting, close the idle ones, and have the
+		// others close after their response.
+		s.httpLn.Close()
+		s.fast.Shutdown()
+	}
 	traffic.Wait()
 	// Serve closes its listener, except when Shutdown won the race
 	// against a Serve that had not started yet.
@@ -249,4 +265,36 @@ wait:
 	s.traffic.Close()
 	<-shutdown
 	return forced
+}
+
+// acceptFast accepts plain-HTTP connections for the fast HTTP/1.1 loop
+// until the listener closes. Temporary errors (out of file descriptors)
+// are retried with backoff, as net/http does.
+func (s *Server) acceptFast() error {
+	var delay time.Duration
+	for {
+		c, err := s.httpLn.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("accepting connection, retrying", "error", err, "delay", delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		go s.fast.ServeConn(c)
+	}
+}
+
+// isTemporary reports an accept error worth retrying (EMFILE, ENFILE,
+// ECONNABORTED and the like), as net/http judges them.
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }

@@ -8,7 +8,9 @@
 // Data flow: client → TCP listener → connection tracking → PROXY protocol
 // (internal/proxyproto) → TLS (SNI via Options.GetCertificate) → net/http
 // (HTTP/1.1, HTTP/2 via ALPN) → drain-aware wrapper → Options.Handler
-// (internal/proxy). cmd/sluice builds the Options and calls Run.
+// (internal/proxy). With Options.FastHTTP1, plain-HTTP connections go to
+// internal/http1 instead of net/http, which takes back those it does not
+// serve. cmd/sluice builds the Options and calls Run.
 package server
 
 import (
@@ -28,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"sluice.dev/sluice/internal/http1"
 	"sluice.dev/sluice/internal/proxyproto"
 )
 
@@ -70,6 +73,12 @@ type Options struct {
 	// connections get once stopping starts. Zero means 30s; a negative
 	// value closes everything at once.
 	ShutdownTimeout time.Duration
+	// FastHTTP1 serves the plain-HTTP listener with sluice's own HTTP/1.1
+	// connection loop (internal/http1), which hands every connection it
+	// does not serve (HTTP/1.0, upgrades, Expect, chunked request bodies,
+	// large headers) to net/http. Off: net/http serves every connection.
+	// HTTPS is always served by net/http (HTTP/2 over ALPN).
+	FastHTTP1 bool
 	// HealthOnTrafficPort also answers /healthz on the traffic listeners;
 	// the path is then not proxied.
 	HealthOnTrafficPort bool
@@ -107,6 +116,10 @@ type Server struct {
 
 	httpLn, httpsLn, adminLn net.Listener // bound sockets
 	traffic, admin           *http.Server
+	// fast serves httpLn when Options.FastHTTP1 is set; handoff carries
+	// the connections it leaves to traffic.
+	fast    *http1.Server
+	handoff *http1.Listener
 
 	state   atomic.Int32
 	mu      sync.Mutex
@@ -160,6 +173,18 @@ func New(o Options) (*Server, error) {
 		// The listener negotiates ALPN with its own config; the server's
 		// copy only tells net/http to set up HTTP/2 for Serve.
 		s.traffic.TLSConfig = s.tlsConfig().Clone()
+	}
+	if o.FastHTTP1 && s.httpLn != nil {
+		s.handoff = http1.NewListener(s.httpLn.Addr())
+		s.fast = http1.New(http1.Options{
+			Handler:           s.traffic.Handler,
+			HandOff:           s.handoff,
+			ReadHeaderTimeout: o.ReadHeaderTimeout,
+			IdleTimeout:       o.IdleTimeout,
+			ConnContext:       connContext,
+			OnHandOff:         func(reason string) { m.handoffs.WithLabelValues(reason).Inc() },
+			Logger:            o.Logger,
+		})
 	}
 	s.admin = &http.Server{
 		Handler:           s.adminHandler(),

@@ -381,3 +381,66 @@ func TestProxyProtocolFromUntrustedPeerIgnored(t *testing.T) {
 		t.Errorf("untrusted plain request: %d %q", code, got)
 	}
 }
+
+// TestFastHTTP1ServesAndHandsOff checks which HTTP/1.x connections the
+// fast loop keeps and which it hands to net/http, and that both are
+// served, with the lifecycle's Connection: close on each path.
+func TestFastHTTP1ServesAndHandsOff(t *testing.T) {
+	if !*fastHTTP1 {
+		t.Skip("-fast-http1=false")
+	}
+	ts := start(t, func(o *Options) {
+		o.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, r.Proto+" "+r.Host)
+		})
+	})
+	for _, tc := range []struct {
+		name, req, reason, want string
+	}{
+		{"keep-alive HTTP/1.1", "GET / HTTP/1.1\r\nHost: a.example\r\n\r\n", "", "HTTP/1.1 a.example"},
+		{"HTTP/1.0", "GET / HTTP/1.0\r\nHost: b.example\r\n\r\n", "version", "HTTP/1.0 b.example"},
+		{"Expect", "POST / HTTP/1.1\r\nHost: c.example\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\nok", "expect", "HTTP/1.1 c.example"},
+		{"chunked body", "POST / HTTP/1.1\r\nHost: d.example\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", "transfer_encoding", "HTTP/1.1 d.example"},
+		{"absolute-form", "GET http://e.example/ HTTP/1.1\r\nHost: e.example\r\n\r\n", "target", "HTTP/1.1 e.example"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := ts.metric("sluice_http1_handoffs_total", "reason", tc.reason)
+			c := dialRaw(t, ts.httpAddr)
+			for i := 0; i < 2; i++ { // the second request: on the same path
+				resp := c.do(t, tc.req)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("request %d: status %d", i, resp.StatusCode)
+				}
+				if got := body(t, resp); !strings.HasPrefix(got, tc.want) {
+					t.Errorf("request %d: body %q, want %q", i, got, tc.want)
+				}
+				if tc.reason == "version" || tc.reason == "expect" {
+					break // not kept alive (net/http closes after an unread Expect body)
+				}
+			}
+			got := ts.metric("sluice_http1_handoffs_total", "reason", tc.reason) - before
+			want := 1.0
+			if tc.reason == "" {
+				want = 0
+			}
+			if got != want {
+				t.Errorf("hand-offs for %q: %v, want %v", tc.reason, got, want)
+			}
+		})
+	}
+
+	// Draining: both paths ask the client to close.
+	fast, slow := dialRaw(t, ts.httpAddr), dialRaw(t, ts.httpAddr)
+	slow.do(t, "GET http://x.example/ HTTP/1.1\r\nHost: x.example\r\n\r\n")
+	ts.signal()
+	ts.waitState(StateDraining)
+	for name, c := range map[string]*rawConn{"fast": fast, "handed-off": slow} {
+		resp := c.do(t, "GET / HTTP/1.1\r\nHost: x.example\r\n\r\n")
+		if !resp.Close {
+			t.Errorf("%s connection: no Connection: close while draining", name)
+		}
+		if !c.closedByServer() {
+			t.Errorf("%s connection still open after its response while draining", name)
+		}
+	}
+}
