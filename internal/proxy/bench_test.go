@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"net"
@@ -11,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"sluice.dev/sluice/internal/http1"
 	"strconv"
 	"strings"
 	"syscall"
@@ -216,4 +219,75 @@ func ioSyscalls() (reads, writes int64) {
 		}
 	}
 	return reads, writes
+}
+
+// BenchmarkProxyFastHTTP1 serves the proxy with the fast HTTP/1.1 loop
+// (internal/http1, sluice's default for plain HTTP) to raw keep-alive
+// clients that allocate nothing, so allocs/op is the server's and the
+// proxy's.
+func BenchmarkProxyFastHTTP1(b *testing.B) {
+	addr := cannedUpstream(b)
+	p := New(Options{StdTransport: *benchStd})
+	p.Update(tableOf(backendOf("ns/s", defaults(), addr)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	handoff := http1.NewListener(ln.Addr())
+	s := http1.New(http1.Options{Handler: p, HandOff: handoff})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.ServeConn(c)
+		}
+	}()
+	b.Cleanup(func() { ln.Close(); handoff.Close(); s.Shutdown() })
+	req := []byte("GET /api/items HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\n\r\n")
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for pb.Next() {
+			if _, err := c.Write(req); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := readCanned(br); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// readCanned reads one response with a Content-Length body from br.
+func readCanned(br *bufio.Reader) error {
+	n := -1
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("Content-Length: ")); ok {
+			n, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+		}
+	}
+	if n < 0 {
+		return errors.New("response without Content-Length")
+	}
+	_, err := br.Discard(n)
+	return err
 }

@@ -25,6 +25,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -211,6 +212,12 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 		}
 	}
 	hc.lr.left = p.opts.MaxResponseHeaderBytes
+	// The upstream has just been sent the request: its answer is not
+	// there yet. Let the goroutines of other requests run first, so that
+	// the read below more often finds the answer instead of costing a
+	// read that fails with EAGAIN, a park and a wake-up. With nothing
+	// else to run, this returns at once.
+	runtime.Gosched()
 	_, err = hc.br.Peek(1)
 	if err != nil && short && isTimeout(err) {
 		extend()
