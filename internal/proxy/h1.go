@@ -65,9 +65,14 @@ type h1conn struct {
 	// deadline is set while a read deadline may be pending.
 	deadline bool
 	body     h1body
-	idleAt   int64 // Unix nanoseconds, while idle
-	sent     int64 // Unix nanoseconds, when the current request was sent
-	reused   bool  // served a request before the current one
+	// res, hdr and lim are reused by parseResponse from one response to
+	// the next: a response lives only until finish.
+	res    http.Response
+	hdr    http.Header
+	lim    limitedBody
+	idleAt int64 // Unix nanoseconds, while idle
+	sent   int64 // Unix nanoseconds, when the current request was sent
+	reused bool  // served a request before the current one
 }
 
 // connReader sits between the connection and its bufio.Reader: it counts
@@ -230,7 +235,10 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 		extend() // the rest of the header may come later
 	}
 	for i := 0; ; i++ {
-		res, err = http.ReadResponse(hc.br, r)
+		var ok bool
+		if res, ok = hc.parseResponse(hc.br, r); !ok {
+			res, err = http.ReadResponse(hc.br, r)
+		}
 		if err != nil {
 			return fail(err)
 		}

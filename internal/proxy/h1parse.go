@@ -1,0 +1,260 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// parseResponse reads the common upstream response (HTTP/1.1, a final
+// status with a body, exactly one Content-Length, no Transfer-Encoding,
+// Trailer or Pragma field, CRLF line ends, no folded lines) from the header
+// already buffered in br, into hc's reused Response and header map: two
+// allocations instead of http.ReadResponse's dozen. It reports false,
+// having consumed nothing, for every other response, which
+// http.ReadResponse then reads; a differential fuzz test
+// (FuzzParseResponse) holds the two to the same result.
+func (hc *h1conn) parseResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
+	if req.Method == http.MethodHead {
+		return nil, false
+	}
+	buf, _ := br.Peek(br.Buffered())
+	end := bytes.Index(buf, crlfcrlf)
+	if end < 0 {
+		return nil, false
+	}
+	head := buf[:end+2] // every line with its CRLF
+	// Status line: "HTTP/1.1 ddd[ reason]".
+	nl := bytes.IndexByte(head, '\n')
+	line := head[:nl]
+	if len(line) < len("HTTP/1.1 200\r") || !bytes.HasPrefix(line, http11sp) || line[len(line)-1] != '\r' {
+		return nil, false
+	}
+	line = line[:len(line)-1]
+	code, ok := statusCode(line[len(http11sp):])
+	if !ok || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
+		return nil, false
+	}
+	if len(line) > len(http11sp)+3 && line[len(http11sp)+3] != ' ' {
+		return nil, false
+	}
+	for _, c := range line {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return nil, false
+		}
+	}
+	fields := head[nl+1:]
+
+	// Check every field before allocating.
+	n, cls := 0, 0
+	for rest := fields; len(rest) > 0; n++ {
+		i := bytes.IndexByte(rest, '\n')
+		l := rest[:i]
+		rest = rest[i+1:]
+		if len(l) < 2 || l[len(l)-1] != '\r' {
+			return nil, false
+		}
+		l = l[:len(l)-1]
+		k, v, ok := bytes.Cut(l, colon)
+		if !ok || len(k) == 0 {
+			return nil, false
+		}
+		for _, c := range k {
+			if !httpguts.IsTokenRune(rune(c)) {
+				return nil, false
+			}
+		}
+		for _, c := range v {
+			if c < ' ' && c != '\t' || c == 0x7f || c == '\r' {
+				return nil, false
+			}
+		}
+		switch {
+		case asciiEqualFold(k, "Content-Length"):
+			cls++
+			if _, ok := contentLength(trimOWS(v)); !ok {
+				return nil, false
+			}
+		case asciiEqualFold(k, "Transfer-Encoding"), asciiEqualFold(k, "Trailer"), asciiEqualFold(k, "Pragma"):
+			// Chunked bodies and trailers; Pragma: no-cache, which
+			// http.ReadResponse turns into a Cache-Control field.
+			return nil, false
+		}
+	}
+	if cls != 1 {
+		return nil, false
+	}
+
+	// One string for the whole header: keys and values are substrings.
+	hs := string(head)
+	if hc.hdr == nil {
+		hc.hdr = make(http.Header, n)
+	} else {
+		clear(hc.hdr)
+	}
+	h := hc.hdr
+	vals := make([]string, n)
+	var cl int64
+	pos := nl + 1
+	for i := 0; i < n; i++ {
+		j := pos + strings.IndexByte(hs[pos:], '\n')
+		l := hs[pos : j-1] // without CRLF
+		pos = j + 1
+		c := strings.IndexByte(l, ':')
+		key := l[:c]
+		if !canonical(key) {
+			key = textproto.CanonicalMIMEHeaderKey(key)
+		}
+		val := trimOWSString(l[c+1:])
+		if key == "Content-Length" {
+			cl, _ = contentLength([]byte(val))
+		}
+		if vv, ok := h[key]; ok {
+			h[key] = append(vv, val)
+		} else {
+			vals[i] = val
+			h[key] = vals[i : i+1 : i+1]
+		}
+	}
+	br.Discard(end + 4)
+
+	res := &hc.res
+	*res = http.Response{
+		Status:        hs[len(http11sp) : nl-1],
+		StatusCode:    code,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		ContentLength: cl,
+		Request:       req,
+	}
+	if conn := h["Connection"]; conn != nil && httpguts.HeaderValuesContainsToken(conn, "close") {
+		res.Close = true
+		delete(h, "Connection") // as http.ReadResponse does
+	}
+	if cl == 0 {
+		res.Body = http.NoBody
+	} else {
+		hc.lim = limitedBody{r: br, n: cl}
+		res.Body = &hc.lim
+	}
+	return res, true
+}
+
+var (
+	crlfcrlf = []byte("\r\n\r\n")
+	http11sp = []byte("HTTP/1.1 ")
+	colon    = []byte(":")
+)
+
+// statusCode parses the three digits that start b.
+func statusCode(b []byte) (int, bool) {
+	if len(b) < 3 {
+		return 0, false
+	}
+	code := 0
+	for _, c := range b[:3] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		code = code*10 + int(c-'0')
+	}
+	return code, code >= 100
+}
+
+// contentLength parses a Content-Length value as net/http accepts it:
+// decimal digits only.
+func contentLength(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// canonical reports whether the token k is in canonical MIME header form
+// (so textproto.CanonicalMIMEHeaderKey would return it unchanged).
+func canonical(k string) bool {
+	upper := true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			return false
+		}
+		upper = c == '-'
+	}
+	return true
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		c, d := b[i], s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
+}
+
+func trimOWS(b []byte) []byte {
+	return bytes.Trim(b, " \t")
+}
+
+func trimOWSString(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// limitedBody is a response body of a known length read from the
+// connection's buffer. Ending early is io.ErrUnexpectedEOF, as for
+// net/http's bodies.
+type limitedBody struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.r.Read(p)
+	b.n -= int64(n)
+	if b.n == 0 {
+		return n, io.EOF
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return nil }
