@@ -245,6 +245,7 @@ func (c *conn) serve(req *http.Request) (keep bool) {
 	x := &exchange{c: c}
 	x.ctx.x = x
 	x.ctx.parent = c.ctx
+	x.body.x = x
 	w := &x.w
 	w.x = x
 	w.req = req
