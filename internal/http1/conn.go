@@ -94,8 +94,9 @@ func (s *Server) ServeConn(nc net.Conn) {
 			return
 		}
 		if err != nil {
-			if errors.Is(err, errBadRequest) {
-				c.badRequest(err)
+			var re *requestError
+			if errors.As(err, &re) {
+				c.badRequest(re)
 			}
 			return
 		}
@@ -105,8 +106,24 @@ func (s *Server) ServeConn(nc net.Conn) {
 	}
 }
 
-// errBadRequest marks a request the loop answers with 400 and a close.
-var errBadRequest = errors.New("400 Bad Request")
+// requestError is a request the loop answers with 400 and a close, as
+// net/http's server does. text, if set, is net/http's explanation (of its
+// own checks after parsing), which goes into the status line and body.
+type requestError struct {
+	text string
+	err  error // the parse error, if any
+}
+
+func (e *requestError) Error() string {
+	if e.text != "" {
+		return "bad request: " + e.text
+	}
+	return "bad request: " + e.err.Error()
+}
+
+func (e *requestError) Unwrap() error { return e.err }
+
+func badRequestText(text string) error { return &requestError{text: text} }
 
 // errShutdown ends the loop of an idle connection at shutdown.
 var errShutdown = errors.New("server shutting down")
@@ -174,14 +191,14 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 
 	req, err := http.ReadRequest(c.br)
 	if err != nil {
-		return nil, "", errors.Join(errBadRequest, err)
+		return nil, "", &requestError{err: err}
 	}
 	// The checks of net/http's server after ReadRequest. The scan made
 	// sure of the version and the fields it hands off; check again.
 	if req.ProtoMajor != 1 || req.ProtoMinor != 1 || req.Header["Upgrade"] != nil ||
 		req.Header["Expect"] != nil || req.Header["Transfer-Encoding"] != nil {
 		c.s.log.Warn("http1: request passed the scan but needs net/http; answered 400", "remote", c.remote)
-		return nil, "", errors.Join(errBadRequest, errors.New("unsupported request"))
+		return nil, "", &requestError{err: errors.New("unsupported request")}
 	}
 	// http.ReadRequest took the Host field out of the header (and
 	// rejected a second one); an empty Host is allowed, a missing one not.
@@ -189,18 +206,18 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 	// head is still intact: the header was buffered whole, so parsing it
 	// read nothing more into the buffer.
 	if req.Host == "" && req.Method != http.MethodConnect && !hasField(head, "Host") {
-		return nil, "", errors.Join(errBadRequest, errors.New("missing required Host header"))
+		return nil, "", badRequestText("missing required Host header")
 	}
 	if !httpguts.ValidHostHeader(req.Host) {
-		return nil, "", errors.Join(errBadRequest, errors.New("malformed Host header"))
+		return nil, "", badRequestText("malformed Host header")
 	}
 	for k, vv := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, "", errors.Join(errBadRequest, errors.New("invalid header name"))
+			return nil, "", badRequestText("invalid header name")
 		}
 		for _, v := range vv {
 			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, "", errors.Join(errBadRequest, errors.New("invalid header value"))
+				return nil, "", badRequestText("invalid header value")
 			}
 		}
 	}
@@ -227,16 +244,16 @@ func (c *conn) handOff(reason string) bool {
 	return c.s.o.HandOff.handOff(&replayConn{Conn: c.nc, buf: buf})
 }
 
-// badRequest answers a request the loop could not take, as net/http does,
-// before the connection closes.
-func (c *conn) badRequest(err error) {
-	if isTimeout(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return
-	}
+// badRequest answers a request the loop could not take, byte for byte as
+// net/http does, before the connection closes.
+func (c *conn) badRequest(err *requestError) {
 	c.s.log.Debug("http1: bad request", "remote", c.remote, "error", err)
-	const msg = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+	msg := "400 Bad Request"
+	if err.text != "" {
+		msg += ": " + err.text
+	}
 	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
-	io.WriteString(c.nc, msg)
+	io.WriteString(c.nc, "HTTP/1.1 "+msg+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+msg)
 }
 
 // serve runs the handler for req and finishes its response. It reports

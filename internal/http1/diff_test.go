@@ -130,8 +130,12 @@ var diffCases = []diffCase{
 		"GET / HTTP/1.1\nHost: a\n\n\nGET /2 HTTP/1.1\nHost: a\n\n")},
 	{name: "leading CRLF first", via: "", parts: one("\nGET / HTTP/1.1\nHost: a\n\n")},
 
+	{name: "missing host", via: "", closed: "y", status: "400", parts: one("GET / HTTP/1.1\nX: y\n\n")},
 	// Host.
 	{name: "empty host", via: "F", parts: one("GET / HTTP/1.1\nHost:\n\n")},
+	{name: "invalid host", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: a b\n\n")},
+	{name: "invalid host char", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: a/b\n\n")},
+	{name: "host utf-8", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: bücher.example\n\n")},
 	{name: "two hosts", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: a\nHost: b\n\n")},
 	{name: "two equal hosts", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: a\nhost: a\n\n")},
 	{name: "host with port", via: "F", parts: one("GET / HTTP/1.1\nHost: a.example:8080\n\n")},
@@ -180,6 +184,7 @@ var diffCases = []diffCase{
 	// Header syntax.
 	{name: "bare LF", via: "F", parts: raw("GET / HTTP/1.1\nHost: a\nX: y\n\n")},
 	{name: "mixed line ends", via: "F", parts: raw("GET / HTTP/1.1\r\nHost: a\nX: y\r\n\n")},
+	{name: "obs-fold host", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: a\n b\n\n")},
 	{name: "bare CR in value", via: "", status: "400", parts: raw("GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n")},
 	{name: "bare CR line ends", via: "", closed: "n", parts: raw("GET / HTTP/1.1\rHost: a\r\r")},
 	{name: "CR CR LF", via: "", status: "400", parts: raw("GET / HTTP/1.1\r\nHost: a\r\r\n\r\n")},
@@ -188,6 +193,7 @@ var diffCases = []diffCase{
 	{name: "obs-fold empty line", via: "F", parts: one("GET / HTTP/1.1\nHost: a\nX: a\n   \n\n")},
 	{name: "NUL in name", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: a\nX\x00Y: b\n\n")},
 	{name: "NUL in value", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: a\nX: a\x00b\n\n")},
+	{name: "space before colon", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost : a\n\n")},
 	{name: "CTL in value", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: a\nX: a\x01b\n\n")},
 	{name: "DEL in value", via: "", status: "400", parts: one("GET / HTTP/1.1\nHost: a\nX: a\x7fb\n\n")},
 	{name: "tab in value", via: "F", parts: one("GET / HTTP/1.1\nHost: a\nX: a\tb\t\n\n")},
@@ -203,6 +209,8 @@ var diffCases = []diffCase{
 	{name: "header 6k", via: "N", parts: one(bigHeader(6000))},
 	{name: "header 6k after a request", via: "FN", parts: one("GET / HTTP/1.1\nHost: a\n\n" + bigHeader(6000))},
 	{name: "long request line", via: "N", parts: one("GET /" + strings.Repeat("a", 6000) + " HTTP/1.1\nHost: a\n\n")},
+	{name: "TE space before colon", via: "", status: "400", parts: one(
+		"POST / HTTP/1.1\nHost: a\nContent-Length: 5\nTransfer-Encoding : chunked\n\n0\n\nX")},
 	{name: "header over the limit", via: "", closed: "y", status: "431", parts: one(bigHeader(maxHeaderBytes + 8192))},
 
 	// Smuggling: framing fields.
@@ -243,6 +251,7 @@ var diffCases = []diffCase{
 	{name: "CL duplicate different", via: "", status: "400", parts: one(
 		"POST / HTTP/1.1\nHost: a\nContent-Length: 5\nContent-Length: 6\n\nhello!")},
 	{name: "CL list", via: "", status: "400", parts: one("POST / HTTP/1.1\nHost: a\nContent-Length: 5, 5\n\nhello")},
+	{name: "CL space before colon", via: "", status: "400", parts: one("POST / HTTP/1.1\nHost: a\nContent-Length : 5\n\nhello")},
 	{name: "CL plus", via: "", status: "400", parts: one("POST / HTTP/1.1\nHost: a\nContent-Length: +5\n\nhello")},
 	{name: "CL minus", via: "", status: "400", parts: one("POST / HTTP/1.1\nHost: a\nContent-Length: -5\n\nhello")},
 	{name: "CL spaces", via: "F", parts: one("POST / HTTP/1.1\nHost: a\nContent-Length:   5  \n\nhello")},
