@@ -28,7 +28,7 @@ type conn struct {
 	remote string
 	ctx    context.Context // values for every request
 
-	// idle is set while the loop waits for the first byte of a request.
+	// idle is set while the loop waits for the first bytes of a request.
 	idle atomic.Bool
 	// deadline is the read deadline in effect, as far as the loop knows;
 	// zero for none.
@@ -144,23 +144,27 @@ func (c *conn) setDeadline(t time.Time) {
 // of the request consumed.
 func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 	o := &c.s.o
-	now := time.Now()
+	// As net/http: the first request has ReadHeaderTimeout from the
+	// accept; a later one has IdleTimeout for its first 4 bytes, and a
+	// connection that ends before them closes without an answer.
+	want := 4
 	if first {
-		c.setDeadline(now.Add(o.ReadHeaderTimeout))
-	} else if c.br.Buffered() == 0 {
-		c.setDeadline(now.Add(o.IdleTimeout))
+		want = 1
+		c.setDeadline(time.Now().Add(o.ReadHeaderTimeout))
+	} else if c.br.Buffered() < want {
+		c.setDeadline(time.Now().Add(o.IdleTimeout))
 	}
 	c.idle.Store(true)
 	if c.s.shutdown.Load() {
 		return nil, "", errShutdown
 	}
-	_, err := c.br.Peek(1)
+	_, err := c.br.Peek(want)
 	c.idle.Store(false)
 	if err != nil {
 		return nil, "", err
 	}
 	if c.lastPOST {
-		b, _ := c.br.Peek(min(4, c.br.Buffered()))
+		b, _ := c.br.Peek(4)
 		c.br.Discard(leadingCRLF(b))
 	}
 	headerDeadline := first

@@ -11,10 +11,9 @@ import (
 
 // diffCase is a byte sequence sent on one connection to both servers.
 type diffCase struct {
-	name  string
-	parts [][]byte
-	// seq sends each part once the previous requests reached the handler.
-	seq bool
+	name     string
+	parts    [][]byte
+	talkOpts // seq: each part once the requests before it reached the handler; halfClose: EOF after the parts
 	// via says who served each request the handler saw on the fast
 	// target: "F" the fast loop, "N" net/http ("" for none). It makes
 	// sure a case tests what it is meant to.
@@ -60,7 +59,7 @@ func exactHeader(n int) []byte {
 var diffCases = []diffCase{
 	// Plain traffic.
 	{name: "get", parts: one("GET / HTTP/1.1\nHost: a\n\n"), via: "F", closed: "n", status: "200"},
-	{name: "keep-alive sequence", seq: true, via: "FFF", closed: "n", parts: [][]byte{
+	{name: "keep-alive sequence", talkOpts: talkOpts{seq: true}, via: "FFF", closed: "n", parts: [][]byte{
 		crlf("GET /1 HTTP/1.1\nHost: a\n\n"),
 		crlf(post("/2", "hello")),
 		crlf("GET /3 HTTP/1.1\nHost: a\n\n"),
@@ -128,6 +127,14 @@ var diffCases = []diffCase{
 		post("/", "hello") + "\n\n\nGET /2 HTTP/1.1\nHost: a\n\n")},
 	{name: "leading CRLF after GET", via: "F", parts: one(
 		"GET / HTTP/1.1\nHost: a\n\n\nGET /2 HTTP/1.1\nHost: a\n\n")},
+	{name: "trailing CRLF after GET", via: "F", closed: "n", parts: one("GET / HTTP/1.1\nHost: a\n\n\n")},
+	{name: "CRLF after POST then idle", via: "F", closed: "n", parts: one(post("/", "hello") + "\n")},
+	{name: "three bytes after GET", via: "F", closed: "n", parts: one("GET / HTTP/1.1\nHost: a\n\nGET")},
+	{name: "three bytes after GET in pieces", via: "F", closed: "n", parts: [][]byte{
+		crlf("GET / HTTP/1.1\nHost: a\n\nG"), []byte("E"), []byte("T")}},
+	{name: "three bytes after GET, then EOF", via: "F", closed: "y", talkOpts: talkOpts{halfClose: true},
+		parts: one("GET / HTTP/1.1\nHost: a\n\nGET")},
+	{name: "EOF after GET", via: "F", closed: "y", talkOpts: talkOpts{halfClose: true}, parts: one("GET / HTTP/1.1\nHost: a\n\n")},
 	{name: "leading CRLF first", via: "", parts: one("\nGET / HTTP/1.1\nHost: a\n\n")},
 
 	{name: "missing host", via: "", closed: "y", status: "400", parts: one("GET / HTTP/1.1\nX: y\n\n")},
@@ -314,9 +321,9 @@ func runDiffCase(t *testing.T, std, fast *target, tc diffCase) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s = talk(t, std, idle, tc.seq, tc.parts...)
+			s = talk(t, std, idle, tc.talkOpts, tc.parts...)
 		}()
-		f = talk(t, fast, idle, tc.seq, tc.parts...)
+		f = talk(t, fast, idle, tc.talkOpts, tc.parts...)
 		<-done
 		if diffs = compareResults(s, f); len(diffs) == 0 {
 			break

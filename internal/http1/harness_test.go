@@ -388,10 +388,11 @@ type result struct {
 
 // talk connects to tg, sends the parts of data (one write each),
 // and reads until the server closes the connection or nothing arrives
-// for idle. With seq, part i+1 is sent only once the handler saw i+1
-// requests (a keep-alive sequence rather than pipelining). It then closes
-// the connection and waits for the server to be done with it.
-func talk(t testing.TB, tg *target, idle time.Duration, seq bool, parts ...[]byte) result {
+// for idle. With o.seq, part i+1 is sent only once the handler saw i+1
+// requests (a keep-alive sequence rather than pipelining); with
+// o.halfClose, the client shuts its side down after the last part. It
+// then closes the connection and waits for the server to be done with it.
+func talk(t testing.TB, tg *target, idle time.Duration, o talkOpts, parts ...[]byte) result {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", tg.addr, hangTimeout)
 	if err != nil {
@@ -407,7 +408,7 @@ func talk(t testing.TB, tg *target, idle time.Duration, seq bool, parts ...[]byt
 	go func() {
 		defer close(wrote)
 		for i, p := range parts {
-			for seq && i > 0 && len(tg.log.get(r.local)) < i {
+			for o.seq && i > 0 && len(tg.log.get(r.local)) < i {
 				select {
 				case <-stop:
 					return
@@ -418,6 +419,9 @@ func talk(t testing.TB, tg *target, idle time.Duration, seq bool, parts ...[]byt
 				return
 			}
 		}
+		if o.halfClose {
+			c.(*net.TCPConn).CloseWrite()
+		}
 	}()
 	r.raw, r.closed, r.reset = readAll(c, idle)
 	close(stop)
@@ -427,6 +431,9 @@ func talk(t testing.TB, tg *target, idle time.Duration, seq bool, parts ...[]byt
 	r.seen = tg.log.get(r.local)
 	return r
 }
+
+// talkOpts are the ways of sending.
+type talkOpts struct{ seq, halfClose bool }
 
 // readAll reads c until it closes or is silent for idle (or hangTimeout
 // passed).
