@@ -189,7 +189,12 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 			c.setDeadline(time.Now().Add(o.ReadHeaderTimeout))
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
-			return nil, "", err // an incomplete header: close, as net/http does
+			if err == io.EOF && len(buf) > 0 {
+				// The client ended its side within a header: net/http
+				// parses what came, fails, and answers 400.
+				return nil, "", &requestError{err: io.ErrUnexpectedEOF}
+			}
+			return nil, "", err // a timeout or a reset: close without an answer, as net/http does
 		}
 	}
 
