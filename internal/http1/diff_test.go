@@ -70,6 +70,35 @@ var diffCases = []diffCase{
 		"GET /1 HTTP/1.1\nHost: a\nConnection: close\n\nGET /2 HTTP/1.1\nHost: a\n\n")},
 	{name: "connection close token", via: "F", closed: "y", parts: one(
 		"GET / HTTP/1.1\nHost: a\nConnection: keep-alive, Close\n\n")},
+	{name: "pipelined", via: "FFFF", closed: "n", parts: one(
+		"GET /1 HTTP/1.1\nHost: a\n\n" +
+			"HEAD /2 HTTP/1.1\nHost: a\n\n" +
+			post("/3", "hello") +
+			"GET /4?st=204 HTTP/1.1\nHost: a\n\n")},
+	{name: "head", via: "FF", closed: "n", parts: one(
+		"HEAD / HTTP/1.1\nHost: a\n\nGET / HTTP/1.1\nHost: a\n\n")},
+	{name: "handler keep-alive, request close", via: "F", closed: "y", parts: one(
+		"GET /?ka=1 HTTP/1.1\nHost: a\nConnection: close\n\n")},
+	{name: "head with body written", via: "FF", closed: "n", parts: one(
+		"HEAD /?n=10 HTTP/1.1\nHost: a\n\nGET / HTTP/1.1\nHost: a\n\n")},
+	{name: "304 with length and type", via: "F", parts: one("GET /?st=304&cl=5&ct=text/html HTTP/1.1\nHost: a\n\n")},
+	{name: "header value spaces", via: "F", parts: one("GET /?hdr=%C2%A0x%09%C2%A0 HTTP/1.1\nHost: a\n\n")},
+	{name: "trailer with length", via: "F", parts: one("GET /?trailer=1&cl=auto HTTP/1.1\nHost: a\n\n")},
+	{name: "handler length exceeded later", via: "F", closed: "y", parts: one(
+		"GET /?cl=1&n=3&flush=1 HTTP/1.1\nHost: a\n\nGET / HTTP/1.1\nHost: a\n\n")},
+	{name: "handler length invalid", via: "F", parts: one("GET /?cl=abc HTTP/1.1\nHost: a\n\n")},
+	{name: "handler length empty", via: "F", parts: one("GET /?cl= HTTP/1.1\nHost: a\n\n")},
+	{name: "handler length with zeros", via: "F", parts: one("GET /?cl=0015 HTTP/1.1\nHost: a\n\n")},
+	{name: "head with length exceeded", via: "FF", closed: "n", parts: one(
+		"HEAD /?cl=3&n=5 HTTP/1.1\nHost: a\n\nGET / HTTP/1.1\nHost: a\n\n")},
+	{name: "head with trailer", via: "F", parts: one("HEAD /?trailer=1 HTTP/1.1\nHost: a\n\n")},
+	{name: "head 204", via: "F", parts: one("HEAD /?st=204&n=5 HTTP/1.1\nHost: a\n\n")},
+	{name: "304 with trailer", via: "F", parts: one("GET /?st=304&trailer=1 HTTP/1.1\nHost: a\n\n")},
+	{name: "informational with trailer and length", via: "F", parts: one("GET /?info=103&trailer=1&cl=auto HTTP/1.1\nHost: a\n\n")},
+	{name: "declared trailer, flushed", via: "F", parts: one("GET /?trailer=1&flush=1 HTTP/1.1\nHost: a\n\n")},
+	{name: "both trailers, large body", via: "F", parts: one("GET /?trailer=1&ptrailer=1&n=3000 HTTP/1.1\nHost: a\n\n")},
+	{name: "handler close, request close", via: "F", closed: "y", parts: one("GET /?close=1 HTTP/1.1\nHost: a\nConnection: close\n\n")},
+	{name: "HTTP/1.0 handler keep-alive", via: "N", parts: one("GET /?ka=1 HTTP/1.0\n\n")},
 	{name: "handler close", via: "F", closed: "y", parts: one("GET /?close=1 HTTP/1.1\nHost: a\n\nGET / HTTP/1.1\nHost: a\n\n")},
 	{name: "head with length", via: "F", parts: one("HEAD /?cl=auto HTTP/1.1\nHost: a\n\n")},
 	{name: "head with large body written", via: "F", parts: one("HEAD /?n=5000 HTTP/1.1\nHost: a\n\n")},

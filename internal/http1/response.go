@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -16,12 +17,15 @@ import (
 // Content-Length instead of chunks; net/http's size.
 const bufferBeforeChunking = 2048
 
-// response is the http.ResponseWriter of the loop. It follows net/http's
-// framing: a handler's Content-Length is used and enforced; a body of
-// unknown length is sent with Content-Length if the handler ends within
-// the first 2 KiB without flushing, chunked otherwise; HEAD responses and
-// statuses without a body carry none. Unlike net/http it does not sniff a
-// missing Content-Type (a proxy passes the upstream's answer on as it is).
+// response is the http.ResponseWriter of the loop. It frames a response
+// as net/http does: a handler's Content-Length is used and enforced; a
+// body of unknown length is sent with Content-Length if the handler ends
+// within the first 2 KiB without flushing (for HEAD too, with the length
+// of what it wrote), chunked otherwise, and always chunked with trailers;
+// HEAD responses and statuses without a body carry none. Unlike net/http
+// it does not sniff a missing Content-Type (a proxy passes the
+// upstream's answer on as it is), and it frames the body itself whatever
+// Transfer-Encoding field the handler sets.
 type response struct {
 	x      *exchange
 	req    *http.Request
@@ -32,12 +36,19 @@ type response struct {
 	wroteHeader bool  // WriteHeader done (logically)
 	sentHeader  bool  // header written to bw
 	cl          int64 // Content-Length, -1 if unknown
-	written     int64 // body bytes accepted
+	written     int64 // body bytes the handler wrote (refused ones too, as net/http counts)
 	chunked     bool
-	head        bool
-	closeAfter  bool
-	pending     []byte // body held back before the header is sent
-	err         error  // a write to the connection failed
+	// noLength: the handler set a Content-Length field that is not a
+	// length; net/http then never computes one, and chunks.
+	noLength bool
+	// trailers: the header declares trailers or has prefixed ones.
+	trailers bool
+	// connection is the handler's Connection field, written last.
+	connection []string
+	head       bool
+	closeAfter bool
+	pending    []byte // body held back before the header is sent
+	err        error  // a write to the connection failed
 }
 
 var (
@@ -71,24 +82,34 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.wroteHeader = true
 	w.status = code
-	if v := h["Content-Length"]; len(v) > 0 {
-		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
+	if v, ok := h["Content-Length"]; ok {
+		if n, err := strconv.ParseInt(get(v), 10, 64); err == nil && n >= 0 {
 			w.cl = n
 		} else {
 			delete(h, "Content-Length")
+			w.noLength = true
 		}
 	}
-	if httpguts.HeaderValuesContainsToken(h["Connection"], "close") {
+	w.connection = h["Connection"]
+	if httpguts.HeaderValuesContainsToken(w.connection, "close") {
 		w.closeAfter = true
 	}
-	if !w.bodyAllowed() || w.cl >= 0 || len(h["Trailer"]) > 0 {
-		w.sendHeader()
+	// The fields go out as they are now: later changes to the header
+	// map are for trailers only. The framing follows once known.
+	bw := w.writer()
+	writeStatusLine(bw, code)
+	w.trailers = w.writeFields(bw, h, true)
+	if _, ok := h["Date"]; !ok {
+		bw.Write(w.x.c.s.dateHeader(time.Now()))
 	}
 }
 
-// bodyAllowed reports whether the response has a body on the wire.
-func (w *response) bodyAllowed() bool {
-	return !w.head && bodyAllowedForStatus(w.status)
+// get is the first of a field's values, as http.Header.Get.
+func get(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
 }
 
 func bodyAllowedForStatus(code int) bool {
@@ -99,28 +120,36 @@ func (w *response) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.head {
-		return len(p), nil // as net/http: HEAD bodies are dropped
+	if len(p) == 0 {
+		return 0, nil
 	}
 	if !bodyAllowedForStatus(w.status) {
 		return 0, http.ErrBodyNotAllowed
 	}
+	w.written += int64(len(p))
+	if w.cl >= 0 && w.written > w.cl {
+		return 0, http.ErrContentLength
+	}
 	if w.err != nil {
 		return 0, w.err
 	}
-	if w.cl >= 0 && w.written+int64(len(p)) > w.cl {
-		return 0, http.ErrContentLength
+	if w.head {
+		// Dropped, as net/http does; their length may become the
+		// Content-Length.
+		if !w.sentHeader && w.written > bufferBeforeChunking {
+			w.endHeader(false)
+		}
+		return len(p), nil
 	}
-	w.written += int64(len(p))
 	if !w.sentHeader {
-		if len(w.pending)+len(p) <= bufferBeforeChunking {
+		if w.cl < 0 && len(w.pending)+len(p) <= bufferBeforeChunking {
 			if w.pending == nil {
 				w.pending = make([]byte, 0, bufferBeforeChunking)
 			}
 			w.pending = append(w.pending, p...)
 			return len(p), nil
 		}
-		w.sendHeader()
+		w.endHeader(false)
 	}
 	w.writeBody(p)
 	if w.err != nil {
@@ -158,7 +187,7 @@ func (w *response) FlushError() error {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.sentHeader {
-		w.sendHeader()
+		w.endHeader(false)
 	}
 	w.flush()
 	return w.err
@@ -181,31 +210,38 @@ func (w *response) flush() {
 	}
 }
 
-// sendHeader writes the status line and header to the write buffer,
-// deciding the framing: Content-Length when known, chunked otherwise.
-// Held-back body bytes follow.
-func (w *response) sendHeader() {
+// endHeader completes the header WriteHeader began in the write buffer,
+// deciding the framing as net/http does: the handler's Content-Length if
+// it set one; once the handler is done (done), the length of its body
+// unless it has trailers; chunked otherwise. Held-back body bytes follow.
+func (w *response) endHeader(done bool) {
 	w.sentHeader = true
-	bw := w.writer()
-	h := w.header
-	writeStatusLine(bw, w.status)
-	w.writeFields(bw, h, true)
-	if _, ok := h["Date"]; !ok {
-		bw.Write(w.x.c.s.dateHeader(time.Now()))
-	}
+	bw := w.bw
 	switch {
+	case !bodyAllowedForStatus(w.status):
+	case w.cl < 0 && done && !w.trailers && !w.noLength && (!w.head || w.written > 0):
+		w.cl = w.written
+		fallthrough
 	case w.cl >= 0:
-		if w.status != http.StatusNoContent && w.status >= 200 {
-			bw.WriteString("Content-Length: ")
-			bw.Write(strconv.AppendInt(bw.AvailableBuffer(), w.cl, 10))
-			bw.WriteString("\r\n")
-		}
-	case w.bodyAllowed():
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), w.cl, 10))
+		bw.WriteString("\r\n")
+	case !w.head:
 		w.chunked = true
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
 	}
-	if w.closeAfter && !httpguts.HeaderValuesContainsToken(h["Connection"], "close") {
+	// Closing: the handler's Connection field gives way to "close",
+	// except on a protocol switch.
+	if w.closeAfter && !httpguts.HeaderValuesContainsToken(w.connection, "close") &&
+		!(w.status == http.StatusSwitchingProtocols && w.header.Get("Upgrade") != "" &&
+			httpguts.HeaderValuesContainsToken(w.connection, "Upgrade")) {
 		bw.WriteString("Connection: close\r\n")
+	} else {
+		for _, v := range w.connection {
+			bw.WriteString("Connection: ")
+			writeValue(bw, v)
+			bw.WriteString("\r\n")
+		}
 	}
 	bw.WriteString("\r\n")
 	if len(w.pending) > 0 {
@@ -214,20 +250,32 @@ func (w *response) sendHeader() {
 	}
 }
 
-// writeFields writes h's fields, without the ones the framing decides
-// (final is false for a 1xx response, which never has a Trailer field). Invalid field names
-// are dropped and line breaks in values become spaces, as net/http does.
-func (w *response) writeFields(bw *bufio.Writer, h http.Header, final bool) {
+// writeFields writes h's fields but the ones the framing decides, as
+// net/http does: invalid field names are dropped, and line breaks in
+// values become spaces. Of a final header (final), it also leaves out
+// Content-Type on a 304 and Connection (written with the framing); it
+// reports whether the response has trailers (declared or prefixed).
+func (w *response) writeFields(bw *bufio.Writer, h http.Header, final bool) (trailers bool) {
 	for k, vv := range h {
 		switch k {
 		case "Content-Length", "Transfer-Encoding":
 			continue
 		case "Trailer":
-			if !final || !w.bodyAllowed() || w.cl >= 0 {
+			trailers = trailers || len(vv) > 0
+		case "Content-Type":
+			if final && w.status == http.StatusNotModified {
+				continue
+			}
+		case "Connection":
+			if final {
 				continue
 			}
 		}
-		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			trailers = true
+			continue
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range vv {
@@ -237,15 +285,16 @@ func (w *response) writeFields(bw *bufio.Writer, h http.Header, final bool) {
 			bw.WriteString("\r\n")
 		}
 	}
+	return trailers && final
 }
 
 // writeValue writes v with CR and LF replaced by spaces and surrounding
-// spaces trimmed.
+// ASCII spaces and tabs trimmed, as net/http writes a field value.
 func writeValue(bw *bufio.Writer, v string) {
 	if strings.ContainsAny(v, "\r\n") {
 		v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 	}
-	bw.WriteString(strings.TrimSpace(v))
+	bw.WriteString(textproto.TrimString(v))
 }
 
 // finish completes the response once the handler has returned: the
@@ -256,19 +305,16 @@ func (w *response) finish() {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.sentHeader {
-		if w.bodyAllowed() {
-			w.cl = int64(len(w.pending))
-		}
-		w.sendHeader()
+		w.endHeader(true)
 	}
 	if w.chunked && w.err == nil {
 		w.bw.WriteString("0\r\n")
 		w.writeTrailers()
 		w.bw.WriteString("\r\n")
 	}
-	if w.bodyAllowed() && w.cl >= 0 && w.written != w.cl {
-		// The body is shorter than announced: the client can only tell
-		// by the connection closing.
+	if !w.head && bodyAllowedForStatus(w.status) && w.cl >= 0 && w.written != w.cl {
+		// The body is not the length announced: the client can only
+		// tell by the connection closing.
 		w.closeAfter = true
 	}
 	w.flush()
@@ -276,10 +322,13 @@ func (w *response) finish() {
 }
 
 // abort ends a response the handler gave up on (panic, including
-// http.ErrAbortHandler): what is buffered is sent, without the end of a
-// chunked body, and the connection closes.
+// http.ErrAbortHandler): what is buffered of a sent header and body goes
+// out, without the end of a chunked body, and the connection closes. A
+// header not complete yet is dropped.
 func (w *response) abort() {
-	w.flush()
+	if w.sentHeader {
+		w.flush()
+	}
 	w.release()
 }
 
@@ -291,42 +340,33 @@ func (w *response) release() {
 	}
 }
 
-// writeTrailers writes the trailer fields: those declared in the Trailer
-// header and set in the header map after the body, and those set with
-// http.TrailerPrefix.
+// writeTrailers writes the trailer fields as net/http does: those set
+// with http.TrailerPrefix, and those declared in the Trailer field (if
+// allowed in a trailer) with their values in the header map.
 func (w *response) writeTrailers() {
 	h := w.header
-	for _, decl := range h["Trailer"] {
-		for _, k := range strings.Split(decl, ",") {
-			k = http.CanonicalHeaderKey(strings.TrimSpace(k))
-			if !httpguts.ValidHeaderFieldName(k) {
-				continue
-			}
-			switch k {
-			case "Content-Length", "Transfer-Encoding", "Trailer":
-				continue
-			}
-			for _, v := range h[k] {
-				w.bw.WriteString(k)
-				w.bw.WriteString(": ")
-				writeValue(w.bw, v)
-				w.bw.WriteString("\r\n")
-			}
-		}
-	}
-	for k, vv := range h {
-		if !strings.HasPrefix(k, http.TrailerPrefix) {
-			continue
-		}
-		k = k[len(http.TrailerPrefix):]
+	write := func(k string, vv []string) {
 		if !httpguts.ValidHeaderFieldName(k) {
-			continue
+			return
 		}
 		for _, v := range vv {
 			w.bw.WriteString(k)
 			w.bw.WriteString(": ")
 			writeValue(w.bw, v)
 			w.bw.WriteString("\r\n")
+		}
+	}
+	for k, vv := range h {
+		if k, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			write(k, vv)
+		}
+	}
+	for _, decl := range h["Trailer"] {
+		for k := range strings.SplitSeq(decl, ",") {
+			k = http.CanonicalHeaderKey(textproto.TrimString(k))
+			if k != "" && httpguts.ValidTrailerHeader(k) {
+				write(k, h[k])
+			}
 		}
 	}
 }
