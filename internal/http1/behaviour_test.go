@@ -105,3 +105,31 @@ func TestBodyReadAfterContextDone(t *testing.T) {
 		t.Fatalf("second body %q", got)
 	}
 }
+
+func TestUnreadBodyClosesWithoutReset(t *testing.T) {
+	// The handler leaves a body larger than the loop reads to keep the
+	// connection: the response says "Connection: close", and the close
+	// is orderly (a reset could destroy the response in the client's
+	// receive buffer).
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}), Options{})
+	for range 3 {
+		cl := dial(t, tg)
+		wrote := make(chan struct{})
+		go func() {
+			defer close(wrote)
+			cl.c.Write(crlf("POST / HTTP/1.1\nHost: a\nContent-Length: 1000000\n\n"))
+			cl.c.Write(make([]byte, 1000000))
+		}()
+		res := cl.response("POST")
+		if got := cl.body(res); got != "ok" || !res.Close {
+			t.Fatalf("body %q, close %v", got, res.Close)
+		}
+		if b, err := io.ReadAll(cl.br); err != nil || len(b) > 0 {
+			t.Fatalf("after the response: %q, %v", b, err)
+		}
+		cl.c.Close()
+		<-wrote
+	}
+}

@@ -36,6 +36,8 @@ type conn struct {
 	// lastPOST: the previous request was a POST (CRLF after its body is
 	// skipped, as net/http does).
 	lastPOST bool
+	// linger: the connection closes with a request body left unread.
+	linger bool
 
 	// The background read that watches for the client going away while a
 	// handler waits (started on demand by the request context).
@@ -101,6 +103,9 @@ func (s *Server) ServeConn(nc net.Conn) {
 			return
 		}
 		if !c.serve(req) {
+			if c.linger {
+				c.lingerClose()
+			}
 			return
 		}
 	}
@@ -280,6 +285,7 @@ func (c *conn) serve(req *http.Request) (keep bool) {
 	w.closeAfter = req.Close || c.s.shutdown.Load()
 	if req.Body != http.NoBody && req.Body != nil {
 		x.body.rc = req.Body
+		x.body.size = req.ContentLength
 		req.Body = &x.body
 		// A body may take any time to arrive (net/http has no read
 		// deadline for it either).
@@ -297,16 +303,32 @@ func (c *conn) serve(req *http.Request) (keep bool) {
 	}
 	w.finish()
 	c.stopBackgroundRead(x)
-	if w.err != nil || w.closeAfter {
-		return false
+	if req.MultipartForm != nil {
+		req.MultipartForm.RemoveAll()
 	}
-	if c.bgErr != nil {
-		return false
+	x.body.readMu.Lock()
+	eof, early := x.body.eof, x.body.earlyClose
+	x.body.readMu.Unlock()
+	c.linger = w.tooBig || early
+	return w.err == nil && !w.closeAfter && c.bgErr == nil && eof && !early
+}
+
+// lingerRead is how long a connection closing with a request body left
+// unread goes on reading after it shut its write side (net/http waits
+// as long).
+const lingerRead = 500 * time.Millisecond
+
+// lingerClose shuts the write side of the connection and reads what the
+// client still sends, until it closes its side or for lingerRead, before
+// the connection closes: closing with unread data would reset it, and a
+// reset can destroy the response before the client read it (net/http's
+// closeWriteAndWait).
+func (c *conn) lingerClose() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
 	}
-	if !x.body.eof && !x.body.discard() {
-		return false
-	}
-	return true
+	c.nc.SetReadDeadline(time.Now().Add(lingerRead))
+	io.Copy(io.Discard, c.nc)
 }
 
 // runHandler calls the handler, and reports false if it panicked.
@@ -397,23 +419,43 @@ type exchange struct {
 }
 
 // reqBody is the request body handed to the handler. It notes its end,
-// which allows the background read, and its Close leaves the connection
-// to the loop.
+// which allows the background read, and what is read of it, to settle
+// the rest before the response as net/http does.
 type reqBody struct {
-	x   *exchange
-	rc  io.ReadCloser
-	eof bool
-	mu  sync.Mutex
+	x  *exchange
+	rc io.ReadCloser
+	// readMu serializes reads of rc: the handler's, and the loop's when
+	// it settles the body. It guards n, closed and earlyClose, and eof
+	// against writes.
+	readMu sync.Mutex
+	size   int64 // the request's Content-Length
+	n      int64 // bytes read
+	// closed: the handler closed the body; earlyClose: with too much of
+	// it left to read.
+	closed, earlyClose bool
+	mu                 sync.Mutex // guards eof and watch for the request context
+	eof                bool
 	// watch: the request context wants the background read once the body
 	// is read.
 	watch context.CancelFunc
 }
 
 func (b *reqBody) Read(p []byte) (int, error) {
+	b.readMu.Lock()
+	defer b.readMu.Unlock()
+	return b.read(p)
+}
+
+// read is Read with readMu held.
+func (b *reqBody) read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
 	if b.eof {
 		return 0, io.EOF
 	}
 	n, err := b.rc.Read(p)
+	b.n += int64(n)
 	if err == io.EOF {
 		b.mu.Lock()
 		b.eof = true
@@ -426,22 +468,62 @@ func (b *reqBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *reqBody) Close() error { return nil }
+type readerFunc func([]byte) (int, error)
 
-// discard reads what the handler left of the body, up to maxDiscard, and
-// reports whether it reached the end.
-func (b *reqBody) discard() bool {
-	buf := make([]byte, 4<<10)
-	var total int
-	for total <= maxDiscard {
-		n, err := b.rc.Read(buf)
-		total += n
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// Close reads what is left of the body, up to maxDiscard, as net/http's
+// server does, so that the connection can carry another request; with
+// more left, or a request that closes the connection, it reads nothing.
+func (b *reqBody) Close() error {
+	b.readMu.Lock()
+	defer b.readMu.Unlock()
+	if b.closed {
+		return nil
+	}
+	var err error
+	switch {
+	case b.eof || b.x.w.req.Close:
+	case b.size-b.n > maxDiscard:
+		b.earlyClose = true
+	default:
+		var n int64
+		n, err = io.CopyN(io.Discard, readerFunc(b.read), maxDiscard)
 		if err == io.EOF {
-			return true
+			err = nil
 		}
-		if err != nil {
-			return false
+		if n == maxDiscard {
+			b.earlyClose = true
 		}
 	}
-	return false
+	b.closed = true
+	return err
+}
+
+// settle deals with what the handler left of the body before the
+// response header goes out, as net/http does: up to maxDiscard is read
+// and dropped to keep the connection; with more (tooBig), the connection
+// closes after the response, as after a body the handler closed early.
+func (b *reqBody) settle() (closeConn, tooBig bool) {
+	if b.rc == nil {
+		return false, false
+	}
+	b.readMu.Lock()
+	defer b.readMu.Unlock()
+	switch {
+	case b.closed:
+		return !b.eof, false
+	case b.eof:
+		return false, false
+	case b.size-b.n >= maxDiscard:
+		return true, true
+	}
+	_, err := io.CopyN(io.Discard, readerFunc(b.read), maxDiscard+1)
+	switch err {
+	case nil:
+		return true, true
+	case io.EOF:
+		return false, false
+	}
+	return true, false // a read failed: what follows on the wire is no request
 }

@@ -141,6 +141,45 @@ var diffCases = []diffCase{
 		bytes.Repeat([]byte("b"), 100000),
 		crlf("GET /2 HTTP/1.1\nHost: a\n\n"),
 	}},
+	{name: "body unread large", via: "F", closed: "y", parts: [][]byte{
+		crlf("POST /?noread=1 HTTP/1.1\nHost: a\nContent-Length: 300000\n\n"),
+		bytes.Repeat([]byte("b"), 300000),
+		crlf("GET /2 HTTP/1.1\nHost: a\n\n"),
+	}},
+	{name: "body unread 256k", via: "F", closed: "y", parts: [][]byte{
+		crlf("POST /?noread=1 HTTP/1.1\nHost: a\nContent-Length: 262144\n\n"),
+		bytes.Repeat([]byte("b"), 262144),
+		crlf("GET /2 HTTP/1.1\nHost: a\n\n"),
+	}},
+	{name: "body closed small", via: "FF", closed: "n", parts: one(
+		post("/?bclose=1", strings.Repeat("b", 1000)) + "GET /2 HTTP/1.1\nHost: a\n\n")},
+	{name: "body closed large", via: "F", closed: "y", parts: [][]byte{
+		crlf("POST /?bclose=1 HTTP/1.1\nHost: a\nContent-Length: 300000\n\n"),
+		bytes.Repeat([]byte("b"), 300000),
+		crlf("GET /2 HTTP/1.1\nHost: a\n\n"),
+	}},
+	{name: "body closed 256k", via: "F", closed: "y", parts: [][]byte{
+		crlf("POST /?bclose=1 HTTP/1.1\nHost: a\nContent-Length: 262144\n\n"),
+		bytes.Repeat([]byte("b"), 262144),
+		crlf("GET /2 HTTP/1.1\nHost: a\n\n"),
+	}},
+	{name: "body partly read", via: "FF", closed: "n", parts: [][]byte{
+		crlf("POST /?read=100000 HTTP/1.1\nHost: a\nContent-Length: 300000\n\n"),
+		bytes.Repeat([]byte("b"), 300000),
+		crlf("GET /2 HTTP/1.1\nHost: a\n\n"),
+	}},
+	{name: "body unread, request close", via: "F", closed: "y", parts: one(
+		"POST /?noread=1 HTTP/1.1\nHost: a\nConnection: close\nContent-Length: 5\n\nhello")},
+	{name: "body unread, handler close", via: "F", closed: "y", parts: one(
+		post("/?noread=1&close=1", "hello") + "GET /2 HTTP/1.1\nHost: a\n\n")},
+	{name: "body unread, flushed response", via: "FF", closed: "n", parts: one(
+		post("/?noread=1&flush=1", "hello") + "GET /2 HTTP/1.1\nHost: a\n\n")},
+	{name: "body unread large, flushed response", via: "F", closed: "y", parts: [][]byte{
+		crlf("POST /?noread=1&flush=1 HTTP/1.1\nHost: a\nContent-Length: 300000\n\n"),
+		bytes.Repeat([]byte("b"), 300000),
+	}},
+	{name: "body unread, HEAD", via: "FF", closed: "n", parts: one(
+		"HEAD /?noread=1 HTTP/1.1\nHost: a\nContent-Length: 5\n\nhelloGET /2 HTTP/1.1\nHost: a\n\n")},
 	{name: "body unread just under 256k", via: "FF", closed: "n", parts: [][]byte{
 		crlf("POST /?noread=1 HTTP/1.1\nHost: a\nContent-Length: 262143\n\n"),
 		bytes.Repeat([]byte("b"), 262143),

@@ -78,6 +78,8 @@ func (l *reqLog) get(remote string) []seen {
 // as the request's query asks:
 //
 //	noread=1   leave the request body unread
+//	read=N     read only N bytes of the request body
+//	bclose=1   close the request body before reading it
 //	st=N       status N
 //	info=N     send the informational status N (with a Link field) first
 //	cl=N|auto  a Content-Length field: N as given, auto the true length
@@ -100,7 +102,16 @@ func diffHandler(l *reqLog) http.Handler {
 			s.via = "F"
 		}
 		q := r.URL.Query()
-		if q.Get("noread") == "" {
+		if q.Get("bclose") != "" {
+			r.Body.Close()
+		}
+		if n, err := strconv.ParseInt(q.Get("read"), 10, 64); err == nil {
+			b, err := io.ReadAll(io.LimitReader(r.Body, n))
+			s.Body = string(b)
+			if err != nil {
+				s.BodyErr = err.Error()
+			}
+		} else if q.Get("noread") == "" {
 			b, err := io.ReadAll(r.Body)
 			s.Body = string(b)
 			if err != nil {

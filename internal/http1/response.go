@@ -47,8 +47,11 @@ type response struct {
 	connection []string
 	head       bool
 	closeAfter bool
-	pending    []byte // body held back before the header is sent
-	err        error  // a write to the connection failed
+	// tooBig: the handler left more of the request body than is read to
+	// keep the connection.
+	tooBig  bool
+	pending []byte // body held back before the header is sent
+	err     error  // a write to the connection failed
 }
 
 var (
@@ -216,6 +219,9 @@ func (w *response) flush() {
 // unless it has trailers; chunked otherwise. Held-back body bytes follow.
 func (w *response) endHeader(done bool) {
 	w.sentHeader = true
+	if !w.closeAfter {
+		w.closeAfter, w.tooBig = w.x.body.settle()
+	}
 	bw := w.bw
 	switch {
 	case !bodyAllowedForStatus(w.status):
@@ -232,7 +238,7 @@ func (w *response) endHeader(done bool) {
 	}
 	// Closing: the handler's Connection field gives way to "close",
 	// except on a protocol switch.
-	if w.closeAfter && !httpguts.HeaderValuesContainsToken(w.connection, "close") &&
+	if w.closeAfter && (w.tooBig || !httpguts.HeaderValuesContainsToken(w.connection, "close")) &&
 		!(w.status == http.StatusSwitchingProtocols && w.header.Get("Upgrade") != "" &&
 			httpguts.HeaderValuesContainsToken(w.connection, "Upgrade")) {
 		bw.WriteString("Connection: close\r\n")
