@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -131,5 +132,122 @@ func TestUnreadBodyClosesWithoutReset(t *testing.T) {
 		}
 		cl.c.Close()
 		<-wrote
+	}
+}
+
+// deadlineConn records the read deadline set on it.
+type deadlineConn struct {
+	net.Conn
+	deadline time.Time
+	sets     int
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.deadline = t
+	c.sets++
+	return nil
+}
+
+func TestSetDeadline(t *testing.T) {
+	// Whatever the timeouts and the times of the calls, the deadline in
+	// effect is within the slack (an eighth of the timeout, at most a
+	// second) of the one asked for: never in the past.
+	type call struct {
+		at      time.Duration // since t0
+		timeout time.Duration
+	}
+	t0 := time.Unix(1_000_000, 0)
+	for _, seq := range [][]call{
+		// Close header and idle timeouts, small as in tests.
+		{{0, 300 * time.Millisecond}, {10 * time.Millisecond, 200 * time.Millisecond}, {250 * time.Millisecond, 200 * time.Millisecond}},
+		// The defaults.
+		{{0, 10 * time.Second}, {time.Millisecond, 120 * time.Second}, {2 * time.Millisecond, 120 * time.Second}, {3 * time.Millisecond, 10 * time.Second}},
+		// A slow handler: the header deadline passed before the idle wait.
+		{{0, 1 * time.Second}, {1500 * time.Millisecond, 1200 * time.Millisecond}},
+		{{0, 2 * time.Second}, {100 * time.Millisecond, 2800 * time.Millisecond}},
+		{{0, 500 * time.Millisecond}, {600 * time.Millisecond, 800 * time.Millisecond}},
+	} {
+		fc := &deadlineConn{}
+		c := &conn{nc: fc}
+		for _, cl := range seq {
+			now := t0.Add(cl.at)
+			c.setDeadline(now, cl.timeout)
+			want := now.Add(cl.timeout)
+			slack := min(time.Second, cl.timeout/8)
+			if d := fc.deadline.Sub(want); d < -slack || d > slack {
+				t.Errorf("%v: deadline %v from now, want %v", seq, fc.deadline.Sub(now), cl.timeout)
+			}
+		}
+	}
+	// Requests in quick succession with the default idle timeout cost
+	// one timer update.
+	fc := &deadlineConn{}
+	c := &conn{nc: fc}
+	for i := range 100 {
+		c.setDeadline(t0.Add(time.Duration(i)*time.Millisecond), 120*time.Second)
+	}
+	if fc.sets != 1 {
+		t.Errorf("%d deadline updates for 100 quick requests, want 1", fc.sets)
+	}
+}
+
+// counter is a handler that answers "ok" and counts its requests.
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	io.WriteString(w, "ok")
+}
+
+func (c *counter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func TestTimeouts(t *testing.T) {
+	// Small timeouts close the connection; what is asserted is the close
+	// (and that no request was made up), not when it came.
+	h := &counter{}
+	tg := startFast(t, func(*reqLog) http.Handler { return h }, Options{
+		ReadHeaderTimeout: 150 * time.Millisecond,
+		IdleTimeout:       100 * time.Millisecond,
+	})
+	t.Run("idle after a request", func(t *testing.T) {
+		cl := dial(t, tg)
+		for range 3 {
+			cl.send("GET / HTTP/1.1\nHost: a\n\n")
+			cl.body(cl.response("GET"))
+		}
+		cl.closed()
+	})
+	t.Run("nothing sent", func(t *testing.T) {
+		dial(t, tg).closed()
+	})
+	t.Run("header not finished", func(t *testing.T) {
+		cl := dial(t, tg)
+		cl.send("GET / HTTP/1.1\nHost: a\n")
+		cl.closed()
+	})
+	t.Run("second header not finished", func(t *testing.T) {
+		cl := dial(t, tg)
+		cl.send("GET / HTTP/1.1\nHost: a\n\nGET /2 HTTP/1.1\n")
+		cl.body(cl.response("GET"))
+		cl.closed()
+	})
+	t.Run("second header after a pause", func(t *testing.T) {
+		cl := dial(t, tg)
+		cl.send("GET / HTTP/1.1\nHost: a\n\n")
+		cl.body(cl.response("GET"))
+		cl.send("GET /2 HTTP/1.1\n")
+		cl.closed()
+	})
+	if n := h.count(); n != 5 {
+		t.Errorf("handler called %d times, want 5", n)
 	}
 }

@@ -133,11 +133,15 @@ func badRequestText(text string) error { return &requestError{text: text} }
 // errShutdown ends the loop of an idle connection at shutdown.
 var errShutdown = errors.New("server shutting down")
 
-// setDeadline sets the read deadline to t unless the one in effect is
-// within a second of it: an idle timeout need not be exact, and most
-// requests then cost no timer update.
-func (c *conn) setDeadline(t time.Time) {
-	if d := t.Sub(c.deadline); !c.deadline.IsZero() && d < time.Second && d > -time.Second {
+// setDeadline sets the read deadline to timeout from now unless the one
+// in effect is within an eighth of the timeout (at most a second) of it:
+// a timeout need not be exact, and most requests then cost no timer
+// update. The deadline in effect is never more than that slack early, so
+// never in the past.
+func (c *conn) setDeadline(now time.Time, timeout time.Duration) {
+	t := now.Add(timeout)
+	slack := min(time.Second, timeout/8)
+	if d := t.Sub(c.deadline); !c.deadline.IsZero() && d < slack && d > -slack {
 		return
 	}
 	c.deadline = t
@@ -155,9 +159,9 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 	want := 4
 	if first {
 		want = 1
-		c.setDeadline(time.Now().Add(o.ReadHeaderTimeout))
+		c.setDeadline(time.Now(), o.ReadHeaderTimeout)
 	} else if c.br.Buffered() < want {
-		c.setDeadline(time.Now().Add(o.IdleTimeout))
+		c.setDeadline(time.Now(), o.IdleTimeout)
 	}
 	c.idle.Store(true)
 	if c.s.shutdown.Load() {
@@ -191,7 +195,7 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 			// The header is arriving in pieces: it has ReadHeaderTimeout
 			// from now, not the idle timeout.
 			headerDeadline = true
-			c.setDeadline(time.Now().Add(o.ReadHeaderTimeout))
+			c.setDeadline(time.Now(), o.ReadHeaderTimeout)
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
 			if err == io.EOF && len(buf) > 0 {
