@@ -251,3 +251,37 @@ func TestTimeouts(t *testing.T) {
 		t.Errorf("handler called %d times, want 5", n)
 	}
 }
+
+func TestShutdown(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			w.Header().Set("Connection", "keep-alive")
+			close(entered)
+			<-release
+		}
+		io.WriteString(w, "ok")
+	}), Options{})
+
+	idle := dial(t, tg)
+	idle.send("GET / HTTP/1.1\nHost: a\n\n")
+	idle.body(idle.response("GET"))
+	fresh := dial(t, tg)
+	busy := dial(t, tg)
+	busy.send("GET /slow HTTP/1.1\nHost: a\n\n")
+	<-entered
+
+	tg.fast.Shutdown()
+	idle.closed()
+	fresh.closed()
+	close(release)
+	res := busy.response("GET")
+	if got := busy.body(res); got != "ok" || !res.Close {
+		t.Fatalf("in-flight response: body %q, Connection: close %v", got, res.Close)
+	}
+	if v := res.Header["Connection"]; len(v) != 0 {
+		t.Errorf("Connection fields besides close: %q", v)
+	}
+	busy.closed()
+}

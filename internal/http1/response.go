@@ -219,6 +219,10 @@ func (w *response) flush() {
 // unless it has trailers; chunked otherwise. Held-back body bytes follow.
 func (w *response) endHeader(done bool) {
 	w.sentHeader = true
+	// As net/http: a server shutting down closes after the response, and
+	// says so whatever the handler's Connection field.
+	shutdown := w.x.c.s.shutdown.Load()
+	w.closeAfter = w.closeAfter || shutdown
 	if !w.closeAfter {
 		w.closeAfter, w.tooBig = w.x.body.settle()
 	}
@@ -238,7 +242,7 @@ func (w *response) endHeader(done bool) {
 	}
 	// Closing: the handler's Connection field gives way to "close",
 	// except on a protocol switch.
-	if w.closeAfter && (w.tooBig || !httpguts.HeaderValuesContainsToken(w.connection, "close")) &&
+	if w.closeAfter && (w.tooBig || shutdown || !httpguts.HeaderValuesContainsToken(w.connection, "close")) &&
 		!(w.status == http.StatusSwitchingProtocols && w.header.Get("Upgrade") != "" &&
 			httpguts.HeaderValuesContainsToken(w.connection, "Upgrade")) {
 		bw.WriteString("Connection: close\r\n")

@@ -87,7 +87,8 @@ func New(o Options) *Server {
 
 // Shutdown closes every connection waiting for a request, and makes the
 // others close after the response they are writing (with "Connection:
-// close"), as http.Server.Shutdown does. It does not wait.
+// close" unless its header went out before), as http.Server.Shutdown
+// does. It does not wait.
 func (s *Server) Shutdown() {
 	s.shutdown.Store(true)
 	s.mu.Lock()
