@@ -285,3 +285,184 @@ func TestShutdown(t *testing.T) {
 	}
 	busy.closed()
 }
+
+func TestContextCanceledWhenClientGoes(t *testing.T) {
+	for _, how := range []string{"Done", "AfterFunc", "AfterFunc of a child"} {
+		t.Run(how, func(t *testing.T) {
+			entered := make(chan struct{})
+			canceled := make(chan error, 1)
+			tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx := r.Context()
+				done := ctx.Done()
+				switch how {
+				case "AfterFunc":
+					ch := make(chan struct{})
+					context.AfterFunc(ctx, func() { close(ch) })
+					done = ch
+				case "AfterFunc of a child":
+					child, cancel := context.WithCancel(ctx)
+					defer cancel()
+					ch := make(chan struct{})
+					context.AfterFunc(child, func() { close(ch) })
+					done = ch
+				}
+				close(entered)
+				select {
+				case <-done:
+					canceled <- ctx.Err()
+				case <-time.After(hangTimeout):
+					canceled <- nil
+				}
+			}), Options{})
+			cl := dial(t, tg)
+			cl.send("GET / HTTP/1.1\nHost: a\n\n")
+			<-entered
+			cl.c.Close()
+			if err := <-canceled; err != context.Canceled {
+				t.Fatalf("context error %v after the client went, want %v", err, context.Canceled)
+			}
+		})
+	}
+}
+
+func TestContextDoneAfterHandler(t *testing.T) {
+	ctxs := make(chan context.Context, 2)
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/watched" {
+			_ = r.Context().Done()
+		}
+		if err := r.Context().Err(); err != nil {
+			t.Errorf("context error %v while the handler runs", err)
+		}
+		ctxs <- r.Context()
+		io.WriteString(w, "ok")
+	}), Options{})
+	cl := dial(t, tg)
+	for _, path := range []string{"/", "/watched"} {
+		cl.send("GET " + path + " HTTP/1.1\nHost: a\n\n")
+		cl.body(cl.response("GET"))
+		ctx := <-ctxs
+		// The response is out: the handler returned.
+		if err := ctx.Err(); err != context.Canceled {
+			t.Errorf("%s: context error %v after the handler, want %v", path, err, context.Canceled)
+		}
+		select {
+		case <-ctx.Done():
+		default:
+			t.Errorf("%s: context not done after the handler", path)
+		}
+	}
+}
+
+func TestPipelinedWhileWatching(t *testing.T) {
+	// The handler of the first request waits on its context, which reads
+	// from the connection in the background; the second request arrives
+	// then: it is not taken for the client going away, and is served.
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	errs := make(chan error, 1)
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/1" {
+			ctx := r.Context()
+			entered <- struct{}{}
+			select {
+			case <-ctx.Done():
+				errs <- ctx.Err()
+			case <-release:
+			}
+		}
+		io.WriteString(w, r.URL.Path)
+	}), Options{})
+	cl := dial(t, tg)
+	cl.send("GET /1 HTTP/1.1\nHost: a\n\n")
+	<-entered
+	cl.send("GET /2 HTTP/1.1\nHost: a\n\n")
+	waitBackgroundRead(t, tg.fast)
+	close(release)
+	for _, want := range []string{"/1", "/2"} {
+		if got := cl.body(cl.response("GET")); got != want {
+			t.Fatalf("body %q, want %q", got, want)
+		}
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("context canceled: %v", err)
+	default:
+	}
+}
+
+// waitBackgroundRead waits until the background read of s's one
+// connection has ended (found a byte or an error).
+func waitBackgroundRead(t *testing.T, s *Server) {
+	t.Helper()
+	deadline := time.Now().Add(hangTimeout)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		var done chan struct{}
+		for c := range s.conns {
+			c.bgMu.Lock()
+			done = c.bgDone
+			c.bgMu.Unlock()
+		}
+		s.mu.Unlock()
+		if done != nil {
+			select {
+			case <-done:
+				return
+			case <-time.After(hangTimeout):
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no background read ended")
+}
+
+type ctxKey struct{}
+
+func TestContextValues(t *testing.T) {
+	// The request context carries the connection context's values,
+	// deadline and cancellation, and the local address as net/http's.
+	parentDeadline := time.Now().Add(time.Hour)
+	canceled := make(chan struct{})
+	type seenCtx struct {
+		value, local any
+		deadline     time.Time
+		hasDeadline  bool
+		err          error
+	}
+	got := make(chan seenCtx, 1)
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		d, ok := ctx.Deadline()
+		got <- seenCtx{ctx.Value(ctxKey{}), ctx.Value(http.LocalAddrContextKey), d, ok, ctx.Err()}
+	}), Options{ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+		ctx = context.WithValue(ctx, ctxKey{}, "v")
+		ctx, cancel := context.WithDeadline(ctx, parentDeadline)
+		go func() {
+			<-canceled
+			cancel()
+		}()
+		return ctx
+	}})
+	cl := dial(t, tg)
+	cl.send("GET / HTTP/1.1\nHost: a\n\n")
+	cl.body(cl.response("GET"))
+	s := <-got
+	if s.value != "v" || s.err != nil || !s.hasDeadline || !s.deadline.Equal(parentDeadline) {
+		t.Errorf("value %v, err %v, deadline %v %v", s.value, s.err, s.deadline, s.hasDeadline)
+	}
+	if a, ok := s.local.(net.Addr); !ok || a.String() != tg.addr {
+		t.Errorf("local address %v, want %s", s.local, tg.addr)
+	}
+	close(canceled)
+	deadline := time.Now().Add(hangTimeout)
+	for {
+		cl.send("GET / HTTP/1.1\nHost: a\n\n")
+		cl.body(cl.response("GET"))
+		if s := <-got; s.err == context.Canceled {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("context error %v after the connection context was canceled", s.err)
+		}
+	}
+}

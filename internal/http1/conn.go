@@ -69,7 +69,8 @@ func (r *connReader) Read(p []byte) (int, error) {
 func (s *Server) ServeConn(nc net.Conn) {
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
 	c.cr.nc = nc
-	c.ctx = context.Background()
+	// As net/http's, with the address the connection came to.
+	c.ctx = context.WithValue(context.Background(), http.LocalAddrContextKey, nc.LocalAddr())
 	if s.o.ConnContext != nil {
 		c.ctx = s.o.ConnContext(c.ctx, nc)
 	}

@@ -11,8 +11,9 @@ import (
 // client goes away: a goroutine hand-off and a read per request. Here
 // both start only when somebody waits on the context (Done, or
 // context.AfterFunc, which uses the AfterFunc method); the proxy does so
-// only for responses that take a while. Values come from the connection's
-// context. The context is done once the handler has returned.
+// only for responses that take a while. Values, deadline and cancellation
+// come from the connection's context. The context is done once the
+// handler has returned.
 type reqContext struct {
 	x      *exchange
 	parent context.Context
@@ -25,7 +26,7 @@ type reqContext struct {
 
 var _ context.Context = (*reqContext)(nil)
 
-func (c *reqContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *reqContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 
 func (c *reqContext) Value(key any) any { return c.parent.Value(key) }
 
@@ -41,7 +42,7 @@ func (c *reqContext) Err() error {
 	if finished {
 		return context.Canceled
 	}
-	return nil
+	return c.parent.Err()
 }
 
 // AfterFunc is used by context.AfterFunc and by contexts derived from this

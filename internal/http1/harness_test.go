@@ -34,15 +34,17 @@ type seen struct {
 	Body, BodyErr                        string
 	Close                                bool
 	Trailer                              http.Header
+	// LocalAddr: the context has http.LocalAddrContextKey.
+	LocalAddr bool
 	// via is "F" when the fast loop served the request, "N" when net/http
 	// did; not compared.
 	via string
 }
 
 func (s seen) String() string {
-	return fmt.Sprintf("%s %q url=%q host=%q %s hdr=%v cl=%d te=%v body=%q err=%q close=%v trailer=%v",
+	return fmt.Sprintf("%s %q url=%q host=%q %s hdr=%v cl=%d te=%v body=%q err=%q close=%v trailer=%v local=%v",
 		s.Method, s.RequestURI, s.URL, s.Host, s.Proto, s.Header, s.ContentLength, s.TransferEncoding,
-		s.Body, s.BodyErr, s.Close, s.Trailer)
+		s.Body, s.BodyErr, s.Close, s.Trailer, s.LocalAddr)
 }
 
 // reqLog collects what a handler saw, per client address.
@@ -97,6 +99,7 @@ func diffHandler(l *reqLog) http.Handler {
 			Method: r.Method, RequestURI: r.RequestURI, URL: r.URL.String(), Host: r.Host,
 			Proto: r.Proto, Header: r.Header.Clone(), ContentLength: r.ContentLength,
 			TransferEncoding: r.TransferEncoding, Close: r.Close, via: "N",
+			LocalAddr: r.Context().Value(http.LocalAddrContextKey) != nil,
 		}
 		if _, ok := w.(*response); ok {
 			s.via = "F"
