@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -464,5 +465,267 @@ func TestContextValues(t *testing.T) {
 		} else if time.Now().After(deadline) {
 			t.Fatalf("context error %v after the connection context was canceled", s.err)
 		}
+	}
+}
+
+// handOffHandler echoes: after a hijack for an Upgrade request, the lines
+// the client sends; otherwise the request body.
+func handOffHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") == "echo" {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		for {
+			l, err := brw.ReadString('\n')
+			if err != nil {
+				return
+			}
+			brw.WriteString("echo " + l)
+			brw.Flush()
+		}
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	io.WriteString(w, r.Proto+" "+string(b))
+}
+
+func TestHandOff(t *testing.T) {
+	tg := startFast(t, handlerFunc(handOffHandler), Options{})
+	t.Run("upgrade", func(t *testing.T) {
+		cl := dial(t, tg)
+		// A request first, served by the loop; then the upgrade, with
+		// the first line of the new protocol in the same write.
+		cl.send("POST / HTTP/1.1\nHost: a\nContent-Length: 2\n\nhi" +
+			"GET / HTTP/1.1\nHost: a\nUpgrade: echo\nConnection: Upgrade\n\none\n")
+		if got := cl.body(cl.response("POST")); got != "HTTP/1.1 hi" {
+			t.Fatalf("first body %q", got)
+		}
+		if res := cl.response("GET"); res.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("status %s", res.Status)
+		}
+		for _, l := range []string{"one", "two"} {
+			if l == "two" {
+				cl.send("two\n")
+			}
+			got, err := cl.br.ReadString('\n')
+			if err != nil || got != "echo "+l+"\r\n" {
+				t.Fatalf("got %q, %v", got, err)
+			}
+		}
+	})
+	t.Run("expect", func(t *testing.T) {
+		cl := dial(t, tg)
+		cl.send("POST / HTTP/1.1\nHost: a\nExpect: 100-continue\nContent-Length: 5\n\n")
+		if res := cl.response("POST"); res.StatusCode != http.StatusContinue {
+			t.Fatalf("status %s, want 100", res.Status)
+		}
+		cl.c.Write([]byte("hello"))
+		if got := cl.body(cl.response("POST")); got != "HTTP/1.1 hello" {
+			t.Fatalf("body %q", got)
+		}
+	})
+	t.Run("chunked", func(t *testing.T) {
+		cl := dial(t, tg)
+		cl.send("POST / HTTP/1.1\nHost: a\nTransfer-Encoding: chunked\n\n5\nhello\n0\n\n")
+		if got := cl.body(cl.response("POST")); got != "HTTP/1.1 hello" {
+			t.Fatalf("body %q", got)
+		}
+	})
+	t.Run("HTTP/1.0", func(t *testing.T) {
+		cl := dial(t, tg)
+		cl.send("POST / HTTP/1.0\nContent-Length: 5\n\nhello")
+		if got := cl.body(cl.response("POST")); got != "HTTP/1.0 hello" {
+			t.Fatalf("body %q", got)
+		}
+		cl.closed()
+	})
+	t.Run("large header", func(t *testing.T) {
+		cl := dial(t, tg)
+		cl.send(bigHeader(6000))
+		if got := cl.body(cl.response("GET")); got != "HTTP/1.1 " {
+			t.Fatalf("body %q", got)
+		}
+	})
+	t.Run("target", func(t *testing.T) {
+		cl := dial(t, tg)
+		cl.send("GET http://a/ HTTP/1.1\nHost: a\n\n")
+		if got := cl.body(cl.response("GET")); got != "HTTP/1.1 " {
+			t.Fatalf("body %q", got)
+		}
+	})
+	for reason, n := range map[string]int{
+		reasonUpgrade: 1, reasonExpect: 1, reasonTransferEncoding: 1, reasonVersion: 1, reasonHeaderSize: 1, reasonTarget: 1,
+	} {
+		if got := tg.handoffCount(reason); got != n {
+			t.Errorf("%d hand-offs for %s, want %d", got, reason, n)
+		}
+	}
+}
+
+func TestHandOffAfterListenerClosed(t *testing.T) {
+	// Once the hand-off listener is closed (its server shut down), a
+	// connection to hand off is closed instead.
+	h := &counter{}
+	tg := startFast(t, func(*reqLog) http.Handler { return h }, Options{})
+	tg.fast.o.HandOff.Close()
+	cl := dial(t, tg)
+	cl.send("GET / HTTP/1.0\n\n")
+	cl.closed()
+	if h.count() != 0 {
+		t.Fatal("request served")
+	}
+}
+
+func TestStreaming(t *testing.T) {
+	// Flushed parts arrive while the handler still runs.
+	next := make(chan struct{})
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, part := range []string{"one", "two", "three"} {
+			io.WriteString(w, part)
+			w.(http.Flusher).Flush()
+			<-next
+		}
+	}), Options{})
+	cl := dial(t, tg)
+	cl.send("GET / HTTP/1.1\nHost: a\n\n")
+	res := cl.response("GET")
+	if len(res.TransferEncoding) != 1 || res.TransferEncoding[0] != "chunked" {
+		t.Fatalf("transfer encoding %v", res.TransferEncoding)
+	}
+	for _, part := range []string{"one", "two", "three"} {
+		b := make([]byte, len(part))
+		if _, err := io.ReadFull(res.Body, b); err != nil || string(b) != part {
+			t.Fatalf("read %q, %v, want %q", b, err, part)
+		}
+		next <- struct{}{}
+	}
+	if rest := cl.body(res); rest != "" {
+		t.Fatalf("more body %q", rest)
+	}
+}
+
+func TestTrailers(t *testing.T) {
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Declared, X-Forbidden-Not")
+		io.WriteString(w, "body")
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Declared", "d")
+		w.Header().Set(http.TrailerPrefix+"X-Prefixed", "p")
+	}), Options{})
+	cl := dial(t, tg)
+	for range 2 {
+		cl.send("GET / HTTP/1.1\nHost: a\n\n")
+		res := cl.response("GET")
+		if got := cl.body(res); got != "body" {
+			t.Fatalf("body %q", got)
+		}
+		if got := res.Trailer.Get("X-Declared"); got != "d" {
+			t.Errorf("declared trailer %q", got)
+		}
+		if got := res.Trailer.Get("X-Prefixed"); got != "p" {
+			t.Errorf("prefixed trailer %q", got)
+		}
+		if res.Header.Get("X-Declared") != "" {
+			t.Errorf("trailer in the header")
+		}
+	}
+}
+
+func TestShortBody(t *testing.T) {
+	// A body shorter than its Content-Length: the connection closes, so
+	// that the client sees the response is cut.
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10")
+		io.WriteString(w, "short")
+	}), Options{})
+	cl := dial(t, tg)
+	cl.send("GET / HTTP/1.1\nHost: a\n\nGET / HTTP/1.1\nHost: a\n\n")
+	res := cl.response("GET")
+	b, err := io.ReadAll(res.Body)
+	if string(b) != "short" || err != io.ErrUnexpectedEOF {
+		t.Fatalf("body %q, %v", b, err)
+	}
+	cl.closed()
+}
+
+// logRecorder is a slog.Handler keeping the messages logged.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecorder) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
+
+func TestPanic(t *testing.T) {
+	// A panicking handler (http.ErrAbortHandler too) leaves an incomplete
+	// response: what was flushed, then the close. Only a real panic is
+	// logged.
+	logs := &logRecorder{}
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("flush") != "" {
+			io.WriteString(w, "part")
+			w.(http.Flusher).Flush()
+		}
+		if r.URL.Query().Get("cl") != "" {
+			w.Header().Set("Content-Length", "100")
+			io.WriteString(w, "part")
+		}
+		if r.URL.Query().Get("abort") != "" {
+			panic(http.ErrAbortHandler)
+		}
+		panic("boom")
+	}), Options{Logger: slog.New(logs)})
+	for _, q := range []string{"", "flush=1", "cl=1", "abort=1", "abort=1&flush=1"} {
+		t.Run(q, func(t *testing.T) {
+			cl := dial(t, tg)
+			cl.send("GET /?" + q + " HTTP/1.1\nHost: a\n\nGET / HTTP/1.1\nHost: a\n\n")
+			res, err := http.ReadResponse(cl.br, nil)
+			if q == "" || q == "abort=1" {
+				// Nothing was sent.
+				if err != io.ErrUnexpectedEOF && err != io.EOF {
+					t.Fatalf("response %v, %v", res, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(res.Body)
+			if string(b) != "part" || err != io.ErrUnexpectedEOF {
+				t.Fatalf("body %q, %v", b, err)
+			}
+			cl.closed()
+		})
+	}
+	if n := logs.count("http1: panic serving request"); n != 3 {
+		t.Errorf("%d panics logged, want 3", n)
 	}
 }
