@@ -461,7 +461,9 @@ func (b *reqBody) read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
-	if err == io.EOF {
+	// A body cut short by the client's EOF is over too (and reads as
+	// io.EOF from then on, as net/http's).
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		b.mu.Lock()
 		b.eof = true
 		watch := b.watch

@@ -180,6 +180,12 @@ var diffCases = []diffCase{
 	}},
 	{name: "body unread, HEAD", via: "FF", closed: "n", parts: one(
 		"HEAD /?noread=1 HTTP/1.1\nHost: a\nContent-Length: 5\n\nhelloGET /2 HTTP/1.1\nHost: a\n\n")},
+	{name: "body closed, cut short", via: "F", talkOpts: talkOpts{halfClose: true}, parts: one(
+		"POST /?bclose=1 HTTP/1.1\nHost: a\nContent-Length: 10\n\nhello")},
+	{name: "body cut short", via: "F", talkOpts: talkOpts{halfClose: true}, parts: one(
+		"POST / HTTP/1.1\nHost: a\nContent-Length: 10\n\nhello")},
+	{name: "body unread, cut short", via: "F", talkOpts: talkOpts{halfClose: true}, parts: one(
+		"POST /?noread=1 HTTP/1.1\nHost: a\nContent-Length: 10\n\nhello")},
 	{name: "body unread just under 256k", via: "FF", closed: "n", parts: [][]byte{
 		crlf("POST /?noread=1 HTTP/1.1\nHost: a\nContent-Length: 262143\n\n"),
 		bytes.Repeat([]byte("b"), 262143),
