@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -287,7 +288,7 @@ func (c *conn) serve(req *http.Request) (keep bool) {
 	w.req = req
 	w.head = req.Method == http.MethodHead
 	w.cl = -1
-	w.closeAfter = req.Close || c.s.shutdown.Load()
+	w.closeAfter = req.Close || c.s.shutdown.Load() || hasToken(req.Header.Get("Connection"), "close")
 	if req.Body != http.NoBody && req.Body != nil {
 		x.body.rc = req.Body
 		x.body.size = req.ContentLength
@@ -520,10 +521,12 @@ func (b *reqBody) settle() (closeConn, tooBig bool) {
 	switch {
 	case b.closed:
 		return !b.eof, false
+	case b.size-b.n >= maxDiscard:
+		// As net/http, on what the length still promises, even after an
+		// early EOF.
+		return true, true
 	case b.eof:
 		return false, false
-	case b.size-b.n >= maxDiscard:
-		return true, true
 	}
 	_, err := io.CopyN(io.Discard, readerFunc(b.read), maxDiscard+1)
 	switch err {
@@ -534,3 +537,24 @@ func (b *reqBody) settle() (closeConn, tooBig bool) {
 	}
 	return true, false // a read failed: what follows on the wire is no request
 }
+
+// hasToken reports whether token (lower case) is in v, ASCII
+// case-insensitively, between spaces or commas: net/http's test of a
+// request's Connection field when it decides to close after the
+// response, looser than the one that set the request's Close.
+func hasToken(v, token string) bool {
+	for sp := 0; sp+len(token) <= len(v); sp++ {
+		if sp > 0 && !isTokenBoundary(v[sp-1]) {
+			continue
+		}
+		if end := sp + len(token); end != len(v) && !isTokenBoundary(v[end]) {
+			continue
+		}
+		if strings.EqualFold(v[sp:sp+len(token)], token) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
