@@ -39,6 +39,10 @@ type conn struct {
 	lastPOST bool
 	// linger: the connection closes with a request body left unread.
 	linger bool
+	// header is the last response's header map, emptied, for the next
+	// response: a handler may not use its ResponseWriter, the header
+	// included, once it returned.
+	header http.Header
 
 	// The background read that watches for the client going away while a
 	// handler waits (started on demand by the request context).
@@ -288,6 +292,7 @@ func (c *conn) serve(req *http.Request) (keep bool) {
 	w.req = req
 	w.head = req.Method == http.MethodHead
 	w.cl = -1
+	w.header, c.header = c.header, nil
 	w.closeAfter = req.Close || c.s.shutdown.Load() || hasToken(req.Header.Get("Connection"), "close")
 	if req.Body != http.NoBody && req.Body != nil {
 		x.body.rc = req.Body
@@ -309,6 +314,10 @@ func (c *conn) serve(req *http.Request) (keep bool) {
 	}
 	w.finish()
 	c.stopBackgroundRead(x)
+	if len(w.header) <= maxReusedFields {
+		clear(w.header)
+		c.header = w.header
+	}
 	if req.MultipartForm != nil {
 		req.MultipartForm.RemoveAll()
 	}
@@ -318,6 +327,11 @@ func (c *conn) serve(req *http.Request) (keep bool) {
 	c.linger = w.tooBig || early
 	return w.err == nil && !w.closeAfter && c.bgErr == nil && eof && !early
 }
+
+// maxReusedFields is the most fields a response header map may have held
+// to be kept for the connection's next response (a map keeps the room it
+// grew to).
+const maxReusedFields = 16
 
 // lingerRead is how long a connection closing with a request body left
 // unread goes on reading after it shut its write side (net/http waits
