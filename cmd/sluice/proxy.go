@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"sluice.dev/sluice/internal/dataplane"
+	"sluice.dev/sluice/internal/gcfloor"
 	"sluice.dev/sluice/internal/proxy"
 	"sluice.dev/sluice/internal/server"
 	"sluice.dev/sluice/internal/source/kube"
@@ -57,6 +58,7 @@ type proxyConfig struct {
 	shutdownTimeout     time.Duration
 	healthOnTrafficPort bool
 	fastHTTP1           bool
+	gcHeapFloorMiB      int
 
 	logFormat string
 	logLevel  string
@@ -88,6 +90,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time in-flight requests get to finish once draining ends (0: none)")
 	fs.BoolVar(&c.healthOnTrafficPort, "health-on-traffic-port", false, "also answer /healthz on the traffic ports (the path is then reserved)")
 	fs.BoolVar(&c.fastHTTP1, "http1-fast-path", true, "serve plain-HTTP keep-alive traffic with sluice's own HTTP/1.1 loop (net/http takes the connections it leaves: HTTP/1.0, upgrades, Expect, chunked uploads, large headers); false: net/http serves everything")
+	fs.IntVar(&c.gcHeapFloorMiB, "gc-heap-floor-mib", 64, "let the heap grow to this many MiB before the garbage collector runs (GOGC raised while the live heap is small; at most a quarter of the cgroup memory limit; 0 or a GOGC variable: Go's default)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", false, "log one line per request")
@@ -186,6 +189,15 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 func serveProxy(c *proxyConfig, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+
+	if c.gcHeapFloorMiB > 0 {
+		if v := os.Getenv("GOGC"); v != "" {
+			log.Info("GOGC is set: no heap floor", "GOGC", v)
+		} else {
+			floor := gcfloor.Floor(uint64(c.gcHeapFloorMiB)<<20, gcfloor.CgroupMemoryMax())
+			defer gcfloor.Start(floor, 100, log).Stop()
+		}
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
