@@ -275,6 +275,12 @@ func TestShutdown(t *testing.T) {
 
 	tg.fast.Shutdown()
 	idle.closed()
+	// A connection that sent nothing yet may have its first request on
+	// the way: it is served, and closed after the response.
+	fresh.send("GET / HTTP/1.1\nHost: a\n\n")
+	if res := fresh.response("GET"); fresh.body(res) != "ok" || !res.Close {
+		t.Fatalf("first request after shutdown: Connection: close %v", res.Close)
+	}
 	fresh.closed()
 	close(release)
 	res := busy.response("GET")
@@ -285,6 +291,19 @@ func TestShutdown(t *testing.T) {
 		t.Errorf("Connection fields besides close: %q", v)
 	}
 	busy.closed()
+}
+
+func TestShutdownClosesSilentFreshConnections(t *testing.T) {
+	defer func(d time.Duration) { freshGrace = d }(freshGrace)
+	freshGrace = 300 * time.Millisecond
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}), Options{})
+	silent := dial(t, tg)
+	tg.fast.Shutdown()
+	// closed fails on the client's own timeout (hangTimeout) if the
+	// server keeps the connection past the grace.
+	silent.closed()
 }
 
 func TestContextCanceledWhenClientGoes(t *testing.T) {

@@ -30,8 +30,10 @@ type conn struct {
 	remote string
 	ctx    context.Context // values for every request
 
-	// idle is set while the loop waits for the first bytes of a request.
-	idle atomic.Bool
+	// idle is set while the loop waits for the first bytes of a request;
+	// fresh until the first request's header is read.
+	idle, fresh atomic.Bool
+	accepted    time.Time
 	// deadline is the read deadline in effect, as far as the loop knows;
 	// zero for none.
 	deadline time.Time
@@ -82,6 +84,8 @@ func (s *Server) ServeConn(nc net.Conn) {
 	}
 	c.br = s.brs.Get().(*bufio.Reader)
 	c.br.Reset(&c.cr)
+	c.accepted = time.Now()
+	c.fresh.Store(true)
 	s.track(c, true)
 	handedOff := false
 	defer func() {
@@ -137,6 +141,11 @@ func (e *requestError) Unwrap() error { return e.err }
 
 func badRequestText(text string) error { return &requestError{text: text} }
 
+// freshGrace is how long after its accept a connection may send its first
+// request once the server shuts down (net/http's 5 seconds); a variable
+// for tests.
+var freshGrace = 5 * time.Second
+
 // errShutdown ends the loop of an idle connection at shutdown.
 var errShutdown = errors.New("server shutting down")
 
@@ -172,7 +181,13 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 	}
 	c.idle.Store(true)
 	if c.s.shutdown.Load() {
-		return nil, "", errShutdown
+		if !first {
+			return nil, "", errShutdown
+		}
+		// As net/http: a connection that has not sent its first request
+		// yet may have one on the way; it gets freshGrace from its
+		// accept to send it, and its response then closes it.
+		c.nc.SetReadDeadline(c.accepted.Add(freshGrace))
 	}
 	if !first && c.br.Buffered() == 0 {
 		// The response just went out, so the client's next request
@@ -184,6 +199,7 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 	}
 	_, err := c.br.Peek(want)
 	c.idle.Store(false)
+	c.fresh.Store(false)
 	if err != nil {
 		return nil, "", err
 	}

@@ -85,16 +85,24 @@ func New(o Options) *Server {
 	return s
 }
 
-// Shutdown closes every connection waiting for a request, and makes the
-// others close after the response they are writing (with "Connection:
-// close" unless its header went out before), as http.Server.Shutdown
-// does. It does not wait.
+// Shutdown closes every connection waiting for a later request, and
+// makes the others close after the response they are writing (with
+// "Connection: close" unless its header went out before), as
+// http.Server.Shutdown does. A connection that has not sent its first
+// request yet may still be carrying one: as with net/http, it is closed
+// only if none came within 5 seconds of its accept. Shutdown does not
+// wait.
 func (s *Server) Shutdown() {
 	s.shutdown.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		if c.idle.Load() {
+		if !c.idle.Load() {
+			continue
+		}
+		if c.fresh.Load() {
+			c.nc.SetReadDeadline(c.accepted.Add(freshGrace))
+		} else {
 			// Wake the read; the loop sees shutdown and closes.
 			c.nc.SetReadDeadline(aLongTimeAgo)
 		}
