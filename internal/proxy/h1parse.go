@@ -77,7 +77,7 @@ func (hc *h1conn) parseResponse(br *bufio.Reader, req *http.Request) (*http.Resp
 		switch {
 		case asciiEqualFold(k, "Content-Length"):
 			cls++
-			if _, ok := contentLength(trimOWS(v)); !ok {
+			if _, ok := contentLength(textproto.TrimBytes(v)); !ok {
 				return nil, false
 			}
 		case asciiEqualFold(k, "Transfer-Encoding"), asciiEqualFold(k, "Trailer"), asciiEqualFold(k, "Pragma"):
@@ -106,11 +106,10 @@ func (hc *h1conn) parseResponse(br *bufio.Reader, req *http.Request) (*http.Resp
 		l := hs[pos : j-1] // without CRLF
 		pos = j + 1
 		c := strings.IndexByte(l, ':')
-		key := l[:c]
-		if !canonical(key) {
-			key = textproto.CanonicalMIMEHeaderKey(key)
-		}
-		val := trimOWSString(l[c+1:])
+		// Returns a canonical key as it is, without allocating.
+		key := textproto.CanonicalMIMEHeaderKey(l[:c])
+		val := textproto.TrimString(l[c+1:]) // no CR or LF left to trim
+
 		if key == "Content-Length" {
 			cl, _ = contentLength([]byte(val))
 		}
@@ -184,20 +183,6 @@ func contentLength(b []byte) (int64, bool) {
 	return n, true
 }
 
-// canonical reports whether the token k is in canonical MIME header form
-// (so textproto.CanonicalMIMEHeaderKey would return it unchanged).
-func canonical(k string) bool {
-	upper := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return false
-		}
-		upper = c == '-'
-	}
-	return true
-}
-
 func asciiEqualFold(b []byte, s string) bool {
 	if len(b) != len(s) {
 		return false
@@ -215,20 +200,6 @@ func asciiEqualFold(b []byte, s string) bool {
 		}
 	}
 	return true
-}
-
-func trimOWS(b []byte) []byte {
-	return bytes.Trim(b, " \t")
-}
-
-func trimOWSString(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // limitedBody is a response body of a known length read from the
