@@ -294,11 +294,9 @@ func TestShutdown(t *testing.T) {
 }
 
 func TestShutdownClosesSilentFreshConnections(t *testing.T) {
-	defer func(d time.Duration) { freshGrace = d }(freshGrace)
-	freshGrace = 300 * time.Millisecond
 	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
-	}), Options{})
+	}), Options{freshGrace: 300 * time.Millisecond})
 	silent := dial(t, tg)
 	tg.fast.Shutdown()
 	// closed fails on the client's own timeout (hangTimeout) if the

@@ -141,11 +141,6 @@ func (e *requestError) Unwrap() error { return e.err }
 
 func badRequestText(text string) error { return &requestError{text: text} }
 
-// freshGrace is how long after its accept a connection may send its first
-// request once the server shuts down (net/http's 5 seconds); a variable
-// for tests.
-var freshGrace = 5 * time.Second
-
 // errShutdown ends the loop of an idle connection at shutdown.
 var errShutdown = errors.New("server shutting down")
 
@@ -185,9 +180,9 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 			return nil, "", errShutdown
 		}
 		// As net/http: a connection that has not sent its first request
-		// yet may have one on the way; it gets freshGrace from its
+		// yet may have one on the way; it gets 5 s from its
 		// accept to send it, and its response then closes it.
-		c.nc.SetReadDeadline(c.accepted.Add(freshGrace))
+		c.nc.SetReadDeadline(c.accepted.Add(c.s.o.freshGrace))
 	}
 	if !first && c.br.Buffered() == 0 {
 		// The response just went out, so the client's next request

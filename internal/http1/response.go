@@ -285,24 +285,32 @@ func (w *response) writeFields(bw *bufio.Writer, h http.Header, final bool) (tra
 			trailers = true
 			continue
 		}
-		if !httpguts.ValidHeaderFieldName(k) {
-			continue
-		}
-		for _, v := range vv {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			writeValue(bw, v)
-			bw.WriteString("\r\n")
-		}
+		writeField(bw, k, vv)
 	}
 	return trailers && final
 }
+
+// writeField writes the lines of field k, unless k is not a valid field
+// name (net/http drops those).
+func writeField(bw *bufio.Writer, k string, vv []string) {
+	if !httpguts.ValidHeaderFieldName(k) {
+		return
+	}
+	for _, v := range vv {
+		bw.WriteString(k)
+		bw.WriteString(": ")
+		writeValue(bw, v)
+		bw.WriteString("\r\n")
+	}
+}
+
+var lineBreaks = strings.NewReplacer("\r", " ", "\n", " ")
 
 // writeValue writes v with CR and LF replaced by spaces and surrounding
 // ASCII spaces and tabs trimmed, as net/http writes a field value.
 func writeValue(bw *bufio.Writer, v string) {
 	if strings.ContainsAny(v, "\r\n") {
-		v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+		v = lineBreaks.Replace(v)
 	}
 	bw.WriteString(textproto.TrimString(v))
 }
@@ -355,27 +363,16 @@ func (w *response) release() {
 // allowed in a trailer) with their values in the header map.
 func (w *response) writeTrailers() {
 	h := w.header
-	write := func(k string, vv []string) {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return
-		}
-		for _, v := range vv {
-			w.bw.WriteString(k)
-			w.bw.WriteString(": ")
-			writeValue(w.bw, v)
-			w.bw.WriteString("\r\n")
-		}
-	}
 	for k, vv := range h {
 		if k, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
-			write(k, vv)
+			writeField(w.bw, k, vv)
 		}
 	}
 	for _, decl := range h["Trailer"] {
 		for k := range strings.SplitSeq(decl, ",") {
 			k = http.CanonicalHeaderKey(textproto.TrimString(k))
 			if k != "" && httpguts.ValidTrailerHeader(k) {
-				write(k, h[k])
+				writeField(w.bw, k, h[k])
 			}
 		}
 	}

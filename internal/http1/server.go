@@ -53,6 +53,11 @@ type Options struct {
 	OnHandOff func(reason string)
 	// Logger receives handler panics and protocol trouble; nil discards.
 	Logger *slog.Logger
+
+	// freshGrace is how long after its accept a connection may send its
+	// first request once the server shuts down: net/http's 5 seconds;
+	// shorter in tests.
+	freshGrace time.Duration
 }
 
 // Server runs the loop on the connections given to ServeConn.
@@ -75,6 +80,9 @@ func New(o Options) *Server {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 120 * time.Second
+	}
+	if o.freshGrace <= 0 {
+		o.freshGrace = 5 * time.Second
 	}
 	s := &Server{o: o, log: o.Logger, conns: map[*conn]struct{}{}}
 	if s.log == nil {
@@ -101,7 +109,7 @@ func (s *Server) Shutdown() {
 			continue
 		}
 		if c.fresh.Load() {
-			c.nc.SetReadDeadline(c.accepted.Add(freshGrace))
+			c.nc.SetReadDeadline(c.accepted.Add(s.o.freshGrace))
 		} else {
 			// Wake the read; the loop sees shutdown and closes.
 			c.nc.SetReadDeadline(aLongTimeAgo)
