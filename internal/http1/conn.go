@@ -327,7 +327,11 @@ func (c *conn) serve(req *http.Request) (keep bool) {
 	}
 	req = req.WithContext(&x.ctx)
 
-	if !c.runHandler(w, req) {
+	ok := c.runHandler(w, req)
+	// As net/http: the request's context is done once the handler has
+	// returned, before the end of the response goes out.
+	x.ctx.finish()
+	if !ok {
 		w.abort()
 		c.stopBackgroundRead(x)
 		return false
@@ -421,10 +425,8 @@ func (c *conn) startBackgroundRead(x *exchange, cancel context.CancelFunc) {
 	}()
 }
 
-// stopBackgroundRead ends x's background read, if one runs, and makes the
-// request context done (net/http cancels it when the handler returns).
+// stopBackgroundRead ends x's background read, if one runs.
 func (c *conn) stopBackgroundRead(x *exchange) {
-	x.ctx.finish()
 	c.bgMu.Lock()
 	x.stopped = true // no background read starts after this
 	done := c.bgDone
