@@ -148,43 +148,16 @@ func (c *memConn) SetDeadline(time.Time) error      { return nil }
 func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 
-// chanListener hands out the connections sent to it.
-type chanListener struct {
-	conns chan net.Conn
-	once  sync.Once
-	done  chan struct{}
-}
-
-func newChanListener() *chanListener {
-	return &chanListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
-
 // memServers are the two servers of FuzzServe, on memConns.
 type memServers struct {
 	stdLog, fastLog *reqLog
-	stdLn           *chanListener
+	stdLn           *Listener // the fast loop's hand-off listener, here for net/http alone
 	fast            *Server
 	port            atomic.Int64
 }
 
 func startMemServers(tb testing.TB) *memServers {
-	m := &memServers{stdLog: &reqLog{}, fastLog: &reqLog{}, stdLn: newChanListener()}
+	m := &memServers{stdLog: &reqLog{}, fastLog: &reqLog{}, stdLn: NewListener(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80})}
 	std := newHTTPServer(diffHandler(m.stdLog))
 	std.ReadHeaderTimeout, std.IdleTimeout = 0, 0
 	hl := NewListener(m.stdLn.Addr())
@@ -224,7 +197,7 @@ func (m *memServers) serve(tb testing.TB, data []byte) (std, fast result) {
 		}
 		return result{raw: c.output(), closed: true, seen: log.get(remote.String())}
 	}
-	std = run(m.stdLog, func(c *memConn) { m.stdLn.conns <- c })
+	std = run(m.stdLog, func(c *memConn) { m.stdLn.handOff(c) })
 	fast = run(m.fastLog, func(c *memConn) { m.fast.ServeConn(c) })
 	return std, fast
 }
