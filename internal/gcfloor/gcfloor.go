@@ -80,12 +80,14 @@ func (t *Tuner) adjust() {
 	}
 	p := Percent(t.sample[0].Value.Uint64(), t.floor, t.base)
 	cur := int(t.current.Load())
-	if d := p - cur; d == 0 || (d < cur/10 && -d < cur/10 && p != t.base) {
+	if p == cur || p != t.base && abs(p-cur) < cur/10 {
 		return
 	}
 	t.current.Store(int64(p))
 	debug.SetGCPercent(p)
 }
+
+func abs(n int) int { return max(n, -n) }
 
 // GOGC is the value the tuner set last.
 func (t *Tuner) GOGC() int { return int(t.current.Load()) }
