@@ -174,6 +174,31 @@ type LoadBalancerBindingStatus struct {
 	// LastError is the last provider error, empty once a reconcile succeeds.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
+	// Addresses are the load balancer's addresses in use for the Ingresses
+	// of the IngressClasses that name this binding (their status and DNS
+	// records): spec.publish when it is set, otherwise what the controller
+	// discovered from the provider (AWS: the load balancers of the target
+	// groups). Kept while discovery fails.
+	// +optional
+	Addresses []LoadBalancerAddress `json:"addresses,omitempty"`
+}
+
+// LoadBalancerAddress is one address of the load balancer in front of a
+// binding's targets.
+type LoadBalancerAddress struct {
+	// IP is an IPv4 or IPv6 address.
+	// +optional
+	IP string `json:"ip,omitempty"`
+	// Hostname is a DNS name (an AWS load balancer's DNS name).
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+	// CanonicalHostedZoneID is the Route53 hosted zone of an AWS load
+	// balancer's DNS name: the target of ALIAS records.
+	// +optional
+	CanonicalHostedZoneID string `json:"canonicalHostedZoneID,omitempty"`
+	// LoadBalancerARN is the AWS load balancer the address was found on.
+	// +optional
+	LoadBalancerARN string `json:"loadBalancerARN,omitempty"`
 }
 
 // TargetCounts counts targets by load-balancer state.
