@@ -102,6 +102,9 @@ type Options struct {
 	FastTTL, SlowTTL time.Duration
 	// GroupTTL is how long a group's type and tags are reused. Default 5m.
 	GroupTTL time.Duration
+	// LoadBalancerTTL is how long LoadBalancers reuses which load
+	// balancers front a group, and their names. Default 1m.
+	LoadBalancerTTL time.Duration
 	// OwnGrace keeps a registered target owned for this long even if
 	// listings do not show it (AWS's listings are eventually consistent).
 	// Default 2m.
@@ -132,6 +135,7 @@ func (o *Options) defaults() {
 	o.FastTTL = cmp.Or(o.FastTTL, time.Second)
 	o.SlowTTL = cmp.Or(o.SlowTTL, 10*time.Second)
 	o.GroupTTL = cmp.Or(o.GroupTTL, 5*time.Minute)
+	o.LoadBalancerTTL = cmp.Or(o.LoadBalancerTTL, time.Minute)
 	o.OwnGrace = cmp.Or(o.OwnGrace, 2*time.Minute)
 	o.DrainMargin = cmp.Or(o.DrainMargin, 15*time.Second)
 	o.Logger = cmp.Or(o.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -150,6 +154,8 @@ type Provider struct {
 
 	mu     sync.Mutex
 	groups map[string]*group
+
+	lbs lbCache // LoadBalancers' cache
 }
 
 var _ lb.Provider = (*Provider)(nil)

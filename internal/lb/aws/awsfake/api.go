@@ -80,6 +80,7 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 		"DescribeTargetGroups":          f.describeTargetGroups,
 		"DescribeTags":                  f.describeTags,
 		"DescribeTargetGroupAttributes": f.describeTargetGroupAttributes,
+		"DescribeLoadBalancers":         f.describeLoadBalancers,
 	}[action]
 	if !ok {
 		f.writeError(w, reqID, senderErr("InvalidAction", "Could not find operation %s for version %s", action, apiVersion))
@@ -444,6 +445,9 @@ func (f *Fake) describeTargetGroups(r *http.Request, w *xw) *apiError {
 		}
 		w.close("Matcher")
 		w.open("LoadBalancerArns")
+		for _, arn := range f.loadBalancersOf(g.arn) {
+			w.elem("member", arn)
+		}
 		w.close("LoadBalancerArns")
 		w.elem("TargetType", c.TargetType)
 		w.elem("IpAddressType", "ipv4")

@@ -139,6 +139,8 @@ type Fake struct {
 	calls     map[string]int
 	reqID     uint64
 	wg        sync.WaitGroup
+
+	elb elbState // load balancers (elb.go)
 }
 
 // New starts a fake on Options.Address. Stop it with Close.
