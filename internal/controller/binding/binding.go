@@ -268,8 +268,12 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 		return r.failed(ctx, b, listed, snap.Err)
 	}
 	r.checkDelays(ctx, b, prov, groups, pods)
+	addrs, err := addresses(ctx, b, prov, groups)
+	if err != nil {
+		r.log.Warn("finding load balancer addresses", "binding", key, "err", err)
+	}
 	r.log.Debug("binding reconciled", "binding", key, "groups", len(groups), "desired", len(desired), "listed", len(listed))
-	if err := r.writeStatus(ctx, b, listed, "", nil); err != nil {
+	if err := r.writeStatusAddresses(ctx, b, listed, "", nil, addrs); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: r.requeue(moving, listed)}, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"reflect"
 	"testing"
 	"time"
 
@@ -492,5 +493,23 @@ func TestNotifiesChangedPodsOnly(t *testing.T) {
 	e.mustReconcile("b")
 	if e.notified[p1] != 2 || e.notified[p2] != 2 {
 		t.Fatalf("health round notified %v", e.notified)
+	}
+}
+
+// TestStatusAddresses: spec.publish becomes status.addresses, and a
+// removed publish list clears them (an HAProxy provider finds nothing).
+func TestStatusAddresses(t *testing.T) {
+	e := newEnv(t, ct.Binding("b", ct.Publish(v1alpha1.PublishAddress{IP: "192.0.2.1"}, v1alpha1.PublishAddress{Hostname: "lb.example.com"})))
+	e.mustReconcile("b")
+	want := []v1alpha1.LoadBalancerAddress{{IP: "192.0.2.1"}, {Hostname: "lb.example.com"}}
+	if got := e.binding("b").Status.Addresses; !reflect.DeepEqual(got, want) {
+		t.Fatalf("status.addresses = %+v, want %+v", got, want)
+	}
+	b := e.binding("b")
+	b.Spec.Publish = nil
+	e.update(b)
+	e.mustReconcile("b")
+	if got := e.binding("b").Status.Addresses; len(got) != 0 {
+		t.Fatalf("status.addresses = %+v after publish was removed, want none", got)
 	}
 }

@@ -24,8 +24,15 @@ const maxMessage = 1024
 // outcome (cause nil: success; reason names the failure) and writes it if
 // anything changed.
 func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBinding, listed []lb.Status, reason string, cause error) error {
+	return r.writeStatusAddresses(ctx, b, listed, reason, cause, b.Status.Addresses)
+}
+
+// writeStatusAddresses is writeStatus that also sets status.addresses.
+func (r *Reconciler) writeStatusAddresses(ctx context.Context, b *v1alpha1.LoadBalancerBinding, listed []lb.Status, reason string, cause error,
+	addrs []v1alpha1.LoadBalancerAddress) error {
 	orig := b.DeepCopy()
 	st := &b.Status
+	st.Addresses = addrs
 	st.ObservedGeneration = b.Generation
 	st.Targets = countTargets(listed)
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
@@ -60,6 +67,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBi
 		"conditions":         b.Status.Conditions,
 		"targets":            b.Status.Targets,
 		"lastError":          lastError,
+		"addresses":          b.Status.Addresses,
 	}})
 	if err != nil {
 		return fmt.Errorf("encoding status of binding %s/%s: %w", b.Namespace, b.Name, err)
