@@ -3,13 +3,17 @@
 // sluice serves, so that tools reading Ingress status (external-dns, kubectl,
 // Argo CD health) see where the Ingress is reachable.
 //
-//	Ingress, IngressClasses, LoadBalancerBindings ─► Serves + Published (pure) ─► Ingress status patch
+//	Ingress, IngressClasses, LoadBalancerBindings ─► Serving (pure) ─► Ingress status patch
 //
-// The addresses are the union of spec.publish of every LoadBalancerBinding
-// in the cluster, sorted and deduplicated: all bindings front the same
-// proxies, which serve every Ingress of the class. When an Ingress leaves
-// the class, its status is cleared, but only if every address it lists is
-// one sluice publishes: another controller's addresses are never touched.
+// The addresses are those of the binding(s) of the Ingress's class only
+// (Serving: the class's spec.parameters, else the bindings in the
+// controller's namespace), so no namespace can put addresses on another's
+// Ingresses. While they are not known (binding missing, no address yet,
+// controller just started) the status is left as it is: it is never
+// emptied by a blip. When an Ingress leaves our classes its status is
+// cleared, but only if every address it lists is one of a binding of
+// ours: another controller's addresses are never touched. The DNS
+// controller uses the same Serving.
 package ingressstatus
 
 import (
@@ -40,6 +44,9 @@ type Options struct {
 	// ControllerName is the IngressClass spec.controller sluice serves.
 	// Default translate.ControllerName.
 	ControllerName string
+	// Namespace is the controller's namespace: its bindings serve the
+	// classes without binding parameters. Empty: those get no addresses.
+	Namespace string
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -80,12 +87,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.opts.Client.List(ctx, &bindings); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing bindings: %w", err)
 	}
-	published := Published(bindings.Items)
+	serving := NewServing(classes.Items, bindings.Items, ServingOptions{
+		IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, Namespace: r.opts.Namespace})
 	cur := ing.Status.LoadBalancer.Ingress
 	var want []networkingv1.IngressLoadBalancerIngress
-	if Serves(&ing, classes.Items, r.opts.IngressClass, r.opts.ControllerName) {
-		want = published
-	} else if len(cur) == 0 || !subset(cur, published) {
+	if serving.Serves(&ing) {
+		addrs, known := serving.Addresses(&ing)
+		if !known {
+			r.log.Debug("ingress status kept: its load balancer's addresses are not known", "ingress", req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
+		want = StatusOf(addrs)
+	} else if len(cur) == 0 || !subset(cur, StatusOf(serving.AllAddresses())) {
 		return reconcile.Result{}, nil // not ours, and nothing of ours to clear
 	}
 	if equal(cur, want) {
@@ -103,21 +116,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-// Published is the union of spec.publish of the bindings (deleted ones
-// excluded), sorted by IP then hostname, without duplicates or empty
-// entries.
-func Published(bindings []v1alpha1.LoadBalancerBinding) []networkingv1.IngressLoadBalancerIngress {
+// StatusOf converts binding addresses to Ingress status entries, sorted by
+// IP then hostname, without duplicates or empty entries.
+func StatusOf(addrs []v1alpha1.LoadBalancerAddress) []networkingv1.IngressLoadBalancerIngress {
 	var out []networkingv1.IngressLoadBalancerIngress
-	for _, b := range bindings {
-		if b.DeletionTimestamp != nil {
+	for _, a := range addrs {
+		if a.IP == "" && a.Hostname == "" {
 			continue
 		}
-		for _, p := range b.Spec.Publish {
-			if p.IP == "" && p.Hostname == "" {
-				continue
-			}
-			out = append(out, networkingv1.IngressLoadBalancerIngress{IP: p.IP, Hostname: p.Hostname})
-		}
+		out = append(out, networkingv1.IngressLoadBalancerIngress{IP: a.IP, Hostname: a.Hostname})
 	}
 	slices.SortFunc(out, compare)
 	return slices.CompactFunc(out, func(a, b networkingv1.IngressLoadBalancerIngress) bool { return compare(a, b) == 0 })
@@ -125,16 +132,6 @@ func Published(bindings []v1alpha1.LoadBalancerBinding) []networkingv1.IngressLo
 
 func compare(a, b networkingv1.IngressLoadBalancerIngress) int {
 	return cmp.Or(cmp.Compare(a.IP, b.IP), cmp.Compare(a.Hostname, b.Hostname))
-}
-
-// Serves reports whether sluice serves ing, by the same rules as the proxy
-// (translate.ClassFilter).
-func Serves(ing *networkingv1.Ingress, classes []networkingv1.IngressClass, class, controller string) bool {
-	ptrs := make([]*networkingv1.IngressClass, len(classes))
-	for i := range classes {
-		ptrs[i] = &classes[i]
-	}
-	return translate.NewClassFilter(ptrs, translate.Options{IngressClass: class, ControllerName: controller}).Serves(ing)
 }
 
 // subset: every entry of cur is one we publish (ports and errors aside).

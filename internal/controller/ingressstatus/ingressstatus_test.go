@@ -65,31 +65,67 @@ func addrs(ing *networkingv1.Ingress) []string {
 	return out
 }
 
+func withParams(ns, name string) func(*networkingv1.IngressClass) {
+	return func(c *networkingv1.IngressClass) {
+		g, scope := ingressstatus.ParametersAPIGroup, networkingv1.IngressClassParametersReferenceScopeNamespace
+		c.Spec.Parameters = &networkingv1.IngressClassParametersReference{APIGroup: &g, Kind: ingressstatus.ParametersKind, Name: name, Scope: &scope, Namespace: &ns}
+	}
+}
+
+func classWith(name string, opts ...func(*networkingv1.IngressClass)) *networkingv1.IngressClass {
+	c := class(name, "sluice.dev/ingress-controller", false)
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
 func TestIngressStatus(t *testing.T) {
 	pub := ct.Publish(v1alpha1.PublishAddress{IP: "192.0.2.10"}, v1alpha1.PublishAddress{Hostname: "lb.example.com"})
 	pub2 := func(b *v1alpha1.LoadBalancerBinding) {
 		b.Namespace = "other"
 		b.Spec.Publish = []v1alpha1.PublishAddress{{IP: "192.0.2.10"}, {IP: "192.0.2.9"}}
 	}
-	bindings := []client.Object{ct.Binding("a", pub), ct.Binding("b", pub2)}
-	union := []string{"lb.example.com", "192.0.2.10", "192.0.2.9"} // sorted by IP ("" first), then hostname
+	status2 := func(b *v1alpha1.LoadBalancerBinding) {
+		b.Namespace = "other"
+		b.Status.Addresses = []v1alpha1.LoadBalancerAddress{{Hostname: "nlb.elb.amazonaws.com", CanonicalHostedZoneID: "Z1"}}
+	}
+	now := metav1.Now()
+	deleting := func(b *v1alpha1.LoadBalancerBinding) {
+		b.Namespace = "other"
+		b.DeletionTimestamp = &now
+		b.Finalizers = []string{"x"}
+		b.Spec.Publish = []v1alpha1.PublishAddress{{IP: "192.0.2.99"}}
+	}
+	bindings := []client.Object{ct.Binding("a", pub), ct.Binding("b", pub2), ct.Binding("c", status2), ct.Binding("gone", deleting)}
+	own := []string{"lb.example.com", "192.0.2.10"} // binding a, in the controller's namespace; sorted by IP ("" first), then hostname
 	cases := []struct {
-		name    string
-		ing     *networkingv1.Ingress
-		classes []client.Object
-		want    []string
-		writes  int
+		name      string
+		ing       *networkingv1.Ingress
+		classes   []client.Object
+		namespace string
+		want      []string
+		writes    int
 	}{
-		{"our class by name", ingress("i", className("sluice")), nil, union, 1},
-		{"legacy annotation", ingress("i", annotation("sluice")), nil, union, 1},
-		{"class of our controller", ingress("i", className("edge")), []client.Object{class("edge", "sluice.dev/ingress-controller", false)}, union, 1},
-		{"no class, ours is the default", ingress("i"), []client.Object{class("sluice", "sluice.dev/ingress-controller", true)}, union, 1},
-		{"no class, no default", ingress("i"), []client.Object{class("sluice", "sluice.dev/ingress-controller", false)}, nil, 0},
-		{"already up to date", ingress("i", className("sluice"), status(union...)), nil, union, 0},
-		{"stale addresses replaced", ingress("i", className("sluice"), status("192.0.2.1")), nil, union, 1},
-		{"left our class: cleared", ingress("i", className("nginx"), status("192.0.2.10", "lb.example.com")), nil, nil, 1},
-		{"other controller's addresses untouched", ingress("i", className("nginx"), status("198.51.100.7")), nil, []string{"198.51.100.7"}, 0},
-		{"mixed addresses of another class untouched", ingress("i", className("nginx"), status("192.0.2.10", "198.51.100.7")), nil, []string{"192.0.2.10", "198.51.100.7"}, 0},
+		{"our class by name: bindings of our namespace only", ingress("i", className("sluice")), nil, ct.Namespace, own, 1},
+		{"legacy annotation", ingress("i", annotation("sluice")), nil, ct.Namespace, own, 1},
+		{"class of our controller", ingress("i", className("edge")), []client.Object{class("edge", "sluice.dev/ingress-controller", false)}, ct.Namespace, own, 1},
+		{"no class, ours is the default", ingress("i"), []client.Object{class("sluice", "sluice.dev/ingress-controller", true)}, ct.Namespace, own, 1},
+		{"no class, no default", ingress("i"), []client.Object{class("sluice", "sluice.dev/ingress-controller", false)}, ct.Namespace, nil, 0},
+		{"class parameters name a binding elsewhere", ingress("i", className("internal")), []client.Object{classWith("internal", withParams("other", "b"))}, ct.Namespace, []string{"192.0.2.10", "192.0.2.9"}, 1},
+		{"status.addresses win over publish", ingress("i", className("internet")), []client.Object{classWith("internet", withParams("other", "c"))}, ct.Namespace, []string{"nlb.elb.amazonaws.com"}, 1},
+		{"no namespace, no parameters: nothing published", ingress("i", className("sluice")), nil, "", nil, 0},
+		{"missing binding: last known status kept", ingress("i", className("x"), status("192.0.2.1")), []client.Object{classWith("x", withParams("other", "nope"))}, ct.Namespace, []string{"192.0.2.1"}, 0},
+		{"binding being deleted: last known status kept", ingress("i", className("x"), status("192.0.2.1")), []client.Object{classWith("x", withParams("other", "gone"))}, ct.Namespace, []string{"192.0.2.1"}, 0},
+		{"cluster-scoped parameters: kept", ingress("i", className("x"), status("192.0.2.1")), []client.Object{classWith("x", withParams("other", "b"), func(c *networkingv1.IngressClass) {
+			s := "Cluster"
+			c.Spec.Parameters.Scope = &s
+		})}, ct.Namespace, []string{"192.0.2.1"}, 0},
+		{"already up to date", ingress("i", className("sluice"), status(own...)), nil, ct.Namespace, own, 0},
+		{"stale addresses replaced", ingress("i", className("sluice"), status("192.0.2.1")), nil, ct.Namespace, own, 1},
+		{"left our class: cleared", ingress("i", className("nginx"), status("192.0.2.9", "lb.example.com")), nil, ct.Namespace, nil, 1},
+		{"other controller's addresses untouched", ingress("i", className("nginx"), status("198.51.100.7")), nil, ct.Namespace, []string{"198.51.100.7"}, 0},
+		{"mixed addresses of another class untouched", ingress("i", className("nginx"), status("192.0.2.10", "198.51.100.7")), nil, ct.Namespace, []string{"192.0.2.10", "198.51.100.7"}, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,7 +135,7 @@ func TestIngressStatus(t *testing.T) {
 				writes++
 				return c.SubResource(sub).Patch(ctx, obj, p, o...)
 			}}, objs...)
-			r, err := ingressstatus.New(ingressstatus.Options{Client: c})
+			r, err := ingressstatus.New(ingressstatus.Options{Client: c, Namespace: tc.namespace})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,14 +159,10 @@ func TestIngressStatus(t *testing.T) {
 	}
 }
 
-func TestPublishedSkipsDeletedAndEmpty(t *testing.T) {
-	now := metav1.Now()
-	deleted := ct.Binding("d", ct.Publish(v1alpha1.PublishAddress{IP: "192.0.2.99"}))
-	deleted.DeletionTimestamp = &now
-	b := ct.Binding("a", ct.Publish(v1alpha1.PublishAddress{}, v1alpha1.PublishAddress{IP: "192.0.2.1", Hostname: "x.example"}, v1alpha1.PublishAddress{IP: "192.0.2.1", Hostname: "x.example"}))
-	got := ingressstatus.Published([]v1alpha1.LoadBalancerBinding{*b, *deleted})
+func TestStatusOfSkipsEmptyAndDuplicates(t *testing.T) {
+	got := ingressstatus.StatusOf([]v1alpha1.LoadBalancerAddress{{}, {IP: "192.0.2.1", Hostname: "x.example"}, {IP: "192.0.2.1", Hostname: "x.example", CanonicalHostedZoneID: "Z"}})
 	want := []networkingv1.IngressLoadBalancerIngress{{IP: "192.0.2.1", Hostname: "x.example"}}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Published = %+v, want %+v", got, want)
+		t.Errorf("StatusOf = %+v, want %+v", got, want)
 	}
 }
