@@ -1,0 +1,395 @@
+// Package dns is the DNS reconciler: it keeps the DNS records of the hosts
+// of the Ingresses sluice serves pointing at the load balancer of their
+// class, touching only the names it owns. It is the thin, stateful edge of
+// the third data flow:
+//
+//	Ingresses, IngressClasses, bindings (cache) ─► ingressstatus.Serving ─► dns.Desired ─┐
+//	Provider.Records(zone) ──────────────────────────────────────────────────────────────┴► dns.MakePlan ─► Provider.Apply ─► Events, metrics
+//
+// One reconcile covers every zone (a single work item), on any change of
+// an Ingress, IngressClass or binding and every Interval. Everything it
+// needs is in the cache and the zones (the delete delay is stamped into
+// the ownership records), so a restarted controller or a new leader
+// carries on where the last one stopped. A provider error makes the
+// reconcile fail and retry with backoff; it never deletes anything.
+package dns
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/ingressstatus"
+	model "sluice.dev/sluice/internal/dns"
+)
+
+// Recorder emits Kubernetes Events (events.k8s.io EventRecorder).
+type Recorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Options configures a Reconciler.
+type Options struct {
+	// Client reads Ingresses, IngressClasses and bindings (the cache).
+	// Required.
+	Client client.Client
+	// Provider reads and writes the zones. Required.
+	Provider model.Provider
+	// Aliases: the provider supports Route53 ALIAS records.
+	Aliases bool
+	// OwnerID is --dns-owner-id, written into every ownership record.
+	// Required.
+	OwnerID string
+	// Policy: sync (default), upsert-only or create-only.
+	Policy model.Policy
+	// TTL of the records. Default 60s.
+	TTL time.Duration
+	// DeleteDelay is how long an unwanted owned name stays. Default 2×TTL.
+	DeleteDelay time.Duration
+	// DryRun logs the plan and changes nothing.
+	DryRun bool
+	// Serving selects our Ingresses and their bindings.
+	Serving ingressstatus.ServingOptions
+	// Interval between reconciles when nothing changes. Default 1m.
+	Interval time.Duration
+	// Recorder emits Events on Ingresses. Nil: none.
+	Recorder Recorder
+	// Registerer receives the metrics. Nil: not registered.
+	Registerer prometheus.Registerer
+	// Logger: nil discards.
+	Logger *slog.Logger
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+}
+
+// Reconciler reconciles the DNS records of every zone.
+type Reconciler struct {
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics
+
+	mu       sync.Mutex
+	reported map[string]string    // name or host → last reported state/message: Events only on change
+	seen     map[string]time.Time // ingress UID/generation → first seen, for the publish latency
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// New returns a Reconciler.
+func New(o Options) (*Reconciler, error) {
+	if o.Client == nil || o.Provider == nil || o.OwnerID == "" {
+		return nil, errors.New("creating DNS reconciler: Client, Provider and OwnerID are required")
+	}
+	o.Policy = cmp.Or(o.Policy, model.PolicySync)
+	if _, err := model.ParsePolicy(string(o.Policy)); err != nil {
+		return nil, fmt.Errorf("creating DNS reconciler: %w", err)
+	}
+	o.TTL = cmp.Or(o.TTL, time.Minute)
+	o.DeleteDelay = cmp.Or(o.DeleteDelay, 2*o.TTL)
+	o.Interval = cmp.Or(o.Interval, time.Minute)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{opts: o, log: o.Logger, metrics: m, reported: map[string]string{}, seen: map[string]time.Time{}}, nil
+}
+
+// Reconcile implements reconcile.Reconciler. The request is ignored:
+// every reconcile covers every zone.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	ings, srcs, err := r.read(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	zones, err := r.opts.Provider.Zones(ctx)
+	if err != nil {
+		return reconcile.Result{}, r.providerError("zones", fmt.Errorf("listing DNS zones: %w", err))
+	}
+	wants, problems := model.Desired(srcs, model.DesiredOptions{Zones: zones, TTL: r.ttl(), Aliases: r.opts.Aliases})
+	r.reportProblems(ings, problems)
+
+	now := r.opts.Now()
+	next := now.Add(r.opts.Interval)
+	counts := map[string]int{}
+	var errs []error
+	conflict := false
+	for _, z := range zones {
+		res, err := r.syncZone(ctx, z, wants, ings, now)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		conflict = conflict || res.conflict
+		for st, n := range res.counts {
+			counts[st] += n
+		}
+		if !res.next.IsZero() && res.next.Before(next) {
+			next = res.next
+		}
+	}
+	r.metrics.setStates(counts)
+	if err := errors.Join(errs...); err != nil {
+		return reconcile.Result{}, err
+	}
+	if conflict {
+		// Someone wrote a name between our read and our write: plan again
+		// from fresh zone contents, soon.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	return reconcile.Result{RequeueAfter: max(next.Sub(now), time.Second)}, nil
+}
+
+// read lists our Ingresses and turns their hosts into plan sources.
+func (r *Reconciler) read(ctx context.Context) (map[model.Ref]*networkingv1.Ingress, []model.Source, error) {
+	var ingList networkingv1.IngressList
+	if err := r.opts.Client.List(ctx, &ingList); err != nil {
+		return nil, nil, fmt.Errorf("listing ingresses: %w", err)
+	}
+	var classes networkingv1.IngressClassList
+	if err := r.opts.Client.List(ctx, &classes); err != nil {
+		return nil, nil, fmt.Errorf("listing ingress classes: %w", err)
+	}
+	var bindings v1alpha1.LoadBalancerBindingList
+	if err := r.opts.Client.List(ctx, &bindings); err != nil {
+		return nil, nil, fmt.Errorf("listing bindings: %w", err)
+	}
+	serving := ingressstatus.NewServing(classes.Items, bindings.Items, r.opts.Serving)
+	ings := map[model.Ref]*networkingv1.Ingress{}
+	var srcs []model.Source
+	now := r.opts.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	live := map[string]bool{}
+	for i := range ingList.Items {
+		ing := &ingList.Items[i]
+		if ing.DeletionTimestamp != nil || !serving.Serves(ing) {
+			continue
+		}
+		ref := model.Ref{Namespace: ing.Namespace, Name: ing.Name, UID: string(ing.UID)}
+		ings[ref] = ing
+		gen := seenKey(ing)
+		live[gen] = true
+		if _, ok := r.seen[gen]; !ok {
+			r.seen[gen] = now
+		}
+		addrs, known := serving.Addresses(ing)
+		var das []model.Address
+		for _, a := range addrs {
+			das = append(das, model.Address{IP: a.IP, Hostname: a.Hostname, HostedZoneID: a.CanonicalHostedZoneID})
+		}
+		for _, h := range hosts(ing) {
+			srcs = append(srcs, model.Source{Host: h, Ingress: ref, Addresses: das, Known: known})
+		}
+	}
+	for k := range r.seen {
+		if !live[k] {
+			delete(r.seen, k)
+		}
+	}
+	return ings, srcs, nil
+}
+
+func seenKey(ing *networkingv1.Ingress) string {
+	return fmt.Sprintf("%s/%d", ing.UID, ing.Generation)
+}
+
+// hosts are the Ingress's rule hosts, lower case, without duplicates.
+func hosts(ing *networkingv1.Ingress) []string {
+	var out []string
+	for _, rule := range ing.Spec.Rules {
+		if h := strings.ToLower(rule.Host); h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+type zoneResult struct {
+	counts   map[string]int
+	next     time.Time // earliest pending deletion
+	conflict bool
+}
+
+// syncZone reads one zone, plans and applies. A zone that cannot be read
+// is not planned: nothing in it changes.
+func (r *Reconciler) syncZone(ctx context.Context, z model.Zone, all []model.Want, ings map[model.Ref]*networkingv1.Ingress, now time.Time) (zoneResult, error) {
+	res := zoneResult{counts: map[string]int{}}
+	var wants []model.Want
+	for _, w := range all {
+		if w.Zone == z {
+			wants = append(wants, w)
+		}
+	}
+	current, err := r.opts.Provider.Records(ctx, z)
+	if err != nil {
+		return res, r.providerError("records", fmt.Errorf("reading zone %s: %w", z.Name, err))
+	}
+	plan := model.MakePlan(wants, current, model.PlanOptions{
+		OwnerID: r.opts.OwnerID, Policy: r.opts.Policy, TTL: r.ttl(), DeleteDelay: r.opts.DeleteDelay, Now: now})
+	for _, st := range plan.Statuses {
+		res.counts[st.State]++
+		if st.State == model.StateUnwanted && (res.next.IsZero() || st.DeleteAt.Before(res.next)) {
+			res.next = st.DeleteAt
+		}
+	}
+	failed := map[string]error{}
+	if len(plan.Batches) > 0 {
+		if r.opts.DryRun {
+			for _, b := range plan.Batches {
+				r.log.Info("dns dry run: would change", "zone", z.Name, "name", b.Name, "changes", b.Describe())
+			}
+		} else {
+			errs := r.opts.Provider.Apply(ctx, z, plan.Batches)
+			var perr []error
+			for i, b := range plan.Batches {
+				err := errs[i]
+				switch {
+				case err == nil:
+					r.applied(b, wants, now)
+				case errors.Is(err, model.ErrConflict):
+					res.conflict = true
+					r.metrics.conflicts.Inc()
+					r.log.Info("dns records changed under us; planning again", "zone", z.Name, "name", b.Name, "err", err)
+					failed[b.Name] = err
+				default:
+					failed[b.Name] = err
+					perr = append(perr, fmt.Errorf("applying changes to %s: %w", b.Name, err))
+				}
+			}
+			if len(perr) > 0 {
+				err = r.providerError("apply", errors.Join(perr...))
+			}
+		}
+	}
+	r.reportStatuses(ings, plan.Statuses, failed)
+	return res, err
+}
+
+// applied counts an applied batch and observes the publish latency of
+// its owner's Ingress generation (once).
+func (r *Reconciler) applied(b model.Batch, wants []model.Want, now time.Time) {
+	records := false
+	for _, c := range b.Changes {
+		typ := "update"
+		switch {
+		case c.Old == nil:
+			typ = "create"
+		case c.New == nil:
+			typ = "delete"
+		}
+		r.metrics.changes.WithLabelValues(typ).Inc()
+		records = records || (c.New != nil && c.New.Type != model.TypeTXT)
+	}
+	r.log.Info("dns records changed", "name", b.Name, "changes", b.Describe())
+	if !records {
+		return
+	}
+	i := slices.IndexFunc(wants, func(w model.Want) bool { return w.Name == b.Name })
+	if i < 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, t := range r.seen {
+		if strings.HasPrefix(k, wants[i].Owner.UID+"/") && !t.IsZero() {
+			r.metrics.publishLatency.Observe(now.Sub(t).Seconds())
+			r.seen[k] = time.Time{} // observed once per generation
+		}
+	}
+}
+
+func (r *Reconciler) providerError(op string, err error) error {
+	r.metrics.providerErrors.WithLabelValues(op).Inc()
+	r.log.Warn("dns provider error; retrying with backoff, nothing is deleted", "op", op, "err", err)
+	return err
+}
+
+func (r *Reconciler) ttl() int64 { return int64(r.opts.TTL / time.Second) }
+
+// reportProblems emits an Event on each Ingress a problem names, when the
+// problem is new or its message changed.
+func (r *Reconciler) reportProblems(ings map[model.Ref]*networkingv1.Ingress, problems []model.Problem) {
+	keys := map[string]bool{}
+	for _, p := range problems {
+		for _, ref := range p.Ingress {
+			key := "host " + p.Host + " " + ref.String()
+			keys[key] = true
+			r.report(key, ings[ref], corev1.EventTypeWarning, p.Kind, p.Message)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.reported {
+		if strings.HasPrefix(k, "host ") && !keys[k] {
+			delete(r.reported, k) // solved: report again if it comes back
+		}
+	}
+}
+
+// reportStatuses emits Events for names: published, foreign record,
+// deletion pending, deleting, and failed changes.
+func (r *Reconciler) reportStatuses(ings map[model.Ref]*networkingv1.Ingress, sts []model.Status, failed map[string]error) {
+	for _, st := range sts {
+		ing := ings[st.Owner]
+		key := "name " + st.Name
+		if err := failed[st.Name]; err != nil {
+			r.report(key, ing, corev1.EventTypeWarning, "DNSChangeFailed", fmt.Sprintf("changing the records of %s failed (retried): %v", st.Name, err))
+			continue
+		}
+		switch st.State {
+		case model.StatePending:
+			if r.opts.DryRun {
+				r.report(key, ing, corev1.EventTypeNormal, "DNSDryRun", fmt.Sprintf("%s would be changed (dry run)", st.Name))
+				continue
+			}
+			r.report(key, ing, corev1.EventTypeNormal, "DNSPublished", fmt.Sprintf("%s points at the load balancer of this Ingress's class", st.Name))
+		case model.StatePublished:
+			r.report(key, ing, corev1.EventTypeNormal, "DNSPublished", fmt.Sprintf("%s points at the load balancer of this Ingress's class", st.Name))
+		case model.StateConflict:
+			r.metrics.foreign.Inc()
+			r.report(key, ing, corev1.EventTypeWarning, model.ProblemForeignRecord, st.Message)
+		case model.StateUnwanted:
+			r.report(key, ing, corev1.EventTypeNormal, model.ProblemDeletionPending, st.Message)
+		case model.StateDeleting:
+			r.report(key, ing, corev1.EventTypeNormal, "DNSDeleted", st.Message)
+		case model.StateKept:
+			r.mu.Lock()
+			delete(r.reported, key) // the problem was reported on the host
+			r.mu.Unlock()
+		}
+	}
+}
+
+// report emits an Event on ing (nil: log only) when key's reason and
+// message differ from the last report.
+func (r *Reconciler) report(key string, ing *networkingv1.Ingress, typ, reason, msg string) {
+	r.mu.Lock()
+	last := r.reported[key]
+	r.reported[key] = reason + ": " + msg
+	r.mu.Unlock()
+	if last == reason+": "+msg {
+		return
+	}
+	r.log.Info("dns", "reason", reason, "message", msg)
+	if ing != nil && r.opts.Recorder != nil {
+		r.opts.Recorder.Eventf(ing, nil, typ, reason, "DNS", "%s", msg)
+	}
+}

@@ -1,0 +1,66 @@
+package dns
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+// request is the one work item: every reconcile covers every zone.
+var request = reconcile.Request{NamespacedName: client.ObjectKey{Name: "dns"}}
+
+// Setup registers the reconciler with mgr (leader-elected): it runs on
+// any change of an Ingress, an IngressClass or a binding's spec or
+// status.addresses, and every Interval. Provider errors back off from 1s
+// to 1m.
+func (r *Reconciler) Setup(mgr ctrl.Manager) error {
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{request}
+	})
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("dns").
+		Watches(&networkingv1.Ingress{}, one, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletion()))).
+		Watches(&networkingv1.IngressClass{}, one).
+		Watches(&v1alpha1.LoadBalancerBinding{}, one, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, deletion(), addressesChanged()))).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: 1,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, time.Minute),
+		}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("setting up the DNS controller: %w", err)
+	}
+	return nil
+}
+
+// deletion passes updates that set or clear the deletion timestamp.
+func deletion() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	}}
+}
+
+// addressesChanged passes binding updates that change status.addresses.
+func addressesChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancerBinding)
+		n, ok2 := e.ObjectNew.(*v1alpha1.LoadBalancerBinding)
+		return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses)
+	}}
+}
