@@ -19,8 +19,8 @@ func TestMemoryCompareAndSwap(t *testing.T) {
 	z := dns.Zone{ID: "example.com", Name: "example.com"}
 	errs := m.Apply(ctx, z, []dns.Batch{
 		{Name: "a", Changes: []dns.Change{{New: a("a.example.com", "192.0.2.1")}}},
-		{Name: "b", Changes: []dns.Change{{Old: a("b.example.com", "192.0.2.1"), New: a("b.example.com", "192.0.2.2")}}}, // b is not there
-		{Name: "c", Changes: []dns.Change{{New: a("c.example.com", "192.0.2.1")}, {New: a("c.example.com", "192.0.2.3")}}},  // second create of one set
+		{Name: "b", Changes: []dns.Change{{Old: a("b.example.com", "192.0.2.1"), New: a("b.example.com", "192.0.2.2")}}},   // b is not there
+		{Name: "c", Changes: []dns.Change{{New: a("c.example.com", "192.0.2.1")}, {New: a("c.example.com", "192.0.2.3")}}}, // second create of one set
 	})
 	if errs[0] != nil || !errors.Is(errs[1], dns.ErrConflict) || !errors.Is(errs[2], dns.ErrConflict) {
 		t.Fatalf("errs = %v, want nil, conflict, conflict", errs)
