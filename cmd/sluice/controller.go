@@ -40,6 +40,8 @@ type controllerConfig struct {
 	awsCluster              string
 	logFormat               string
 	logLevel                string
+	namespace               string
+	dns                     dnsConfig
 }
 
 func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, error) {
@@ -62,6 +64,8 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.namespace, "namespace", "", "the controller's namespace: its bindings serve IngressClasses without binding parameters (default: $POD_NAMESPACE, the service account's namespace, else --leader-election-namespace)")
+	c.dns.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -88,6 +92,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	}
 	if c.ingressClass == "" || c.leaderElectionID == "" {
 		return nil, errors.New("--ingress-class and --leader-election-id must not be empty")
+	}
+	if err := c.dns.check(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -124,7 +131,16 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		return err
 	}
 	cfg.UserAgent = "sluice-controller"
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	dnsOpts, err := c.dns.options(ctx, log)
+	if err != nil {
+		return err
+	}
+	namespace := controllerNamespace(c.namespace, c.leaderElectionNamespace)
 	mgr, err := manager.New(manager.Options{
+		Namespace:               namespace,
+		DNS:                     dnsOpts,
 		Config:                  cfg,
 		IngressClass:            c.ingressClass,
 		LeaderElection:          c.leaderElect,
@@ -143,9 +159,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	log.Info("sluice controller starting", "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
+	log.Info("sluice controller starting", "namespace", namespace, "dnsProvider", c.dns.provider, "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
 		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running controller manager: %w", err)

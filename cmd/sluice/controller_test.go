@@ -41,3 +41,42 @@ func TestParseControllerFlagsErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDNSFlags(t *testing.T) {
+	c, err := parseControllerFlags([]string{"--dns-provider", "rfc2136", "--dns-zone", "example.com", "--dns-zone", "example.org",
+		"--dns-owner-id", "prod-eu", "--rfc2136-server", "127.0.0.1:53", "--dns-policy", "upsert-only"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.dns
+	if d.provider != "rfc2136" || len(d.zones) != 2 || d.ownerID != "prod-eu" || d.policy != "upsert-only" || d.ttl != time.Minute || d.tsigAlgorithm != "hmac-sha256" {
+		t.Errorf("parsed %+v", d)
+	}
+	c, err = parseControllerFlags(nil, io.Discard)
+	if err != nil || c.dns.provider != "none" || c.dns.policy != "sync" {
+		t.Errorf("defaults: %+v, %v", c.dns, err)
+	}
+}
+
+func TestParseDNSFlagsErrors(t *testing.T) {
+	on := []string{"--dns-provider", "rfc2136", "--dns-zone", "example.com", "--rfc2136-server", "127.0.0.1:53"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dns-provider", "bind"}, "--dns-provider"},
+		{[]string{"--dns-provider", "rfc2136", "--dns-owner-id", "x"}, "--dns-zone"},
+		{on, "--dns-owner-id is required"},
+		{append(on, "--dns-owner-id", "a;b"), "--dns-owner-id"},
+		{append(on, "--dns-owner-id", "a", "--dns-policy", "upsert"), "--dns-policy"},
+		{append(on, "--dns-owner-id", "a", "--dns-ttl", "0s"), "--dns-ttl"},
+		{append(on, "--dns-owner-id", "a", "--rfc2136-tsig-key-name", "k"), "go together"},
+		{[]string{"--dns-provider", "rfc2136", "--dns-zone", "example.com", "--dns-owner-id", "a", "--rfc2136-server", "nohost"}, "--rfc2136-server"},
+		{[]string{"--dns-provider", "route53", "--dns-zone", "Z1", "--dns-owner-id", "a", "--route53-endpoint", "ftp://x"}, "--route53-endpoint"},
+	} {
+		_, err := parseControllerFlags(tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseControllerFlags(%q) error = %v, want it to mention %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@
 //
 //	binding reconciler ─► state.Store ─► Notifier ─► pod-status reconciler
 //	ingress-status reconciler (independent)
+//	DNS reconciler (independent, when DNS is configured)
 package manager
 
 import (
@@ -27,10 +28,12 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/binding"
+	dnsctl "sluice.dev/sluice/internal/controller/dns"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/provider"
 	"sluice.dev/sluice/internal/controller/state"
+	dnsmodel "sluice.dev/sluice/internal/dns"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
 )
@@ -67,8 +70,28 @@ type Options struct {
 	// ARNs discover their groups by (tag sluice.dev/cluster). Empty: such
 	// bindings are invalid.
 	AWSCluster string
+	// Namespace is the controller's own namespace: its bindings serve the
+	// IngressClasses that name no binding in spec.parameters. Empty: those
+	// classes get no addresses (no Ingress status, no DNS).
+	Namespace string
+	// DNS configures the DNS reconciler. Nil: no DNS records.
+	DNS *DNSOptions
 	// Logger is required.
 	Logger *slog.Logger
+}
+
+// DNSOptions configures the DNS reconciler (package controller/dns).
+type DNSOptions struct {
+	// Provider reads and writes the zones. Required.
+	Provider dnsmodel.Provider
+	// Aliases: the provider writes Route53 ALIAS records.
+	Aliases bool
+	// OwnerID, Policy, TTL, DeleteDelay and DryRun are the --dns-* flags.
+	OwnerID     string
+	Policy      dnsmodel.Policy
+	TTL         time.Duration
+	DeleteDelay time.Duration
+	DryRun      bool
 }
 
 // New returns a manager with every sluice reconciler registered. Start it
@@ -138,6 +161,7 @@ func New(o Options) (ctrl.Manager, error) {
 	ir, err := ingressstatus.New(ingressstatus.Options{
 		Client:       mgr.GetClient(),
 		IngressClass: o.IngressClass,
+		Namespace:    o.Namespace,
 		Logger:       o.Logger.With("controller", "ingressstatus"),
 	})
 	if err != nil {
@@ -145,6 +169,28 @@ func New(o Options) (ctrl.Manager, error) {
 	}
 	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr)); err != nil {
 		return nil, err
+	}
+	if o.DNS != nil {
+		dr, err := dnsctl.New(dnsctl.Options{
+			Client:      mgr.GetClient(),
+			Provider:    o.DNS.Provider,
+			Aliases:     o.DNS.Aliases,
+			OwnerID:     o.DNS.OwnerID,
+			Policy:      o.DNS.Policy,
+			TTL:         o.DNS.TTL,
+			DeleteDelay: o.DNS.DeleteDelay,
+			DryRun:      o.DNS.DryRun,
+			Serving:     ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace},
+			Recorder:    recorder,
+			Registerer:  ctrlmetrics.Registry,
+			Logger:      o.Logger.With("controller", "dns"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := dr.Setup(mgr); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

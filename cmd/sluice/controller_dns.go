@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"sluice.dev/sluice/internal/controller/manager"
+	"sluice.dev/sluice/internal/dns"
+	"sluice.dev/sluice/internal/dns/rfc2136"
+	"sluice.dev/sluice/internal/dns/route53"
+)
+
+// dnsConfig is the DNS part of `sluice controller`'s command line.
+type dnsConfig struct {
+	provider       string
+	zones          stringList
+	ownerID        string
+	policy         string
+	ttl            time.Duration
+	deleteDelay    time.Duration
+	dryRun         bool
+	rfc2136Server  string
+	tsigKeyName    string
+	tsigSecretFile string
+	tsigAlgorithm  string
+	route53URL     string
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func (d *dnsConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.provider, "dns-provider", "none", "DNS records for Ingress hosts: none, rfc2136 or route53")
+	fs.Var(&d.zones, "dns-zone", "a zone to manage (repeatable): a domain (rfc2136, route53) or a hosted-zone ID (route53)")
+	fs.StringVar(&d.ownerID, "dns-owner-id", "", "owner ID written into every ownership TXT record; required when --dns-provider is not none")
+	fs.StringVar(&d.policy, "dns-policy", "sync", "which changes DNS may make: sync (create, update, delete), upsert-only or create-only")
+	fs.DurationVar(&d.ttl, "dns-ttl", 60*time.Second, "TTL of the records sluice writes")
+	fs.DurationVar(&d.deleteDelay, "dns-delete-delay", 0, "how long a name stays after no Ingress wants it (default: 2× --dns-ttl)")
+	fs.BoolVar(&d.dryRun, "dns-dry-run", false, "log the DNS changes instead of making them")
+	fs.StringVar(&d.rfc2136Server, "rfc2136-server", "", "host:port of the DNS server that takes dynamic updates (rfc2136)")
+	fs.StringVar(&d.tsigKeyName, "rfc2136-tsig-key-name", "", "TSIG key name (rfc2136)")
+	fs.StringVar(&d.tsigSecretFile, "rfc2136-tsig-secret-file", "", "file holding the base64 TSIG secret (rfc2136)")
+	fs.StringVar(&d.tsigAlgorithm, "rfc2136-tsig-algorithm", "hmac-sha256", "TSIG algorithm: hmac-sha256, hmac-sha512, hmac-sha384, hmac-sha224 or hmac-sha1 (rfc2136)")
+	fs.StringVar(&d.route53URL, "route53-endpoint", "", "Route53 API endpoint URL (tests, the awsfake); default: AWS")
+}
+
+// ownerIDPattern keeps owner IDs out of the ownership record's syntax.
+var ownerIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// check validates the DNS flags.
+func (d *dnsConfig) check() error {
+	switch d.provider {
+	case "none":
+		return nil
+	case "rfc2136", "route53":
+	default:
+		return fmt.Errorf("--dns-provider must be none, rfc2136 or route53, not %q", d.provider)
+	}
+	if len(d.zones) == 0 {
+		return errors.New("--dns-zone is required when --dns-provider is not none")
+	}
+	if !ownerIDPattern.MatchString(d.ownerID) {
+		return fmt.Errorf("--dns-owner-id is required when --dns-provider is not none: 1 to 64 letters, digits, '.', '_', ':' or '-', not %q", d.ownerID)
+	}
+	if _, err := dns.ParsePolicy(d.policy); err != nil {
+		return fmt.Errorf("--dns-policy: %w", err)
+	}
+	if d.ttl < time.Second || d.deleteDelay < 0 {
+		return errors.New("--dns-ttl must be at least 1s and --dns-delete-delay not negative")
+	}
+	switch d.provider {
+	case "rfc2136":
+		if _, _, err := net.SplitHostPort(d.rfc2136Server); err != nil {
+			return fmt.Errorf("--rfc2136-server must be host:port, not %q", d.rfc2136Server)
+		}
+		if (d.tsigKeyName == "") != (d.tsigSecretFile == "") {
+			return errors.New("--rfc2136-tsig-key-name and --rfc2136-tsig-secret-file go together")
+		}
+	case "route53":
+		if d.route53URL != "" {
+			u, err := url.Parse(d.route53URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("--route53-endpoint must be an http:// or https:// URL, not %q", d.route53URL)
+			}
+		}
+	}
+	return nil
+}
+
+// options builds the manager's DNS options (nil when DNS is off),
+// constructing the provider.
+func (d *dnsConfig) options(ctx context.Context, log *slog.Logger) (*manager.DNSOptions, error) {
+	if d.provider == "none" {
+		return nil, nil
+	}
+	o := &manager.DNSOptions{OwnerID: d.ownerID, Policy: dns.Policy(d.policy), TTL: d.ttl, DeleteDelay: d.deleteDelay, DryRun: d.dryRun}
+	switch d.provider {
+	case "rfc2136":
+		var secret string
+		if d.tsigSecretFile != "" {
+			b, err := os.ReadFile(d.tsigSecretFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading --rfc2136-tsig-secret-file: %w", err)
+			}
+			secret = strings.TrimSpace(string(b))
+		}
+		p, err := rfc2136.New(rfc2136.Options{Server: d.rfc2136Server, Zones: d.zones, KeyName: d.tsigKeyName, Secret: secret,
+			Algorithm: d.tsigAlgorithm, Logger: log.With("provider", "rfc2136")})
+		if err != nil {
+			return nil, err
+		}
+		o.Provider = p
+	case "route53":
+		p, err := route53.New(ctx, route53.Options{Endpoint: d.route53URL, Zones: d.zones, Logger: log.With("provider", "route53")})
+		if err != nil {
+			return nil, fmt.Errorf("creating the route53 provider: %w", err)
+		}
+		o.Provider, o.Aliases = p, true
+	}
+	return o, nil
+}
+
+// controllerNamespace is the controller's own namespace, whose bindings
+// serve IngressClasses without binding parameters: --namespace, else
+// $POD_NAMESPACE, else the service account's namespace, else the
+// leader-election namespace.
+func controllerNamespace(flagValue, leaderElection string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return leaderElection
+}
