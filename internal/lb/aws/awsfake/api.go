@@ -57,6 +57,10 @@ func (f *Fake) nextRequestID() string {
 
 // serveAPI handles one Query API request.
 func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/"+route53Version+"/") {
+		f.serveRoute53(w, r)
+		return
+	}
 	reqID := f.nextRequestID()
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		f.writeError(w, reqID, &apiError{status: http.StatusMethodNotAllowed, code: "InvalidAction", message: "method not allowed"})
@@ -137,6 +141,9 @@ func (f *Fake) fault(action string) *apiError {
 	steps := func(frac float64) bool { return frac > 0 && math.Ceil((n+1)*frac) > math.Ceil(n*frac) }
 	if steps(x.Throttle) {
 		return senderErr("Throttling", "Rate exceeded")
+	}
+	if steps(x.PriorRequestNotComplete) && route53Ops[action] {
+		return senderErr("PriorRequestNotComplete", "The request was rejected because Route 53 was still processing a prior request.")
 	}
 	if steps(x.ServerError) {
 		return &apiError{status: http.StatusInternalServerError, code: "InternalFailure",
