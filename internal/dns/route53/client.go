@@ -38,6 +38,11 @@ func newClient(ctx context.Context, o Options) (*route53.Client, error) {
 	limit := middleware.FinalizeMiddlewareFunc("SluiceRoute53RateLimit", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 		op := awsmiddleware.GetOperationName(ctx)
 		if err := bucket.Wait(ctx); err != nil {
+			if ctx.Err() == nil {
+				// The token would come after the deadline: say so, so
+				// that callers see context.DeadlineExceeded.
+				err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+			}
 			return middleware.FinalizeOutput{}, middleware.Metadata{}, fmt.Errorf("waiting for the route53 rate limit (%s): %w", op, err)
 		}
 		out, md, err := next.HandleFinalize(ctx, in)

@@ -288,10 +288,12 @@ func (f *Fake) changeResourceRecordSets(r *http.Request, parts []string, w *xw) 
 	if chs > maxChangeChars {
 		return senderErr("InvalidChangeBatch", "[Number of characters in the request (%d) exceeds the limit of %d.]", chs, maxChangeChars)
 	}
+	dup := map[rrKey]bool{}
 	for _, st := range steps {
-		if a := seen[st.set.key()]; len(a) > 1 && !slices.Equal(a, []string{"DELETE", "CREATE"}) {
+		k := st.set.key()
+		if a := seen[k]; len(a) > 1 && !slices.Equal(a, []string{"DELETE", "CREATE"}) && !dup[k] {
 			msgs = append(msgs, fmt.Sprintf("The request contains an invalid set of changes for a resource record set '%s %s'", st.set.Type, st.set.Name))
-			seen[st.set.key()] = nil // once per set
+			dup[k] = true
 		}
 	}
 
@@ -305,6 +307,9 @@ func (f *Fake) changeResourceRecordSets(r *http.Request, parts []string, w *xw) 
 	touched := map[string]bool{}
 	for _, st := range steps {
 		rs, k := st.set, st.set.key()
+		if dup[k] {
+			continue // reported once above
+		}
 		if !inZone(rs.Name, z.Name) {
 			msgs = append(msgs, fmt.Sprintf("RRSet with DNS name %s is not permitted in zone %s", rs.Name, z.Name))
 			continue
