@@ -152,14 +152,20 @@ func (f *Fake) fault(action string) *apiError {
 	return nil
 }
 
+// writeError answers an error in AWS's XML error document, in the API's
+// namespace (ELBv2's or Route53's).
 func (f *Fake) writeError(w http.ResponseWriter, reqID string, e *apiError) {
+	writeErrorNS(w, reqID, e, xmlns)
+}
+
+func writeErrorNS(w http.ResponseWriter, reqID string, e *apiError, ns string) {
 	typ := "Sender"
 	if e.status >= 500 {
 		typ = "Receiver"
 	}
 	var out xw
 	out.WriteString(xml.Header)
-	out.WriteString(`<ErrorResponse xmlns="` + xmlns + `">`)
+	out.WriteString(`<ErrorResponse xmlns="` + ns + `">`)
 	out.open("Error")
 	out.elem("Type", typ)
 	out.elem("Code", e.code)
@@ -376,13 +382,9 @@ func (f *Fake) describeTargetHealth(r *http.Request, w *xw) *apiError {
 
 func (f *Fake) describeTargetGroups(r *http.Request, w *xw) *apiError {
 	arns, names := members(r, "TargetGroupArns"), members(r, "Names")
-	pageSize := 400
-	if s := r.Form.Get("PageSize"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 400 {
-			return senderErr("ValidationError", "Page size must be between 1 and 400")
-		}
-		pageSize = n
+	pageSize, e := pageSizeOf(r)
+	if e != nil {
+		return e
 	}
 	start := 0
 	if m := r.Form.Get("Marker"); m != "" {
@@ -528,4 +530,17 @@ func (f *Fake) describeTargetGroupAttributes(r *http.Request, w *xw) *apiError {
 	}
 	w.close("Attributes")
 	return nil
+}
+
+// pageSizeOf reads PageSize of a Describe call: 1 to 400, default 400.
+func pageSizeOf(r *http.Request) (int, *apiError) {
+	s := r.Form.Get("PageSize")
+	if s == "" {
+		return 400, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 400 {
+		return 0, senderErr("ValidationError", "Page size must be between 1 and 400")
+	}
+	return n, nil
 }

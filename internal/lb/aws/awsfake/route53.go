@@ -299,24 +299,7 @@ func (f *Fake) serveRoute53(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Fake) writeRoute53Error(w http.ResponseWriter, reqID string, e *apiError) {
-	typ := "Sender"
-	if e.status >= 500 {
-		typ = "Receiver"
-	}
-	var out xw
-	out.WriteString(xml.Header)
-	out.WriteString(`<ErrorResponse xmlns="` + route53NS + `">`)
-	out.open("Error")
-	out.elem("Type", typ)
-	out.elem("Code", e.code)
-	out.elem("Message", e.message)
-	out.close("Error")
-	out.elem("RequestId", reqID)
-	out.close("ErrorResponse")
-	w.Header().Set("Content-Type", "text/xml")
-	w.Header().Set("x-amzn-RequestId", reqID)
-	w.WriteHeader(e.status)
-	_, _ = io.WriteString(w, out.String())
+	writeErrorNS(w, reqID, e, route53NS)
 }
 
 func invalidInput(format string, args ...any) *apiError {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/route53"
 	"github.com/aws/aws-sdk-go-v2/service/route53/types"
@@ -26,11 +25,7 @@ func r53(f *Fake) *route53.Client {
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(f.URL()),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
-		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
-			o.MaxAttempts = 3
-			o.Retryables = []retry.IsErrorRetryable{retry.RetryableConnectionError{}}
-			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
-		}),
+		Retryer:      connectionRetries(),
 	})
 }
 
