@@ -4,23 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	"github.com/aws/smithy-go"
-	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"sluice.dev/sluice/internal/awsretry"
 	"sluice.dev/sluice/internal/lb"
 )
 
@@ -48,21 +44,17 @@ func newClient(ctx context.Context, o Options, m *metrics) (*elbv2.Client, error
 	}
 	write := rate.NewLimiter(rate.Limit(o.WriteRate), max(1, int(o.WriteRate)))
 	read := rate.NewLimiter(rate.Limit(o.ReadRate), max(1, int(o.ReadRate)))
-	limit := middleware.FinalizeMiddlewareFunc("SluiceRateLimit", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-		op := awsmiddleware.GetOperationName(ctx)
-		l := read
+	pick := func(op string) *rate.Limiter {
 		if op == "RegisterTargets" || op == "DeregisterTargets" {
-			l = write
+			return write
 		}
-		if err := l.Wait(ctx); err != nil {
-			return middleware.FinalizeOutput{}, middleware.Metadata{}, fmt.Errorf("waiting for the %s rate limit: %w", op, err)
-		}
-		out, md, err := next.HandleFinalize(ctx, in)
+		return read
+	}
+	limit := awsretry.Limit("SluiceRateLimit", pick, func(op string, err error) {
 		m.requests.WithLabelValues(op, outcome(err)).Inc()
 		if err != nil {
 			o.Logger.Debug("aws api attempt failed", "operation", op, "err", err)
 		}
-		return out, md, err
 	})
 	return elbv2.NewFromConfig(cfg, func(eo *elbv2.Options) {
 		if o.Endpoint != "" {
@@ -70,29 +62,14 @@ func newClient(ctx context.Context, o Options, m *metrics) (*elbv2.Client, error
 		}
 		// After the retry middleware, so that every attempt is limited
 		// and counted.
-		eo.APIOptions = append(eo.APIOptions, func(s *middleware.Stack) error {
-			return s.Finalize.Add(limit, middleware.After)
-		})
+		eo.APIOptions = append(eo.APIOptions, limit)
 	}), nil
 }
 
-// newRetryer retries throttling, 5xx and connection errors with full-jitter
-// exponential backoff. The SDK's retry token bucket is off: sluice already
-// limits its rate, and a drained bucket would fail calls under throttling
-// instead of slowing them down.
+// newRetryer retries throttling, 5xx and connection errors with
+// full-jitter exponential backoff (see awsretry).
 func newRetryer(o Options) aws.Retryer {
-	return retry.NewStandard(func(so *retry.StandardOptions) {
-		so.MaxAttempts = o.MaxAttempts
-		so.MaxBackoff = o.MaxBackoff
-		so.RateLimiter = ratelimit.None
-		so.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
-			d := o.RetryBase << min(max(attempt-1, 0), 20)
-			if d <= 0 || d > o.MaxBackoff {
-				d = o.MaxBackoff
-			}
-			return rand.N(d) + 1, nil
-		})
-	})
+	return awsretry.Retryer(awsretry.Policy{MaxAttempts: o.MaxAttempts, Base: o.RetryBase, Max: o.MaxBackoff})
 }
 
 // outcome labels a request for the metrics: "ok", the AWS error code, or

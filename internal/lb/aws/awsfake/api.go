@@ -57,6 +57,10 @@ func (f *Fake) nextRequestID() string {
 
 // serveAPI handles one Query API request.
 func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/"+route53Version+"/") {
+		f.serveRoute53(w, r)
+		return
+	}
 	reqID := f.nextRequestID()
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		f.writeError(w, reqID, &apiError{status: http.StatusMethodNotAllowed, code: "InvalidAction", message: "method not allowed"})
@@ -138,6 +142,9 @@ func (f *Fake) fault(action string) *apiError {
 	if steps(x.Throttle) {
 		return senderErr("Throttling", "Rate exceeded")
 	}
+	if steps(x.PriorRequestNotComplete) && route53Ops[action] {
+		return senderErr("PriorRequestNotComplete", "The request was rejected because Route 53 was still processing a prior request.")
+	}
 	if steps(x.ServerError) {
 		return &apiError{status: http.StatusInternalServerError, code: "InternalFailure",
 			message: "The request processing has failed because of an unknown error, exception or failure."}
@@ -145,14 +152,20 @@ func (f *Fake) fault(action string) *apiError {
 	return nil
 }
 
+// writeError answers an error in AWS's XML error document, in the API's
+// namespace (ELBv2's or Route53's).
 func (f *Fake) writeError(w http.ResponseWriter, reqID string, e *apiError) {
+	writeErrorNS(w, reqID, e, xmlns)
+}
+
+func writeErrorNS(w http.ResponseWriter, reqID string, e *apiError, ns string) {
 	typ := "Sender"
 	if e.status >= 500 {
 		typ = "Receiver"
 	}
 	var out xw
 	out.WriteString(xml.Header)
-	out.WriteString(`<ErrorResponse xmlns="` + xmlns + `">`)
+	out.WriteString(`<ErrorResponse xmlns="` + ns + `">`)
 	out.open("Error")
 	out.elem("Type", typ)
 	out.elem("Code", e.code)
@@ -369,13 +382,9 @@ func (f *Fake) describeTargetHealth(r *http.Request, w *xw) *apiError {
 
 func (f *Fake) describeTargetGroups(r *http.Request, w *xw) *apiError {
 	arns, names := members(r, "TargetGroupArns"), members(r, "Names")
-	pageSize := 400
-	if s := r.Form.Get("PageSize"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 400 {
-			return senderErr("ValidationError", "Page size must be between 1 and 400")
-		}
-		pageSize = n
+	pageSize, e := pageSizeOf(r)
+	if e != nil {
+		return e
 	}
 	start := 0
 	if m := r.Form.Get("Marker"); m != "" {
@@ -521,4 +530,17 @@ func (f *Fake) describeTargetGroupAttributes(r *http.Request, w *xw) *apiError {
 	}
 	w.close("Attributes")
 	return nil
+}
+
+// pageSizeOf reads PageSize of a Describe call: 1 to 400, default 400.
+func pageSizeOf(r *http.Request) (int, *apiError) {
+	s := r.Form.Get("PageSize")
+	if s == "" {
+		return 400, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 400 {
+		return 0, senderErr("ValidationError", "Page size must be between 1 and 400")
+	}
+	return n, nil
 }

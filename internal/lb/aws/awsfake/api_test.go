@@ -39,11 +39,16 @@ func sdk(f *Fake) *elbv2.Client {
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(f.URL()),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
-		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
-			o.MaxAttempts = 3
-			o.Retryables = []retry.IsErrorRetryable{retry.RetryableConnectionError{}}
-			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
-		}),
+		Retryer:      connectionRetries(),
+	})
+}
+
+// connectionRetries retries only connection errors.
+func connectionRetries() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = 3
+		o.Retryables = []retry.IsErrorRetryable{retry.RetryableConnectionError{}}
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
 	})
 }
 

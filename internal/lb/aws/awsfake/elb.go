@@ -172,13 +172,9 @@ func (f *Fake) describeLoadBalancers(r *http.Request, w *xw) *apiError {
 	if len(arns) > 20 {
 		return senderErr("ValidationError", "A maximum of 20 load balancer ARNs can be specified")
 	}
-	pageSize := 400
-	if s := r.Form.Get("PageSize"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 400 {
-			return senderErr("ValidationError", "Page size must be between 1 and 400")
-		}
-		pageSize = n
+	pageSize, e := pageSizeOf(r)
+	if e != nil {
+		return e
 	}
 	start, e := decodeMarker(r.Form.Get("Marker"))
 	if e != nil {

@@ -20,8 +20,22 @@
 // requests to a deregistered target). Targets must be in 127.0.0.0/8 or
 // 10.244.0.0/16: the fake refuses every other address.
 //
-// Faults (throttling, 5xx, slow DescribeTargetHealth) are injected with
-// SetFaults.
+// Load balancers (AddLoadBalancer) stand in front of target groups: the
+// groups list them in LoadBalancerArns and DescribeLoadBalancers gives
+// their AWS-shaped DNS names and canonical hosted zone IDs, which is how
+// sluice finds what DNS records should point at.
+//
+// The same endpoint serves Route53 (REST-XML under /2013-04-01/, see
+// route53.go): hosted zones (AddHostedZone), record sets (PutRecordSet,
+// RecordSets, or the API's ChangeResourceRecordSets with Route53's
+// validation) and changes that are PENDING for Options.ChangePropagation,
+// then INSYNC:
+//
+//	dns/route53 (aws-sdk-go-v2) ─HTTP REST-XML─► awsfake ─► hosted zones
+//
+// Faults (throttling, PriorRequestNotComplete, 5xx, slow
+// DescribeTargetHealth) are injected with SetFaults, per action or
+// Route53 operation name.
 package awsfake
 
 import (
@@ -60,6 +74,10 @@ type Options struct {
 	// 127.0.0.0/8 or 10.244.0.0/16 (see Allowed). Default both. Tests
 	// without the project's network namespaces use 127.0.0.0/8 only.
 	Networks []netip.Prefix
+	// ChangePropagation is how long a Route53 change is PENDING before
+	// GetChange says INSYNC (divided by Speed like every duration).
+	// Default 30s; negative: INSYNC at once.
+	ChangePropagation time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -111,6 +129,10 @@ type TargetGroup struct {
 type Faults struct {
 	// Throttle is the fraction of calls answered 400 Throttling.
 	Throttle float64
+	// PriorRequestNotComplete is the fraction of Route53 calls answered
+	// 400 PriorRequestNotComplete (Route53's "still processing a prior
+	// request"); Throttle wins when both hit.
+	PriorRequestNotComplete float64
 	// ServerError is the fraction of calls answered 500 InternalFailure
 	// (before acting).
 	ServerError float64
@@ -141,6 +163,7 @@ type Fake struct {
 	wg        sync.WaitGroup
 
 	elb elbState // load balancers (elb.go)
+	r53 r53State // Route53 hosted zones and changes (route53.go)
 }
 
 // New starts a fake on Options.Address. Stop it with Close.
