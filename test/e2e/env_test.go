@@ -60,6 +60,7 @@ type env struct {
 	ctlStart int      // controller starts, for the log file name
 	ctlArgs  []string // extra controller flags
 	ctlEnv   []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
+	backends []string // extra HAProxy backends (no servers), set before startHAProxy
 }
 
 func repoRoot(t *testing.T) string {
@@ -208,6 +209,9 @@ backend %s
     balance roundrobin
     option httpchk GET /healthz
 `, e.lbSock, e.lbPort, backend, backend)
+	for _, b := range e.backends {
+		cfg += fmt.Sprintf("backend %s\n    balance roundrobin\n", b)
+	}
 	path := filepath.Join(e.dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)

@@ -183,6 +183,14 @@ func (c *cases) report() {
 	for _, r := range c.results {
 		lines = append(lines, r.String())
 	}
+	writeSummary(lines)
+}
+
+// writeSummary prints summary lines and appends them to SLUICE_E2E_SUMMARY.
+func writeSummary(lines []string) {
+	if len(lines) == 0 {
+		return
+	}
 	summary := strings.Join(lines, "\n") + "\n"
 	fmt.Print(summary)
 	if path := os.Getenv("SLUICE_E2E_SUMMARY"); path != "" {
