@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,8 @@ import (
 	"sluice.dev/sluice/internal/dns"
 	"sluice.dev/sluice/internal/dns/rfc2136"
 	"sluice.dev/sluice/internal/dns/rfc2136/bindtest"
+	"sluice.dev/sluice/internal/lb/aws"
+	"sluice.dev/sluice/internal/lb/aws/awsfake"
 )
 
 // DNS test zones and the load balancer addresses of the two classes. The
@@ -47,7 +50,10 @@ const (
 //	sluice controller ── signed AXFR / UPDATE ──► named 127.0.0.1 (corp.test, public.test)
 //
 // A sampler queries every wanted name every 100 ms during every case;
-// wrongly_deleted counts names that stopped resolving while wanted.
+// wrongly_deleted counts names that stopped resolving while wanted. The
+// cases build on each other (dns-publish creates the Ingresses the next
+// ones change): with SLUICE_E2E_CASES, include dns-publish. dns-route53
+// comes last: it restarts the controller with --dns-provider route53.
 func TestDNS(t *testing.T) {
 	if _, err := os.Stat("/usr/sbin/named"); err != nil {
 		t.Skip("named (bind9) not installed")
@@ -173,6 +179,134 @@ func TestDNS(t *testing.T) {
 			return err == nil && len(rrs) == 0, err
 		})
 	})
+	run("dns-bind-down", func(r *dnsCase) {
+		// BIND stops while a host leaves its Ingress: the controller fails,
+		// retries with backoff, deletes nothing; once BIND is back, the
+		// name is deleted only after the delete delay.
+		before := e.dnsMetric(`sluice_dns_provider_errors_total{op="records"}`)
+		bind.Stop()
+		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "shop"}}
+		if err := e.update(ing, func() { ing.Spec.Rules[0].Host = "other." + publicZone }); err != nil {
+			t.Fatal(err)
+		}
+		e.eventually(60*time.Second, "provider errors counted", func(context.Context) (bool, error) {
+			return e.dnsMetric(`sluice_dns_provider_errors_total{op="records"}`) >= before+2, nil
+		})
+		time.Sleep(3 * dnsDelay)
+		errs := e.dnsMetric(`sluice_dns_provider_errors_total{op="records"}`) - before
+		bind.Restart()
+		back := time.Now()
+		t.Logf("dns-bind-down: %v of BIND down: %.0f failed zone reads (backoff 1s doubling to 1m)", 3*dnsDelay, errs)
+		if got, err := values(bind, "store."+publicZone); err != nil || len(got) == 0 {
+			r.fail("store.%s gone right after BIND came back: %v %v", publicZone, got, err)
+		}
+		s.unwant("store." + publicZone)
+		r.publish = append(r.publish, s.resolves(e, "other."+publicZone, internetName, back))
+		s.want("other." + publicZone)
+		s.gone(e, r, "store."+publicZone, back)
+	})
+	if only.wants("dns-route53") {
+		e.route53Case(t, s, run)
+	}
+}
+
+// route53Case restarts the controller on the same cluster with Route53
+// (the AWS fake, throttling half of all calls) and an AWS binding whose
+// load balancer the controller discovers: the host gets ALIAS records to
+// the NLB's name.
+func (e *env) route53Case(t *testing.T, s *sampler, run func(string, func(*dnsCase))) {
+	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	tg, err := f.AddTargetGroup(awsfake.TargetGroup{Name: "sluice-dns", TargetType: "ip", Protocol: "TCP", Port: 8080,
+		Tags: map[string]string{aws.OwnedTag: "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nlb, err := f.AddLoadBalancer(awsfake.LoadBalancer{Name: "sluice-dns", TargetGroups: []string{tg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zone, err := f.AddHostedZone("aws.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.stopController()
+	e.ctlArgs = []string{"--aws-endpoint", f.URL(), "--dns-provider", "route53", "--route53-endpoint", f.URL(),
+		"--dns-zone", "aws.test", "--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String()}
+	e.ctlEnv = []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
+	f.SetFaults(awsfake.Faults{Throttle: 0.5})
+	e.startController()
+	s.use(func(name string) ([]string, error) {
+		rs, ok := f.RecordSet(zone, name+".", "A")
+		if !ok {
+			return nil, nil
+		}
+		if rs.Alias != nil {
+			return []string{strings.TrimSuffix(rs.Alias.DNSName, ".")}, nil
+		}
+		return rs.Values, nil
+	})
+	run("dns-route53", func(r *dnsCase) {
+		off := false
+		e.create(dnsClass("nlb"), &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "nlb"}, Spec: v1alpha1.LoadBalancerBindingSpec{
+			Selector:      metav1.LabelSelector{MatchLabels: map[string]string{"sluice.dev/none": "nlb"}},
+			Port:          intstr.FromInt32(8080),
+			Provider:      v1alpha1.ProviderSpec{AWS: &v1alpha1.AWSProvider{TargetGroupARNs: []string{tg}}},
+			ReadinessGate: &off,
+			Drain:         v1alpha1.DrainSpec{Handshake: &off},
+		}})
+		start := time.Now()
+		e.create(dnsIngress("api", "nlb", "api.aws.test"))
+		r.publish = append(r.publish, s.resolves(e, "api.aws.test", nlb.DNSName, start))
+		s.want("api.aws.test")
+		if rs, ok := f.RecordSet(zone, "api.aws.test.", "AAAA"); !ok || rs.Alias == nil || rs.Alias.HostedZoneID != nlb.CanonicalHostedZoneID {
+			r.fail("AAAA ALIAS of api.aws.test = %+v, want to %s in %s", rs, nlb.DNSName, nlb.CanonicalHostedZoneID)
+		}
+		var b v1alpha1.LoadBalancerBinding
+		if err := e.cl.Get(context.Background(), client.ObjectKey{Namespace: proxyNS, Name: "nlb"}, &b); err != nil || len(b.Status.Addresses) != 1 ||
+			b.Status.Addresses[0].Hostname != nlb.DNSName || b.Status.Addresses[0].LoadBalancerARN != nlb.ARN {
+			r.fail("binding status.addresses = %+v, want the NLB %+v", b.Status.Addresses, nlb)
+		}
+		time.Sleep(2 * dnsDelay)
+		start = time.Now()
+		if err := e.cl.Delete(context.Background(), dnsIngress("api", "nlb")); err != nil {
+			t.Fatal(err)
+		}
+		s.unwant("api.aws.test")
+		s.gone(e, r, "api.aws.test", start)
+		e.eventually(60*time.Second, "the ownership record gone", func(context.Context) (bool, error) {
+			_, ok := f.RecordSet(zone, dns.OwnerName("api.aws.test")+".", "TXT")
+			return !ok, nil
+		})
+		t.Logf("dns-route53: AWS fake calls with throttling on: %v", f.Calls())
+	})
+}
+
+// dnsMetric reads one sample of the controller's metrics (0 if absent).
+func (e *env) dnsMetric(sample string) float64 {
+	e.mu.Lock()
+	addr := e.ctlAddr
+	e.mu.Unlock()
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }
 
 // dnsCase is one case's outcome.
@@ -237,7 +371,7 @@ func (sm *sampler) resolves(e *env, name, want string, start time.Time) time.Dur
 	e.t.Helper()
 	var took time.Duration
 	e.eventually(60*time.Second, name+" resolving to "+want, func(context.Context) (bool, error) {
-		got, err := values(sm.s, name)
+		got, err := sm.get(name)
 		if err == nil && slices.Contains(got, want) {
 			took = time.Since(start)
 			return true, nil
@@ -252,7 +386,7 @@ func (sm *sampler) resolves(e *env, name, want string, start time.Time) time.Dur
 func (sm *sampler) gone(e *env, r *dnsCase, name string, start time.Time) {
 	e.t.Helper()
 	e.eventually(90*time.Second, name+" deleted", func(context.Context) (bool, error) {
-		got, err := values(sm.s, name)
+		got, err := sm.get(name)
 		return err == nil && len(got) == 0, err
 	})
 	if took := time.Since(start); took < dnsDelay {
@@ -300,6 +434,7 @@ func (e *env) hasEvent(ctx context.Context, ingress, reason string) bool {
 type sampler struct {
 	s        *bindtest.Server
 	mu       sync.Mutex
+	lookup   func(name string) ([]string, error) // BIND, or the Route53 fake
 	wanted   map[string]bool
 	foreigns map[string]string
 	present  map[string]bool
@@ -310,7 +445,7 @@ type sampler struct {
 }
 
 func newSampler(s *bindtest.Server) *sampler {
-	sm := &sampler{s: s, wanted: map[string]bool{}, foreigns: map[string]string{}, present: map[string]bool{}, vanished: map[string]int{}, done: make(chan struct{})}
+	sm := &sampler{s: s, lookup: func(n string) ([]string, error) { return values(s, n) }, wanted: map[string]bool{}, foreigns: map[string]string{}, present: map[string]bool{}, vanished: map[string]int{}, done: make(chan struct{})}
 	sm.wg.Add(1)
 	go sm.loop()
 	return sm
@@ -325,6 +460,7 @@ func (sm *sampler) loop() {
 		case <-time.After(100 * time.Millisecond):
 		}
 		sm.mu.Lock()
+		lookup := sm.lookup
 		names := make([]string, 0, len(sm.wanted))
 		for n := range sm.wanted {
 			names = append(names, n)
@@ -335,7 +471,7 @@ func (sm *sampler) loop() {
 		}
 		sm.mu.Unlock()
 		for _, n := range names {
-			got, err := values(sm.s, n)
+			got, err := lookup(n)
 			if err != nil {
 				continue // the server, not the record
 			}
@@ -347,7 +483,7 @@ func (sm *sampler) loop() {
 			sm.mu.Unlock()
 		}
 		for n, want := range foreigns {
-			got, err := values(sm.s, n)
+			got, err := lookup(n)
 			if err == nil && !slices.Equal(got, []string{want}) {
 				sm.mu.Lock()
 				sm.touched++
@@ -355,6 +491,22 @@ func (sm *sampler) loop() {
 			}
 		}
 	}
+}
+
+// get looks name up as the sampler does.
+func (sm *sampler) get(name string) ([]string, error) {
+	sm.mu.Lock()
+	lookup := sm.lookup
+	sm.mu.Unlock()
+	return lookup(name)
+}
+
+// use switches the sampler to another lookup and forgets the names.
+func (sm *sampler) use(lookup func(string) ([]string, error)) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.lookup = lookup
+	sm.wanted, sm.present, sm.foreigns = map[string]bool{}, map[string]bool{}, map[string]string{}
 }
 
 func (sm *sampler) want(names ...string) {
@@ -434,27 +586,6 @@ func (sm *sampler) zone(t *testing.T) []string {
 
 // dnsReconciled: the controller's metrics show a DNS reconcile that found
 // published names.
-func (e *env) dnsReconciled(ctx context.Context) (bool, error) {
-	e.mu.Lock()
-	addr := e.ctlAddr
-	e.mu.Unlock()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return false, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return false, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, `sluice_dns_names{state="published"} `); ok {
-			return v != "0", nil
-		}
-	}
-	return false, nil
+func (e *env) dnsReconciled(context.Context) (bool, error) {
+	return e.dnsMetric(`sluice_dns_names{state="published"}`) > 0, nil
 }
