@@ -6,7 +6,6 @@ import (
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/ingressstatus"
 )
 
 // request is the one work item: every reconcile covers every zone.
@@ -37,7 +37,7 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletion()))).
 		Watches(&networkingv1.IngressClass{}, one).
 		Watches(&v1alpha1.LoadBalancerBinding{}, one, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, deletion(), addressesChanged()))).
+			predicate.GenerationChangedPredicate{}, deletion(), ingressstatus.AddressesChanged()))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: 1,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, time.Minute),
@@ -53,14 +53,5 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 func deletion() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
-	}}
-}
-
-// addressesChanged passes binding updates that change status.addresses.
-func addressesChanged() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancerBinding)
-		n, ok2 := e.ObjectNew.(*v1alpha1.LoadBalancerBinding)
-		return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses)
 	}}
 }

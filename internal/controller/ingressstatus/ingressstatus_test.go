@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -164,5 +165,20 @@ func TestStatusOfSkipsEmptyAndDuplicates(t *testing.T) {
 	want := []networkingv1.IngressLoadBalancerIngress{{IP: "192.0.2.1", Hostname: "x.example"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("StatusOf = %+v, want %+v", got, want)
+	}
+}
+
+func TestAddressesChanged(t *testing.T) {
+	old := ct.Binding("a")
+	same := old.DeepCopy()
+	same.Status.Targets.Healthy = 3
+	moved := old.DeepCopy()
+	moved.Status.Addresses = []v1alpha1.LoadBalancerAddress{{Hostname: "nlb.elb.amazonaws.com"}}
+	p := ingressstatus.AddressesChanged()
+	if p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: same}) {
+		t.Error("a target count change passed")
+	}
+	if !p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: moved}) {
+		t.Error("an address change did not pass")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,8 +18,8 @@ import (
 )
 
 // Setup registers the reconciler with mgr: it runs on Ingress spec and
-// annotation changes, and for every Ingress when an IngressClass or a
-// binding's spec changes.
+// annotation changes, and for every Ingress when an IngressClass, a
+// binding's spec or its status.addresses change.
 func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	c := mgr.GetClient()
 	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -42,10 +43,19 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&networkingv1.IngressClass{}, all).
 		Watches(&v1alpha1.LoadBalancerBinding{}, all, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, deletion))).
+			predicate.GenerationChangedPredicate{}, deletion, AddressesChanged()))).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the ingress-status controller: %w", err)
 	}
 	return nil
+}
+
+// AddressesChanged passes binding updates that change status.addresses.
+func AddressesChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancerBinding)
+		n, ok2 := e.ObjectNew.(*v1alpha1.LoadBalancerBinding)
+		return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses)
+	}}
 }
