@@ -225,8 +225,8 @@ func batchError(name string, z dns.Zone, err error) error {
 	return fmt.Errorf("applying route53 changes for %s in %s: %w", name, z.Name, err)
 }
 
-// wait polls GetChange every PollInterval until every submitted change is
-// INSYNC. Batches whose change does not get there before ctx ends, or
+// wait polls GetChange, every PollInterval at most, until every submitted
+// change is INSYNC. Batches whose change does not get there before ctx ends, or
 // cannot be asked about, get an error (their records may well be
 // written).
 func (p *Provider) wait(ctx context.Context, z dns.Zone, batches []dns.Batch, errs []error, pending map[int]string) {
@@ -242,7 +242,11 @@ func (p *Provider) wait(ctx context.Context, z dns.Zone, batches []dns.Batch, er
 			}
 		}
 	}
-	t := time.NewTimer(p.opts.PollInterval)
+	// The first poll comes soon (a fast endpoint is seen fast), then the
+	// interval doubles up to PollInterval (Route53 takes tens of seconds,
+	// and every poll spends the shared rate).
+	interval := max(p.opts.PollInterval/8, time.Millisecond)
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for len(ids) > 0 {
 		select {
@@ -262,6 +266,7 @@ func (p *Provider) wait(ctx context.Context, z dns.Zone, batches []dns.Batch, er
 				delete(ids, id)
 			}
 		}
-		t.Reset(p.opts.PollInterval)
+		interval = min(2*interval, p.opts.PollInterval)
+		t.Reset(interval)
 	}
 }

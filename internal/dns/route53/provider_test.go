@@ -341,8 +341,8 @@ func TestThrottlingRetried(t *testing.T) {
 	}
 }
 
-// TestRateLimit counts requests at the HTTP client: no second holds more
-// than the bucket allows (a slow machine only sends fewer).
+// TestRateLimit counts requests at the HTTP client: they go out no faster
+// than the bucket allows (a slow machine only sends them slower).
 func TestRateLimit(t *testing.T) {
 	f := newFake(t, -1)
 	zone(t, f, "example.com")
@@ -371,16 +371,13 @@ func TestRateLimit(t *testing.T) {
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	for i := range times {
-		n := 0
-		for _, u := range times[i:] {
-			if u.Sub(times[i]) < time.Second {
-				n++
-			}
-		}
-		if n > 21 {
-			t.Fatalf("%d requests within a second, want at most 21 (20/s, burst 1)", n)
-		}
+	// At 20/s with a burst of 1, n requests span at least (n-1)/20 s;
+	// scheduling delays on a busy machine may shift a timestamp by a
+	// little, hence the margin of 2. Without the bucket, the 33 requests
+	// would go out within milliseconds.
+	span := times[len(times)-1].Sub(times[0]).Seconds()
+	if n := len(times); float64(n) > 20*span+3 {
+		t.Errorf("%d requests within %.2fs, want at most 20/s", n, span)
 	}
 }
 

@@ -70,8 +70,9 @@ type Options struct {
 	// attempt up to MaxBackoff, each delay drawn uniformly below it (full
 	// jitter). Defaults 200ms and 20s.
 	RetryBase, MaxBackoff time.Duration
-	// PollInterval is how often Apply asks GetChange whether its changes
-	// are INSYNC. Default 2s.
+	// PollInterval is how often, at most, Apply asks GetChange whether
+	// its changes are INSYNC: the first poll comes after an eighth of it,
+	// the interval doubling up to it. Default 2s.
 	PollInterval time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger
