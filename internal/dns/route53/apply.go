@@ -168,8 +168,9 @@ func (p *Provider) Apply(ctx context.Context, z dns.Zone, batches []dns.Batch) [
 	return errs
 }
 
-// send sends one request of batches. Rejected as a whole, it is split and
-// each batch sent alone; other failures (throttled past every retry, the
+// send sends one request of batches. Rejected as a whole, it is split in
+// halves and sent again, down to single batches, so that only the bad
+// batches fail; other failures (throttled past every retry, the
 // zone gone, the context over) fail every batch of it.
 func (p *Provider) send(ctx context.Context, z dns.Zone, batches []dns.Batch, ps []prepared, req []int, errs []error, pending map[int]string) {
 	var changes []types.Change
@@ -189,10 +190,12 @@ func (p *Provider) send(ctx context.Context, z dns.Zone, batches []dns.Batch, ps
 		return
 	}
 	if len(req) > 1 && rejected(err) {
-		p.log.Debug("route53 rejected a request, splitting it per name", "zone", z.Name, "batches", len(req), "err", err)
-		for _, i := range req {
-			p.send(ctx, z, batches, ps, []int{i}, errs, pending)
-		}
+		// Halves, down to single batches: a few bad batches among many
+		// cost a few requests each (Route53 allows 5 a second), not one
+		// request per batch.
+		p.log.Debug("route53 rejected a request, splitting it", "zone", z.Name, "batches", len(req), "err", err)
+		p.send(ctx, z, batches, ps, req[:len(req)/2], errs, pending)
+		p.send(ctx, z, batches, ps, req[len(req)/2:], errs, pending)
 		return
 	}
 	for _, i := range req {

@@ -243,8 +243,8 @@ func TestConflict(t *testing.T) {
 	if !errors.Is(errs[0], dns.ErrConflict) {
 		t.Errorf("created under us: %v, want ErrConflict", errs[0])
 	}
-	if got := count.get("ChangeResourceRecordSets"); got != 1+1+3+1 {
-		t.Errorf("ChangeResourceRecordSets calls = %d, want 6 (1; the rejected request of 3, then each alone; 1)", got)
+	if got := count.get("ChangeResourceRecordSets"); got != 1+3+1 {
+		t.Errorf("ChangeResourceRecordSets calls = %d, want 5 (1; the rejected request of 3, then a alone and b+c; 1)", got)
 	}
 }
 
@@ -282,6 +282,37 @@ func TestInvalidBatchSplit(t *testing.T) {
 	want := []string{"ok1.example.com A 60 [10.244.0.1]", "ok2.example.com A 60 [10.244.0.2]"}
 	if got := records(t, p, z); !slices.Equal(got, want) {
 		t.Errorf("records %q, want %q", got, want)
+	}
+}
+
+// TestSplitCost: one bad batch among 64 costs a few requests (halving),
+// not one per batch.
+func TestSplitCost(t *testing.T) {
+	f := newFake(t, -1)
+	zone(t, f, "example.com")
+	p, count := newProvider(t, f, []string{"example.com"})
+	z := resolved(t, p)
+	var batches []dns.Batch
+	for i := range 64 {
+		name := fmt.Sprintf("n%02d.example.com", i)
+		r := a(name, 60, "10.244.0.1")
+		if i == 37 {
+			r = &dns.Record{Name: "example.com", Type: dns.TypeCNAME, TTL: 60, Values: []string{"x.example.org"}} // at the apex
+		}
+		batches = append(batches, dns.Batch{Name: name, Changes: []dns.Change{{New: r}}})
+	}
+	errs := p.Apply(context.Background(), z, batches)
+	for i, err := range errs {
+		if (err != nil) != (i == 37) {
+			t.Errorf("batch %d: %v", i, err)
+		}
+	}
+	// 1 + 2 per halving (6 of them): 13.
+	if n := count.get("ChangeResourceRecordSets"); n != 13 {
+		t.Errorf("ChangeResourceRecordSets calls = %d, want 13", n)
+	}
+	if got := records(t, p, z); len(got) != 63 {
+		t.Errorf("%d records, want 63", len(got))
 	}
 }
 
