@@ -473,3 +473,30 @@ func TestWaitEndsWithContext(t *testing.T) {
 		t.Errorf("never INSYNC: %v, want the deadline while waiting", errs[0])
 	}
 }
+
+// TestRoute53Down: with the endpoint gone, every call fails after its
+// retries, with an error and never an empty answer.
+func TestRoute53Down(t *testing.T) {
+	f := newFake(t, -1)
+	zone(t, f, "example.com")
+	p, _ := newProvider(t, f, []string{"example.com"}, func(o *Options) { o.MaxAttempts = 2 })
+	z := resolved(t, p)
+	f.Close()
+	ctx := context.Background()
+	if rs, err := p.Records(ctx, z); err == nil || rs != nil {
+		t.Errorf("Records = %v, %v; want an error and nothing", rs, err)
+	}
+	errs := p.Apply(ctx, z, []dns.Batch{
+		{Name: "a.example.com", Changes: []dns.Change{{New: a("a.example.com", 60, "10.244.0.1")}}},
+		{Name: "b.example.com", Changes: []dns.Change{{Old: a("b.example.com", 60, "10.244.0.1")}}},
+	})
+	for i, err := range errs {
+		if err == nil || errors.Is(err, dns.ErrConflict) {
+			t.Errorf("batch %d: %v, want an error that is not a conflict", i, err)
+		}
+	}
+	p2, _ := newProvider(t, f, []string{"example.com"}, func(o *Options) { o.MaxAttempts = 2 })
+	if zs, err := p2.Zones(ctx); err == nil || zs != nil {
+		t.Errorf("Zones = %v, %v; want an error", zs, err)
+	}
+}
