@@ -168,8 +168,9 @@ func (p *Provider) Apply(ctx context.Context, z dns.Zone, batches []dns.Batch) [
 	return errs
 }
 
-// send sends one request of batches. Rejected as a whole, it is split and
-// each batch sent alone; other failures (throttled past every retry, the
+// send sends one request of batches. Rejected as a whole, it is split in
+// halves and sent again, down to single batches, so that only the bad
+// batches fail; other failures (throttled past every retry, the
 // zone gone, the context over) fail every batch of it.
 func (p *Provider) send(ctx context.Context, z dns.Zone, batches []dns.Batch, ps []prepared, req []int, errs []error, pending map[int]string) {
 	var changes []types.Change
@@ -189,10 +190,12 @@ func (p *Provider) send(ctx context.Context, z dns.Zone, batches []dns.Batch, ps
 		return
 	}
 	if len(req) > 1 && rejected(err) {
-		p.log.Debug("route53 rejected a request, splitting it per name", "zone", z.Name, "batches", len(req), "err", err)
-		for _, i := range req {
-			p.send(ctx, z, batches, ps, []int{i}, errs, pending)
-		}
+		// Halves, down to single batches: a few bad batches among many
+		// cost a few requests each (Route53 allows 5 a second), not one
+		// request per batch.
+		p.log.Debug("route53 rejected a request, splitting it", "zone", z.Name, "batches", len(req), "err", err)
+		p.send(ctx, z, batches, ps, req[:len(req)/2], errs, pending)
+		p.send(ctx, z, batches, ps, req[len(req)/2:], errs, pending)
 		return
 	}
 	for _, i := range req {
@@ -225,8 +228,8 @@ func batchError(name string, z dns.Zone, err error) error {
 	return fmt.Errorf("applying route53 changes for %s in %s: %w", name, z.Name, err)
 }
 
-// wait polls GetChange every PollInterval until every submitted change is
-// INSYNC. Batches whose change does not get there before ctx ends, or
+// wait polls GetChange, every PollInterval at most, until every submitted
+// change is INSYNC. Batches whose change does not get there before ctx ends, or
 // cannot be asked about, get an error (their records may well be
 // written).
 func (p *Provider) wait(ctx context.Context, z dns.Zone, batches []dns.Batch, errs []error, pending map[int]string) {
@@ -242,7 +245,11 @@ func (p *Provider) wait(ctx context.Context, z dns.Zone, batches []dns.Batch, er
 			}
 		}
 	}
-	t := time.NewTimer(p.opts.PollInterval)
+	// The first poll comes soon (a fast endpoint is seen fast), then the
+	// interval doubles up to PollInterval (Route53 takes tens of seconds,
+	// and every poll spends the shared rate).
+	interval := max(p.opts.PollInterval/8, time.Millisecond)
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for len(ids) > 0 {
 		select {
@@ -262,6 +269,7 @@ func (p *Provider) wait(ctx context.Context, z dns.Zone, batches []dns.Batch, er
 				delete(ids, id)
 			}
 		}
-		t.Reset(p.opts.PollInterval)
+		interval = min(2*interval, p.opts.PollInterval)
+		t.Reset(interval)
 	}
 }

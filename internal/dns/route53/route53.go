@@ -10,8 +10,8 @@
 // full-jitter exponential backoff. Changes go out in as few
 // ChangeResourceRecordSets requests as Route53's limits allow (1000
 // records, 32,000 characters of values), several dns.Batch per request; a
-// request Route53 rejects is split and retried batch by batch, so that one
-// bad record does not hold up the others. Apply returns once the changes
+// request Route53 rejects is split (in halves, down to single batches) and
+// sent again, so that one bad record does not hold up the others. Apply returns once the changes
 // are INSYNC (GetChange).
 //
 // The compare-and-swap of dns.Change is Route53's own: a change with Old
@@ -70,8 +70,9 @@ type Options struct {
 	// attempt up to MaxBackoff, each delay drawn uniformly below it (full
 	// jitter). Defaults 200ms and 20s.
 	RetryBase, MaxBackoff time.Duration
-	// PollInterval is how often Apply asks GetChange whether its changes
-	// are INSYNC. Default 2s.
+	// PollInterval is how often, at most, Apply asks GetChange whether
+	// its changes are INSYNC: the first poll comes after an eighth of it,
+	// the interval doubling up to it. Default 2s.
 	PollInterval time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger

@@ -21,9 +21,16 @@
 //	  tags: {sluice.dev/cluster: local, sluice.dev/frontend: web}
 //	instances:
 //	  i-0123456789abcdef0: 10.244.1.10
+//	loadBalancers:                # in front of the groups above, by name
+//	- name: web
+//	  type: network               # or application
+//	  scheme: internet-facing     # or internal
+//	  targetGroups: [sluice-web]
+//	hostedZones: [example.com]    # Route53, on the same endpoint
 //
-// Once ready it prints one line per group ("ARN NAME LISTENER") and, with
-// --out, writes the same as JSON. It stops on SIGINT or SIGTERM.
+// Once ready it prints one line per group ("ARN NAME LISTENER"), load
+// balancer ("ARN NAME DNSNAME ZONEID") and hosted zone ("ID NAME") and,
+// with --out, writes the same as JSON. It stops on SIGINT or SIGTERM.
 package main
 
 import (
@@ -60,9 +67,32 @@ type groupConfig struct {
 	Tags                       map[string]string `json:"tags"`
 }
 
+type lbConfig struct {
+	Name         string   `json:"name"`
+	Type         string   `json:"type"`
+	Scheme       string   `json:"scheme"`
+	TargetGroups []string `json:"targetGroups"`
+}
+
 type config struct {
-	TargetGroups []groupConfig     `json:"targetGroups"`
-	Instances    map[string]string `json:"instances"`
+	TargetGroups  []groupConfig     `json:"targetGroups"`
+	Instances     map[string]string `json:"instances"`
+	LoadBalancers []lbConfig        `json:"loadBalancers"`
+	HostedZones   []string          `json:"hostedZones"`
+}
+
+// LoadBalancer is one line of the output.
+type LoadBalancer struct {
+	ARN                   string `json:"arn"`
+	Name                  string `json:"name"`
+	DNSName               string `json:"dnsName"`
+	CanonicalHostedZoneID string `json:"canonicalHostedZoneId"`
+}
+
+// Zone is one line of the output.
+type Zone struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
 }
 
 // Group is one line of the output.
@@ -101,6 +131,7 @@ func run() error {
 	cfgPath := flag.String("config", "", "target groups and instances (YAML or JSON)")
 	out := flag.String("out", "", "write the created groups as JSON to this file")
 	verbose := flag.Bool("v", false, "log every request")
+	propagation := flag.Duration("change-propagation", 0, "how long a Route53 change is PENDING, before --speed (0: 30s; negative: none)")
 	flag.Parse()
 
 	var cfg config
@@ -118,7 +149,7 @@ func run() error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	f, err := awsfake.New(awsfake.Options{Speed: *speed, Region: *region, Address: *listen, Logger: log})
+	f, err := awsfake.New(awsfake.Options{Speed: *speed, Region: *region, Address: *listen, Logger: log, ChangePropagation: *propagation})
 	if err != nil {
 		return err
 	}
@@ -149,8 +180,12 @@ func run() error {
 		groups = append(groups, Group{ARN: arn, Name: g.Name, Listener: l})
 		fmt.Println(arn, g.Name, l)
 	}
+	lbs, zones, err := addFrontends(f, cfg, groups)
+	if err != nil {
+		return err
+	}
 	if *out != "" {
-		b, _ := json.MarshalIndent(map[string]any{"endpoint": f.URL(), "targetGroups": groups}, "", "  ")
+		b, _ := json.MarshalIndent(map[string]any{"endpoint": f.URL(), "targetGroups": groups, "loadBalancers": lbs, "hostedZones": zones}, "", "  ")
 		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", *out, err)
 		}
@@ -160,4 +195,40 @@ func run() error {
 	defer stop()
 	<-ctx.Done()
 	return nil
+}
+
+// addFrontends creates the configured load balancers (their target groups
+// named) and hosted zones, and prints them.
+func addFrontends(f *awsfake.Fake, cfg config, groups []Group) ([]LoadBalancer, []Zone, error) {
+	arnOf := map[string]string{}
+	for _, g := range groups {
+		arnOf[g.Name] = g.ARN
+	}
+	var lbs []LoadBalancer
+	for _, l := range cfg.LoadBalancers {
+		var arns []string
+		for _, name := range l.TargetGroups {
+			arn, ok := arnOf[name]
+			if !ok {
+				return nil, nil, fmt.Errorf("load balancer %s: no target group %q in the config", l.Name, name)
+			}
+			arns = append(arns, arn)
+		}
+		info, err := f.AddLoadBalancer(awsfake.LoadBalancer{Name: l.Name, Type: l.Type, Scheme: l.Scheme, TargetGroups: arns})
+		if err != nil {
+			return nil, nil, err
+		}
+		lbs = append(lbs, LoadBalancer{ARN: info.ARN, Name: l.Name, DNSName: info.DNSName, CanonicalHostedZoneID: info.CanonicalHostedZoneID})
+		fmt.Println(info.ARN, l.Name, info.DNSName, info.CanonicalHostedZoneID)
+	}
+	var zones []Zone
+	for _, name := range cfg.HostedZones {
+		id, err := f.AddHostedZone(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		zones = append(zones, Zone{ID: id, Name: name})
+		fmt.Println(id, name)
+	}
+	return lbs, zones, nil
 }
