@@ -109,9 +109,16 @@ func New(o Options) (ctrl.Manager, error) {
 	awsOpts.Logger = o.Logger.With("provider", "aws")
 	recorder := mgr.GetEventRecorder("sluice-controller")
 	notifier := podstatus.NewNotifier(4096)
+	providers := provider.New(provider.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster,
+		Logger: o.Logger.With("provider", "haproxy")})
+	// The providers' HAProxy watch (restoring servers after a reload) runs
+	// on the leader only.
+	if err := mgr.Add(providers); err != nil {
+		return nil, fmt.Errorf("adding the haproxy watch: %w", err)
+	}
 	br, err := binding.New(binding.Options{
 		Client:      mgr.GetClient(),
-		Providers:   provider.New(provider.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster}),
+		Providers:   providers,
 		Store:       store,
 		Timeline:    timeline,
 		Recorder:    recorder,
