@@ -84,6 +84,8 @@ type Provider struct {
 	c        client
 	prefix   string
 	addArgs  string // everything after "add server B/N ADDR"
+	// restoreArgs: the same at full weight, for servers restored healthy
+	restoreArgs string
 	weight   string
 	maxDrain time.Duration
 	watch    time.Duration // <= 0: no restoring
@@ -131,6 +133,7 @@ func New(o Options) (*Provider, error) {
 	args := []string{"check", "inter", strconv.FormatInt(inter.Milliseconds(), 10) + "ms",
 		"fall", strconv.Itoa(fall), "rise", strconv.Itoa(rise), "weight", "0"}
 	p.weight = strconv.Itoa(weight)
+	weightAt := len(args) - 1
 	for _, a := range o.ServerArgs {
 		if err := checkArg(a); err != nil {
 			return nil, fmt.Errorf("creating haproxy provider: %w", err)
@@ -138,6 +141,8 @@ func New(o Options) (*Provider, error) {
 		args = append(args, a)
 	}
 	p.addArgs = strings.Join(args, " ")
+	args[weightAt] = p.weight // "weight 0" → "weight W"
+	p.restoreArgs = strings.Join(args, " ")
 	return p, nil
 }
 

@@ -125,7 +125,20 @@ func (p *Provider) remember(pr process, backend string, servers []server) {
 		delete(p.known, backend)
 		return
 	}
-	p.known[backend] = append([]server(nil), servers...)
+	prev := map[string]lb.State{}
+	for _, s := range p.known[backend] {
+		prev[s.name] = s.status.State
+	}
+	kept := append([]server(nil), servers...)
+	for i := range kept {
+		// A server restored healthy reads as up with its first check
+		// pending (Initial) until that check ends; it is still the
+		// healthy server it was, should the process change again.
+		if s := &kept[i]; s.status.State == lb.Initial && prev[s.name] == lb.Healthy && s.stat != nil && strings.HasPrefix(s.stat.Status, "UP") {
+			s.status.State = lb.Healthy
+		}
+	}
+	p.known[backend] = kept
 }
 
 // restoreLocked re-adds the remembered servers a new process lacks.
@@ -166,21 +179,24 @@ func (p *Provider) restoreLocked(ctx context.Context) error {
 // restore adds one server back in its last known state.
 func (p *Provider) restore(ctx context.Context, backend string, s server) error {
 	ref := backend + "/" + s.name
-	if err := p.do(ctx, []string{"add server " + ref + " " + formatAddr(s.addr) + " " + p.addArgs}, msgNewServer, msgExists); err != nil {
-		return err
-	}
+	add := "add server " + ref + " " + formatAddr(s.addr) + " "
 	switch {
 	case s.admin&admDrain != 0:
-		if err := p.do(ctx, []string{"enable health " + ref}); err != nil {
+		if err := p.do(ctx, []string{add + p.restoreArgs}, msgNewServer, msgExists); err != nil {
 			return err
 		}
-		return p.do(ctx, []string{"set server " + ref + " state drain", "set weight " + ref + " " + p.weight})
+		return p.do(ctx, []string{"enable health " + ref, "set server " + ref + " state drain"})
 	case s.status.State == lb.Healthy:
-		if err := p.do(ctx, []string{"enable health " + ref}); err != nil {
+		// Added at full weight: it takes traffic the moment it leaves
+		// maintenance.
+		if err := p.do(ctx, []string{add + p.restoreArgs}, msgNewServer, msgExists); err != nil {
 			return err
 		}
-		return p.do(ctx, []string{"set server " + ref + " state ready", "set weight " + ref + " " + p.weight})
+		return p.do(ctx, []string{"enable health " + ref, "set server " + ref + " state ready"})
 	default:
+		if err := p.do(ctx, []string{add + p.addArgs}, msgNewServer, msgExists); err != nil {
+			return err
+		}
 		return p.activate(ctx, ref)
 	}
 }

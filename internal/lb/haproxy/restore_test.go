@@ -128,13 +128,12 @@ func TestRestoreAfterReload(t *testing.T) {
 		}
 	}
 	args := "check inter 1000ms fall 2 rise 1 weight 0"
+	full := "check inter 1000ms fall 2 rise 1 weight 100"
 	want := []string{
-		"add server be/sluice-10-0-0-1-80 10.0.0.1:80 " + args,
-		"enable health be/sluice-10-0-0-1-80",
-		"set server be/sluice-10-0-0-1-80 state ready; set weight be/sluice-10-0-0-1-80 100",
-		"add server be/sluice-10-0-0-2-80 10.0.0.2:80 " + args,
-		"enable health be/sluice-10-0-0-2-80",
-		"set server be/sluice-10-0-0-2-80 state drain; set weight be/sluice-10-0-0-2-80 100",
+		"add server be/sluice-10-0-0-1-80 10.0.0.1:80 " + full,
+		"enable health be/sluice-10-0-0-1-80; set server be/sluice-10-0-0-1-80 state ready",
+		"add server be/sluice-10-0-0-2-80 10.0.0.2:80 " + full,
+		"enable health be/sluice-10-0-0-2-80; set server be/sluice-10-0-0-2-80 state drain",
 		"add server be/sluice-10-0-0-3-80 10.0.0.3:80 " + args,
 		"enable health be/sluice-10-0-0-3-80",
 		"set weight be/sluice-10-0-0-3-80 0; set server be/sluice-10-0-0-3-80 state ready; " +
