@@ -36,6 +36,7 @@ type controllerConfig struct {
 	fastPollInterval        time.Duration
 	haproxyCheckInterval    time.Duration
 	haproxyMaxDrain         time.Duration
+	haproxyWatchInterval    time.Duration
 	awsEndpoint             string
 	awsCluster              string
 	logFormat               string
@@ -58,6 +59,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.DurationVar(&c.fastPollInterval, "fast-poll-interval", time.Second, "how often a binding's targets are read while any is initial, unhealthy or draining")
 	fs.DurationVar(&c.haproxyCheckInterval, "haproxy-check-interval", time.Second, "health-check interval of the HAProxy servers sluice adds")
 	fs.DurationVar(&c.haproxyMaxDrain, "haproxy-max-drain", 60*time.Second, "longest an HAProxy server stays in drain while it still has sessions")
+	fs.DurationVar(&c.haproxyWatchInterval, "haproxy-watch-interval", 250*time.Millisecond, "how often HAProxy's runtime API is asked whether a reload or restart forgot sluice's servers, which are then restored in their last state (negative: off)")
 	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -135,7 +137,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		SyncPeriod:              c.resyncPeriod,
 		FastRequeue:             c.fastPollInterval,
 		SlowRequeue:             c.pollInterval,
-		HAProxy:                 haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain},
+		HAProxy:                 haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain, WatchInterval: c.haproxyWatchInterval},
 		AWS:                     aws.Options{Endpoint: c.awsEndpoint},
 		AWSCluster:              c.awsCluster,
 		Logger:                  log,

@@ -81,14 +81,14 @@ type Options struct {
 // caller (one reconcile per group at a time): each call reads the backend,
 // then acts on what it read.
 type Provider struct {
-	c        client
-	prefix   string
-	addArgs  string // everything after "add server B/N ADDR"
+	c       client
+	prefix  string
+	addArgs string // everything after "add server B/N ADDR"
 	// restoreArgs: the same at full weight, for servers restored healthy
 	restoreArgs string
-	weight   string
-	maxDrain time.Duration
-	watch    time.Duration // <= 0: no restoring
+	weight      string
+	maxDrain    time.Duration
+	watch       time.Duration // <= 0: no restoring
 
 	mu       sync.Mutex
 	proc     process             // the process seen last; zero before the first listing
