@@ -23,7 +23,9 @@ const maxMessage = 1024
 // writeStatus sets the binding's status from the listed targets and the
 // outcome (cause nil: success; reason names the failure) and writes it if
 // anything changed.
-func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBinding, listed []lb.Status, reason string, cause error) error {
+// extra sets further fields (zones, the Held condition).
+func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBinding, listed []lb.Status, reason string, cause error,
+	extra ...func(*v1alpha1.LoadBalancerBindingStatus)) error {
 	orig := b.DeepCopy()
 	st := &b.Status
 	st.ObservedGeneration = b.Generation
@@ -44,6 +46,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBi
 		}
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, reason, cause.Error())
 	}
+	for _, f := range extra {
+		f(st)
+	}
 	if equality.Semantic.DeepEqual(orig.Status, b.Status) {
 		return nil
 	}
@@ -60,6 +65,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBi
 		"conditions":         b.Status.Conditions,
 		"targets":            b.Status.Targets,
 		"lastError":          lastError,
+		"zones":              b.Status.Zones,
 	}})
 	if err != nil {
 		return fmt.Errorf("encoding status of binding %s/%s: %w", b.Namespace, b.Name, err)
