@@ -273,7 +273,8 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 		heldMsg = heldMessage(b, *held)
 		r.log.Warn("deregistration held", "binding", key, "reason", heldMsg)
 	}
-	extra := []func(*v1alpha1.LoadBalancerBindingStatus){zones, r.reportHeld(b, key.String(), *held, heldMsg)}
+	extra := []func(*v1alpha1.LoadBalancerBindingStatus){zones, r.reportHeld(b, key.String(), *held, heldMsg),
+		r.timers(ctx, b, prov, groups, pods)}
 
 	if snap.Err != nil {
 		return r.failed(ctx, b, listed, snap.Err, extra...)

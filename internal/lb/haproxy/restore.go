@@ -249,3 +249,8 @@ func (p *Provider) Restarts() int {
 
 // Address is the runtime API address the provider talks to.
 func (p *Provider) Address() string { return p.c.address }
+
+// DrainTime implements the binding reconciler's DrainTimer: a server in
+// drain gets no new load-balanced connection at once (sticky sessions
+// aside, for at most MaxDrain).
+func (p *Provider) DrainTime(context.Context, string) (time.Duration, error) { return 0, nil }
