@@ -265,6 +265,7 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	}
 	snap.Err = errors.Join(errs...)
 	r.opts.Notify(ctx, r.opts.Store.Put(snap))
+	r.setDeletionCosts(ctx, b, snap, pods)
 	listed := snap.Targets()
 	r.metrics.setTargets(key.String(), listed)
 	zones := r.zones(key.String(), listed, zoneIndex(pods, nodes))
