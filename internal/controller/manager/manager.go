@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/admission"
 	"sluice.dev/sluice/internal/controller/binding"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
 	"sluice.dev/sluice/internal/controller/podstatus"
@@ -67,6 +68,9 @@ type Options struct {
 	// ARNs discover their groups by (tag sluice.dev/cluster). Empty: such
 	// bindings are invalid.
 	AWSCluster string
+	// EvictionWebhook, when not nil, serves the zone floor's eviction
+	// webhook (package admission); Client, Handler and Logger are set here.
+	EvictionWebhook *admission.Options
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -152,6 +156,19 @@ func New(o Options) (ctrl.Manager, error) {
 	}
 	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr)); err != nil {
 		return nil, err
+	}
+	if w := o.EvictionWebhook; w != nil {
+		wo := *w
+		wo.Client = mgr.GetClient()
+		wo.Logger = o.Logger.With("webhook", "eviction")
+		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Store: store, Logger: wo.Logger}
+		ws, err := admission.New(wo)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(ws); err != nil {
+			return nil, fmt.Errorf("adding the eviction webhook: %w", err)
+		}
 	}
 	return mgr, nil
 }
