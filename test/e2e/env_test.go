@@ -53,6 +53,7 @@ type env struct {
 	cl       client.Client
 	lbPort   int
 	lbSock   string
+	lbArgs   []string // extra haproxy arguments (e.g. master-worker: -W -S SOCK)
 	haproxy  *exec.Cmd
 	mu       sync.Mutex
 	ctl      *exec.Cmd
@@ -216,7 +217,7 @@ backend %s
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd := exec.Command("haproxy", "-db", "-f", path)
+	cmd := exec.Command("haproxy", append([]string{"-db", "-f", path}, e.lbArgs...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
