@@ -44,23 +44,25 @@ const (
 
 // env is one cluster with HAProxy, the controller, the proxies and the app.
 type env struct {
-	t        *testing.T
-	root     string
-	dir      string
-	sluice   string
-	c        *cluster.Cluster
-	kube     kubernetes.Interface
-	cl       client.Client
-	lbPort   int
-	lbSock   string
-	lbArgs   []string // extra haproxy arguments (e.g. master-worker: -W -S SOCK)
-	haproxy  *exec.Cmd
-	mu       sync.Mutex
-	ctl      *exec.Cmd
-	ctlAddr  string   // metrics address
-	ctlStart int      // controller starts, for the log file name
-	ctlArgs  []string // extra controller flags
-	ctlEnv   []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
+	t         *testing.T
+	root      string
+	dir       string
+	sluice    string
+	c         *cluster.Cluster
+	kube      kubernetes.Interface
+	cl        client.Client
+	lbPort    int
+	lbSock    string
+	lbArgs    []string // extra haproxy arguments (e.g. master-worker: -W -S SOCK)
+	lbGlobal  string   // extra lines of haproxy's global section
+	lbBackend string   // extra lines of haproxy's backend section
+	haproxy   *exec.Cmd
+	mu        sync.Mutex
+	ctl       *exec.Cmd
+	ctlAddr   string   // metrics address
+	ctlStart  int      // controller starts, for the log file name
+	ctlArgs   []string // extra controller flags
+	ctlEnv    []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
 }
 
 func repoRoot(t *testing.T) string {
@@ -196,6 +198,7 @@ func (e *env) startHAProxy() {
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin
     maxconn 4000
+%s
 defaults
     mode http
     timeout connect 2s
@@ -208,7 +211,8 @@ frontend fe
 backend %s
     balance roundrobin
     option httpchk GET /healthz
-`, e.lbSock, e.lbPort, backend, backend)
+%s
+`, e.lbSock, e.lbGlobal, e.lbPort, backend, backend, e.lbBackend)
 	path := filepath.Join(e.dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)

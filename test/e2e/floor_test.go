@@ -29,7 +29,8 @@ import (
 //   - floor-haproxy-reload and floor-haproxy-restart: a seamless reload,
 //     then a full restart of HAProxy under load; the controller sees the
 //     new process (show info, every 100 ms here) and adds its servers back
-//     in their last state at once;
+//     in their last state at once, and deploy/haproxy/sluice-wait.lua holds
+//     the requests that arrive before that;
 //   - floor-selector-held: the binding's selector is edited to match
 //     nothing under load: the guard holds every target (condition Held),
 //     nothing fails; then, without load, the confirmation deregisters them
@@ -41,6 +42,10 @@ func TestFloor(t *testing.T) {
 	e := newCluster(t, "slf")
 	master := filepath.Join(e.dir, "haproxy-master.sock")
 	e.lbArgs = []string{"-W", "-S", master}
+	// Requests that reach a new HAProxy process before the controller has
+	// restored its servers wait (at most 1 s) instead of failing.
+	e.lbGlobal = "    lua-load " + filepath.Join(e.root, "deploy/haproxy/sluice-wait.lua")
+	e.lbBackend = "    http-request lua.sluice_wait_servers " + backend
 	e.startHAProxy()
 	e.ctlArgs = []string{"--haproxy-watch-interval=100ms"}
 	e.startController()

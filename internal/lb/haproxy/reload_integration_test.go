@@ -235,7 +235,27 @@ func (l *load) waitRequests(t *testing.T, n int64) {
 // servers in their last state, so that servers whose checks hang in the
 // new process (no check can pass there) still take traffic.
 func TestIntegrationReloadRestore(t *testing.T) {
-	m := startMasterWorker(t, "", "")
+	gap := testReloadRestore(t, "", "")
+	t.Logf("without sluice-wait.lua the gap costs requests: reload %d, restart %d", gap["reload"], gap["restart"])
+}
+
+// TestIntegrationReloadRestoreWait is the same with deploy/haproxy's
+// sluice-wait.lua holding requests while the backend is empty: the gap
+// between the new process and the restore costs no request.
+func TestIntegrationReloadRestoreWait(t *testing.T) {
+	lua, err := filepath.Abs("../../../deploy/haproxy/sluice-wait.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gap := testReloadRestore(t, "    lua-load "+lua, "    http-request lua.sluice_wait_servers be")
+	if gap["reload"] != 0 {
+		t.Fatalf("%d requests failed during the reload although they could wait for the restore", gap["reload"])
+	}
+}
+
+// testReloadRestore returns the failed requests of each change's gap.
+func testReloadRestore(t *testing.T, extraGlobal, extraBackend string) map[string]int64 {
+	m := startMasterWorker(t, extraGlobal, extraBackend)
 	p, err := New(Options{Address: m.sock, WatchInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -265,6 +285,7 @@ func TestIntegrationReloadRestore(t *testing.T) {
 	// find an empty backend (503): that gap is the watch interval. Once
 	// the servers are restored, nothing fails, although no check has
 	// passed in the new process.
+	gaps := map[string]int64{}
 	for i, change := range []string{"reload", "restart"} {
 		before, failedBefore := l.requests.Load(), l.failed.Load()
 		if change == "reload" {
@@ -283,12 +304,14 @@ func TestIntegrationReloadRestore(t *testing.T) {
 		if n := l.failed.Load() - failedAfter; n != 0 {
 			t.Fatalf("%s: %d requests failed after the servers were restored: %s", change, n, l.errors())
 		}
+		gaps[change] = gapFailed
 	}
 	for _, be := range []*holdBackend{a, b} {
 		if s, ok := statusOf(t, p, be.addr); !ok || s.State == lb.Draining {
 			t.Fatalf("%v after restart: %+v listed %v", be.addr, s, ok)
 		}
 	}
+	return gaps
 }
 
 // TestIntegrationServerStateFileSkipsDynamicServers pins down why the
