@@ -44,25 +44,26 @@ const (
 
 // env is one cluster with HAProxy, the controller, the proxies and the app.
 type env struct {
-	t         *testing.T
-	root      string
-	dir       string
-	sluice    string
-	c         *cluster.Cluster
-	kube      kubernetes.Interface
-	cl        client.Client
-	lbPort    int
-	lbSock    string
-	lbArgs    []string // extra haproxy arguments (e.g. master-worker: -W -S SOCK)
-	lbGlobal  string   // extra lines of haproxy's global section
-	lbBackend string   // extra lines of haproxy's backend section
-	haproxy   *exec.Cmd
-	mu        sync.Mutex
-	ctl       *exec.Cmd
-	ctlAddr   string   // metrics address
-	ctlStart  int      // controller starts, for the log file name
-	ctlArgs   []string // extra controller flags
-	ctlEnv    []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
+	t        *testing.T
+	root     string
+	dir      string
+	sluice   string
+	c        *cluster.Cluster
+	kube     kubernetes.Interface
+	cl       client.Client
+	lbPort   int
+	lbSock   string
+	lbArgs   []string // extra haproxy arguments (e.g. master-worker: -W -S SOCK)
+	lbGlobal string   // extra lines of haproxy's global section
+	lbBack   string   // extra lines of haproxy's backend section
+	restarts int      // HAProxy restarts (names of new master sockets)
+	haproxy  *exec.Cmd
+	mu       sync.Mutex
+	ctl      *exec.Cmd
+	ctlAddr  string   // metrics address
+	ctlStart int      // controller starts, for the log file name
+	ctlArgs  []string // extra controller flags
+	ctlEnv   []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
 }
 
 func repoRoot(t *testing.T) string {
@@ -127,13 +128,19 @@ func newEnv(t *testing.T) *env {
 // and IngressClass; no load balancer, no controller yet.
 func newCluster(t *testing.T, prefix string) *env {
 	t.Helper()
+	return newClusterOf(t, prefix, cluster.Nodes(3, 2))
+}
+
+// newClusterOf is newCluster with these nodes.
+func newClusterOf(t *testing.T, prefix string, nodes []cluster.NodeSpec) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("e2e needs root (network namespaces)")
 	}
 	e := &env{t: t, root: repoRoot(t), dir: t.TempDir()}
 	var echo string
 	e.sluice, echo = build(t, e.root, e.dir)
-	e.c = cluster.StartForTest(t, cluster.Options{Nodes: cluster.Nodes(3, 2), Images: map[string]string{"sluice": e.sluice, "echo": echo}, Prefix: prefix})
+	e.c = cluster.StartForTest(t, cluster.Options{Nodes: nodes, Images: map[string]string{"sluice": e.sluice, "echo": echo}, Prefix: prefix})
 	e.kube = e.c.Client()
 	cl, err := client.New(e.c.RESTConfig(), client.Options{Scheme: ct.Scheme()})
 	if err != nil {
@@ -212,7 +219,7 @@ backend %s
     balance roundrobin
     option httpchk GET /healthz
 %s
-`, e.lbSock, e.lbGlobal, e.lbPort, backend, backend, e.lbBackend)
+`, e.lbSock, e.lbGlobal, e.lbPort, backend, backend, e.lbBack)
 	path := filepath.Join(e.dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)

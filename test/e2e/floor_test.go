@@ -17,10 +17,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/test/cluster"
 )
 
 // TestFloor runs the safety-floor cases through HAProxy in master-worker
@@ -39,15 +43,22 @@ import (
 // Each line also gives min_zone_healthy, the fewest healthy targets any
 // zone had in the binding's status, sampled every 100 ms.
 func TestFloor(t *testing.T) {
-	e := newCluster(t, "slf")
+	// Four nodes, two per zone: a zone's node can be drained while its
+	// other node takes the replacement.
+	e := newClusterOf(t, "slf", cluster.Nodes(4, 2))
 	master := filepath.Join(e.dir, "haproxy-master.sock")
 	e.lbArgs = []string{"-W", "-S", master}
 	// Requests that reach a new HAProxy process before the controller has
 	// restored its servers wait (at most 1 s) instead of failing.
-	e.lbGlobal = "    lua-load " + filepath.Join(e.root, "deploy/haproxy/sluice-wait.lua")
-	e.lbBackend = "    http-request lua.sluice_wait_servers " + backend
+	xfer := filepath.Join(e.dir, "haproxy-xfer.sock")
+	e.lbGlobal = "    lua-load " + filepath.Join(e.root, "deploy/haproxy/sluice-wait.lua") +
+		"\n    stats socket " + xfer + " mode 600 level admin expose-fd listeners"
+	e.lbBack = "    http-request lua.sluice_wait_servers " + backend
 	e.startHAProxy()
-	e.ctlArgs = []string{"--haproxy-watch-interval=100ms"}
+	hook := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e.ctlArgs = []string{"--haproxy-watch-interval=100ms",
+		"--eviction-webhook-address=" + hook, "--eviction-webhook-url=https://" + hook,
+		"--eviction-webhook-cert-dir=" + filepath.Join(e.dir, "webhook")}
 	e.startController()
 	t.Cleanup(e.stopController)
 
@@ -76,14 +87,26 @@ func TestFloor(t *testing.T) {
 		})
 		time.Sleep(3 * time.Second)
 	})
-	// A restart stops the listener: connections refused meanwhile are the
-	// restart's own outage, so this case reports its failures (by kind)
-	// rather than asserting none.
-	cs.runWith("floor-haproxy-restart", false, e.sampleZones(), func() {
+	cs.runWith("floor-haproxy-restart", true, e.sampleZones(), func() {
 		time.Sleep(2 * time.Second)
-		e.restartHAProxy(t)
+		e.restartHAProxy(t, xfer)
 		time.Sleep(3 * time.Second)
 	})
+	// kubectl drain of the node holding a zone's only (or every) proxy
+	// of that zone, the floor set to that zone's healthy count: the
+	// eviction is refused (429) until a replacement in the zone is
+	// healthy. The replacement comes from a scale-up with the other
+	// zone's nodes cordoned, so that it lands on the zone's other node.
+	refused := 0
+	zones := e.sampleZones()
+	cs.runWith("floor-drain-zone", true, func() string {
+		return zones() + fmt.Sprintf(" refused=%d", refused)
+	}, func() {
+		refused = e.drainZone(t)
+	})
+	if cs.wants("floor-drain-zone") && refused == 0 {
+		t.Error("floor-drain-zone: the webhook never refused the eviction")
+	}
 	cs.runWith("floor-selector-held", true, e.sampleZones(), func() {
 		b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "haproxy"}}
 		if err := e.update(b, func() {
@@ -232,25 +255,22 @@ func (e *env) servers(t *testing.T) int {
 	return n
 }
 
-// restartHAProxy stops HAProxy (its master, by PID) and starts a new one
-// with the same configuration: every dynamic server is gone.
-func (e *env) restartHAProxy(t *testing.T) {
+// restartHAProxy replaces HAProxy with a new, independent process, the way
+// a binary upgrade or a restart without downtime goes: the new master
+// takes the listening sockets over from the old worker ("-x", the socket
+// declared "expose-fd listeners"), then the old one is soft-stopped
+// (SIGUSR1, by PID): it finishes what it holds. The new process knows
+// none of the dynamic servers.
+func (e *env) restartHAProxy(t *testing.T, xfer string) {
 	t.Helper()
-	old := e.haproxy
-	_ = old.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = old.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = old.Process.Kill()
-		<-done
-	}
+	old, before := e.haproxy, e.haproxyPid(t)
+	e.restarts++
 	logf, err := os.OpenFile(filepath.Join(e.dir, "haproxy.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("haproxy", append([]string{"-db", "-f", filepath.Join(e.dir, "haproxy.cfg")}, e.lbArgs...)...)
+	master := filepath.Join(e.dir, fmt.Sprintf("haproxy-master-%d.sock", e.restarts))
+	cmd := exec.Command("haproxy", "-db", "-f", filepath.Join(e.dir, "haproxy.cfg"), "-W", "-S", master, "-x", xfer)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -268,7 +288,99 @@ func (e *env) restartHAProxy(t *testing.T) {
 		}
 		logf.Close()
 	})
-	e.eventually(10*time.Second, "haproxy runtime API after the restart", func(context.Context) (bool, error) {
-		return e.haproxyPid(t) != 0, nil
+	e.eventually(30*time.Second, "the new haproxy answering", func(context.Context) (bool, error) {
+		pid := e.haproxyPid(t)
+		return pid != 0 && pid != before, nil
 	})
+	_ = old.Process.Signal(syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() { _ = old.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = old.Process.Kill()
+		<-done
+	}
+}
+
+// drainZone drains the node of one proxy pod with the floor at its zone's
+// healthy count, as described in TestFloor, and returns how often the
+// eviction was refused. It leaves the floor at 1, the nodes uncordoned
+// and the proxies at 3 replicas.
+func (e *env) drainZone(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	live, _, err := e.pods(ctx, proxyNS, proxyName)
+	if err != nil || len(live) == 0 {
+		t.Fatalf("listing proxies: %v", err)
+	}
+	victim := live[0]
+	zoneOf := map[string]string{}
+	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		zoneOf[n.Name] = n.Labels["topology.kubernetes.io/zone"]
+	}
+	zone := zoneOf[victim.Spec.NodeName]
+	inZone := 0
+	for _, p := range live {
+		if zoneOf[p.Spec.NodeName] == zone {
+			inZone++
+		}
+	}
+	setFloor := func(n int32) {
+		b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "haproxy"}}
+		if err := e.update(b, func() { b.Spec.ZoneFloor = &n }); err != nil {
+			t.Fatalf("setting zoneFloor: %v", err)
+		}
+	}
+	setFloor(int32(inZone))
+	defer setFloor(1)
+	// Let the reconciler see the new floor (the webhook reads the spec).
+	e.eventually(30*time.Second, "the webhook configuration", func(ctx context.Context) (bool, error) {
+		_, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "sluice-eviction-floor", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	e.cordon(victim.Spec.NodeName, true)
+	evict := func() error {
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: victim.Namespace, Name: victim.Name}}
+		return e.kube.CoreV1().Pods(victim.Namespace).EvictV1(ctx, ev)
+	}
+	refused := 0
+	for i := 0; i < 3; i++ { // kubectl drain's retries, before any replacement
+		err := evict()
+		if !apierrors.IsTooManyRequests(err) {
+			t.Fatalf("eviction of %s (zone %s, %d proxies there) not refused: %v", victim.Name, zone, inZone, err)
+		}
+		refused++
+		time.Sleep(500 * time.Millisecond)
+	}
+	// A replacement in the zone: cordon the other zone's nodes, scale up.
+	for n, z := range zoneOf {
+		if z != zone {
+			e.cordon(n, true)
+		}
+	}
+	e.scale(proxyNS, proxyName, int32(len(live)+1))
+	e.eventually(4*time.Minute, "the eviction to go through", func(context.Context) (bool, error) {
+		err := evict()
+		if apierrors.IsTooManyRequests(err) {
+			refused++
+			return false, nil
+		}
+		return err == nil || apierrors.IsNotFound(err), err
+	})
+	e.eventually(3*time.Minute, "the evicted proxy gone", func(ctx context.Context) (bool, error) {
+		var p corev1.Pod
+		err := e.cl.Get(ctx, client.ObjectKey{Namespace: victim.Namespace, Name: victim.Name}, &p)
+		return apierrors.IsNotFound(err), nil
+	})
+	for n := range zoneOf {
+		e.cordon(n, false)
+	}
+	e.scale(proxyNS, proxyName, int32(len(live)))
+	e.settled(proxyNS, proxyName, 3*time.Minute)
+	return refused
 }

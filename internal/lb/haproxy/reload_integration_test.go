@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -25,8 +24,8 @@ import (
 // it runs under systemd: "reload" on the master socket starts a new worker
 // that forgets every dynamic server.
 type masterWorker struct {
-	dir, cfg, sock, master, front string
-	cmd                           *exec.Cmd
+	*haproxyEnv
+	master string
 }
 
 func startMasterWorker(t *testing.T, extraGlobal, extraBackend string) *masterWorker {
@@ -35,8 +34,9 @@ func startMasterWorker(t *testing.T, extraGlobal, extraBackend string) *masterWo
 		t.Skipf("no haproxy: %v", err)
 	}
 	dir := t.TempDir()
-	m := &masterWorker{dir: dir, cfg: filepath.Join(dir, "haproxy.cfg"), sock: filepath.Join(dir, "admin.sock"),
-		master: filepath.Join(dir, "master.sock"), front: freeAddr(t)}
+	m := &masterWorker{haproxyEnv: &haproxyEnv{dir: dir, cfg: filepath.Join(dir, "haproxy.cfg"), sock: filepath.Join(dir, "admin.sock"),
+		front: freeAddr(t)}, master: filepath.Join(dir, "master.sock")}
+	m.args = []string{"-W", "-S", m.master}
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin expose-fd listeners
     maxconn 2000
@@ -59,43 +59,7 @@ backend be
 		t.Fatal(err)
 	}
 	m.start(t)
-	t.Cleanup(m.stop)
 	return m
-}
-
-func (m *masterWorker) start(t *testing.T) {
-	t.Helper()
-	os.Remove(m.sock)
-	cmd := exec.Command(haproxyBin, "-W", "-db", "-S", m.master, "-f", m.cfg)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	m.cmd = cmd
-	waitFor(t, "haproxy worker socket", func() bool {
-		c, err := net.Dial("unix", m.sock)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-}
-
-// stop ends the master (and with it the workers) by PID.
-func (m *masterWorker) stop() {
-	if m.cmd == nil || m.cmd.Process == nil {
-		return
-	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = m.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-done
-	}
-	m.cmd = nil
 }
 
 // reload asks the master for a seamless reload.
