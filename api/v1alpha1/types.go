@@ -97,6 +97,28 @@ type LoadBalancerBindingSpec struct {
 	// +optional
 	Drain DrainSpec `json:"drain,omitempty"`
 
+	// ZoneFloor is the least number of healthy targets each zone keeps
+	// while targets leave: pod-deletion-cost steers ReplicaSet scale-down
+	// away from a zone at its floor, and the eviction webhook refuses an
+	// eviction that would take a zone below it. Default 1; 0 turns the
+	// floor off.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ZoneFloor *int32 `json:"zoneFloor,omitempty"`
+
+	// MaxDeregisterFraction bounds how many of a group's healthy targets
+	// one reconcile may deregister while their pods still exist (a
+	// selector edit, a wrong port): a count or a percentage of the healthy
+	// targets. A reconcile that would deregister more, or all of them, is
+	// held (condition Held) until the binding carries the annotation
+	// sluice.dev/confirm-deregister with its current generation. Default
+	// "50%".
+	// +kubebuilder:default="50%"
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxDeregisterFraction *intstr.IntOrString `json:"maxDeregisterFraction,omitempty"`
+
 	// Publish lists the addresses written to status.loadBalancer of the
 	// Ingresses sluice serves (the load balancer's public name or IPs).
 	// +optional
@@ -171,6 +193,10 @@ type LoadBalancerBindingStatus struct {
 	// Targets counts the binding's targets by state.
 	// +optional
 	Targets TargetCounts `json:"targets,omitempty"`
+	// Zones counts the binding's targets by zone and state, sorted by
+	// zone ("" for targets whose zone is unknown).
+	// +optional
+	Zones []ZoneTargetCounts `json:"zones,omitempty"`
 	// LastError is the last provider error, empty once a reconcile succeeds.
 	// +optional
 	LastError string `json:"lastError,omitempty"`

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"sluice.dev/sluice/internal/controller/admission"
 	"sluice.dev/sluice/internal/controller/manager"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
@@ -36,6 +37,11 @@ type controllerConfig struct {
 	fastPollInterval        time.Duration
 	haproxyCheckInterval    time.Duration
 	haproxyMaxDrain         time.Duration
+	haproxyWatchInterval    time.Duration
+	webhookAddress          string
+	webhookCertDir          string
+	webhookService          string
+	webhookURL              string
 	awsEndpoint             string
 	awsCluster              string
 	logFormat               string
@@ -60,6 +66,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.DurationVar(&c.fastPollInterval, "fast-poll-interval", time.Second, "how often a binding's targets are read while any is initial, unhealthy or draining")
 	fs.DurationVar(&c.haproxyCheckInterval, "haproxy-check-interval", time.Second, "health-check interval of the HAProxy servers sluice adds")
 	fs.DurationVar(&c.haproxyMaxDrain, "haproxy-max-drain", 60*time.Second, "longest an HAProxy server stays in drain while it still has sessions")
+	fs.DurationVar(&c.haproxyWatchInterval, "haproxy-watch-interval", 250*time.Millisecond, "how often HAProxy's runtime API is asked whether a reload or restart forgot sluice's servers, which are then restored in their last state (negative: off)")
+	fs.StringVar(&c.webhookAddress, "eviction-webhook-address", "", `address of the zone floor's eviction webhook (HTTPS, e.g. ":9443"; "": off)`)
+	fs.StringVar(&c.webhookCertDir, "eviction-webhook-cert-dir", "", "directory keeping the webhook's generated CA and serving certificate (default: memory, new at each start)")
+	fs.StringVar(&c.webhookService, "eviction-webhook-service", "", "Service in front of the controller that the API server calls: namespace/name[:port]")
+	fs.StringVar(&c.webhookURL, "eviction-webhook-url", "", "instead of a Service, the https:// URL the API server calls (a controller outside the cluster)")
 	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -89,6 +100,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--aws-endpoint must be an http:// or https:// URL, not %q", c.awsEndpoint)
 		}
+	}
+	if c.webhookAddress != "" && (c.webhookService == "") == (c.webhookURL == "") {
+		return nil, errors.New("--eviction-webhook-address needs exactly one of --eviction-webhook-service and --eviction-webhook-url")
 	}
 	if c.ingressClass == "" || c.leaderElectionID == "" {
 		return nil, errors.New("--ingress-class and --leader-election-id must not be empty")
@@ -151,9 +165,10 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		SyncPeriod:              c.resyncPeriod,
 		FastRequeue:             c.fastPollInterval,
 		SlowRequeue:             c.pollInterval,
-		HAProxy:                 haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain},
+		HAProxy:                 haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain, WatchInterval: c.haproxyWatchInterval},
 		AWS:                     aws.Options{Endpoint: c.awsEndpoint},
 		AWSCluster:              c.awsCluster,
+		EvictionWebhook:         c.webhook(),
 		Logger:                  log,
 	})
 	if err != nil {
@@ -166,4 +181,25 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	}
 	log.Info("sluice controller stopped")
 	return nil
+}
+
+// webhook turns the --eviction-webhook-* flags into the webhook's options
+// (nil: off). The serving certificate names the Service's DNS names, or
+// the URL's host.
+func (c *controllerConfig) webhook() *admission.Options {
+	if c.webhookAddress == "" {
+		return nil
+	}
+	o := &admission.Options{Address: c.webhookAddress, CertDir: c.webhookCertDir, Service: c.webhookService, URL: c.webhookURL}
+	if c.webhookURL != "" {
+		if u, err := url.Parse(c.webhookURL); err == nil {
+			o.Hosts = []string{u.Hostname()}
+		}
+		return o
+	}
+	nsName, _, _ := strings.Cut(c.webhookService, ":")
+	if ns, name, ok := strings.Cut(nsName, "/"); ok {
+		o.Hosts = []string{name + "." + ns + ".svc", name + "." + ns + ".svc.cluster.local"}
+	}
+	return o
 }

@@ -384,5 +384,8 @@ func warnGracePeriod(ctx context.Context, client kubernetes.Interface, ns, name 
 	if need := c.drainMaxWait + c.shutdownTimeout; grace < need {
 		log.Warn("terminationGracePeriodSeconds is shorter than --drain-max-wait + --shutdown-timeout: the kubelet may kill the proxy before it has drained",
 			"terminationGracePeriodSeconds", grace.Seconds(), "drainMaxWait", c.drainMaxWait, "shutdownTimeout", c.shutdownTimeout, "needSeconds", need.Seconds())
+		return
 	}
+	log.Info("timers fit: terminationGracePeriodSeconds covers --drain-max-wait + --shutdown-timeout (the controller compares them with the load balancer in the binding's TimersConsistent condition)",
+		"terminationGracePeriodSeconds", grace.Seconds(), "drainMaxWait", c.drainMaxWait, "shutdownTimeout", c.shutdownTimeout)
 }

@@ -53,6 +53,10 @@ type env struct {
 	cl       client.Client
 	lbPort   int
 	lbSock   string
+	lbArgs   []string // extra haproxy arguments (e.g. master-worker: -W -S SOCK)
+	lbGlobal string   // extra lines of haproxy's global section
+	lbBack   string   // extra lines of haproxy's backend section
+	restarts int      // HAProxy restarts (names of new master sockets)
 	haproxy  *exec.Cmd
 	mu       sync.Mutex
 	ctl      *exec.Cmd
@@ -125,13 +129,19 @@ func newEnv(t *testing.T) *env {
 // and IngressClass; no load balancer, no controller yet.
 func newCluster(t *testing.T, prefix string) *env {
 	t.Helper()
+	return newClusterOf(t, prefix, cluster.Nodes(3, 2))
+}
+
+// newClusterOf is newCluster with these nodes.
+func newClusterOf(t *testing.T, prefix string, nodes []cluster.NodeSpec) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("e2e needs root (network namespaces)")
 	}
 	e := &env{t: t, root: repoRoot(t), dir: t.TempDir()}
 	var echo string
 	e.sluice, echo = build(t, e.root, e.dir)
-	e.c = cluster.StartForTest(t, cluster.Options{Nodes: cluster.Nodes(3, 2), Images: map[string]string{"sluice": e.sluice, "echo": echo}, Prefix: prefix})
+	e.c = cluster.StartForTest(t, cluster.Options{Nodes: nodes, Images: map[string]string{"sluice": e.sluice, "echo": echo}, Prefix: prefix})
 	e.kube = e.c.Client()
 	cl, err := client.New(e.c.RESTConfig(), client.Options{Scheme: ct.Scheme()})
 	if err != nil {
@@ -196,6 +206,7 @@ func (e *env) startHAProxy() {
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin
     maxconn 4000
+%s
 defaults
     mode http
     timeout connect 2s
@@ -208,7 +219,8 @@ frontend fe
 backend %s
     balance roundrobin
     option httpchk GET /healthz
-`, e.lbSock, e.lbPort, backend, backend)
+%s
+`, e.lbSock, e.lbGlobal, e.lbPort, backend, backend, e.lbBack)
 	for _, b := range e.backends {
 		cfg += fmt.Sprintf("backend %s\n    balance roundrobin\n", b)
 	}
@@ -220,7 +232,7 @@ backend %s
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd := exec.Command("haproxy", "-db", "-f", path)
+	cmd := exec.Command("haproxy", append([]string{"-db", "-f", path}, e.lbArgs...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

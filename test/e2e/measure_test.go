@@ -156,10 +156,19 @@ func newCases(e *env) *cases {
 // run measures action as case name. A strict case fails the test on any
 // failed request; the others (comparisons) only report theirs.
 func (c *cases) run(name string, strict bool, action func()) {
+	c.runWith(name, strict, nil, action)
+}
+
+// runWith is run with extra: after the action, it returns more summary
+// fields ("min_zone_healthy=1") for the case's line.
+func (c *cases) runWith(name string, strict bool, extra func() string, action func()) {
 	if !c.wants(name) {
 		return
 	}
 	r := c.e.measure(name, action)
+	if extra != nil {
+		r.extra = extra()
+	}
 	c.results = append(c.results, r)
 	c.e.t.Log(r.String())
 	if r.load.failed > 0 {
@@ -207,9 +216,13 @@ type caseResult struct {
 	name                     string
 	load                     loadTotal
 	register, healthy, drain histogram
+	extra                    string // more fields, e.g. "min_zone_healthy=1"
 }
 
 func (r caseResult) String() string {
+	if r.extra != "" {
+		return fmt.Sprintf("e2e %s: requests=%d failed=%d %s", r.name, r.load.sent, r.load.failed, r.extra)
+	}
 	return fmt.Sprintf("e2e %s: requests=%d failed=%d register_p50=%s healthy_p50=%s drained_p50=%s",
 		r.name, r.load.sent, r.load.failed, fmtSeconds(r.register.quantile(0.5)),
 		fmtSeconds(r.healthy.quantile(0.5)), fmtSeconds(r.drain.quantile(0.5)))

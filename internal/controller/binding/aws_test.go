@@ -390,6 +390,7 @@ func TestAWSDrainWaitsForEveryGroup(t *testing.T) {
 	// lets the binding go.
 	var b v1alpha1.LoadBalancerBinding
 	_ = e.c.Get(context.Background(), types.NamespacedName{Namespace: ct.Namespace, Name: "b"}, &b)
+	confirm(t, e.c, &b) // p2 still runs
 	if err := e.c.Delete(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}

@@ -246,10 +246,14 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	snap := newSnapshot(b, spec, pods, desired)
 	snap.Problems = problemStrings(problems)
 	r.announceProblems(b, snap, prev)
+	guard, held, err := r.guard(ctx, b, nodes)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	var errs []error
 	moving := false
 	for _, name := range groups {
-		g, current, plan := r.syncGroup(ctx, prov, name, desired, prev.Group(name))
+		g, current, plan := r.syncGroup(ctx, prov, name, desired, prev.Group(name), guard)
 		snap.Groups = append(snap.Groups, g)
 		if g.Err != nil {
 			errs = append(errs, g.Err)
@@ -261,11 +265,20 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	}
 	snap.Err = errors.Join(errs...)
 	r.opts.Notify(ctx, r.opts.Store.Put(snap))
+	r.setDeletionCosts(ctx, b, snap, pods)
 	listed := snap.Targets()
 	r.metrics.setTargets(key.String(), listed)
+	zones := r.zones(key.String(), listed, zoneIndex(pods, nodes))
+	heldMsg := ""
+	if len(*held) > 0 {
+		heldMsg = heldMessage(b, *held)
+		r.log.Warn("deregistration held", "binding", key, "reason", heldMsg)
+	}
+	extra := []func(*v1alpha1.LoadBalancerBindingStatus){zones, r.reportHeld(b, key.String(), *held, heldMsg),
+		r.timers(ctx, b, prov, groups, pods)}
 
 	if snap.Err != nil {
-		return r.failed(ctx, b, listed, snap.Err)
+		return r.failed(ctx, b, listed, snap.Err, extra...)
 	}
 	r.checkDelays(ctx, b, prov, groups, pods)
 	addrs, err := addresses(ctx, b, prov, groups)
@@ -273,7 +286,8 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 		r.log.Warn("finding load balancer addresses", "binding", key, "err", err)
 	}
 	r.log.Debug("binding reconciled", "binding", key, "groups", len(groups), "desired", len(desired), "listed", len(listed))
-	if err := r.writeStatusAddresses(ctx, b, listed, "", nil, addrs); err != nil {
+	extra = append(extra, func(st *v1alpha1.LoadBalancerBindingStatus) { st.Addresses = addrs })
+	if err := r.writeStatus(ctx, b, listed, "", nil, extra...); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: r.requeue(moving, listed)}, nil
@@ -283,7 +297,7 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 // group as the snapshot keeps it, the listing (nil if listing failed) and
 // the plan. When listing fails, the group keeps prev's targets.
 func (r *Reconciler) syncGroup(ctx context.Context, prov lb.Provider, name string, desired []lb.Target,
-	prev *state.Group) (state.Group, []lb.Status, targets.Plan) {
+	prev *state.Group, guard func(targets.Plan, []lb.Status) targets.Plan) (state.Group, []lb.Status, targets.Plan) {
 	current, err := prov.Targets(ctx, name)
 	if err != nil {
 		g := state.Group{Name: name}
@@ -294,6 +308,9 @@ func (r *Reconciler) syncGroup(ctx context.Context, prov lb.Provider, name strin
 		return g, nil, targets.Plan{}
 	}
 	plan := targets.Diff(desired, current)
+	if guard != nil {
+		plan = guard(plan, current)
+	}
 	var errs []error
 	if len(plan.Register) > 0 {
 		if err := prov.Register(ctx, name, plan.Register); err != nil {
@@ -312,12 +329,13 @@ func (r *Reconciler) syncGroup(ctx context.Context, prov lb.Provider, name strin
 // failed records a provider error: metric, Event and status (counts are
 // the targets last known). It returns the error so that the controller
 // retries with backoff.
-func (r *Reconciler) failed(ctx context.Context, b *v1alpha1.LoadBalancerBinding, counts []lb.Status, err error) (reconcile.Result, error) {
+func (r *Reconciler) failed(ctx context.Context, b *v1alpha1.LoadBalancerBinding, counts []lb.Status, err error,
+	extra ...func(*v1alpha1.LoadBalancerBindingStatus)) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
 	r.metrics.providerErrors.WithLabelValues(key.String()).Inc()
 	r.log.Warn("provider error", "binding", key, "err", err)
 	r.event(b, nil, corev1.EventTypeWarning, "ProviderError", "Sync", err.Error())
-	if serr := r.writeStatus(ctx, b, counts, errorReason(err), err); serr != nil {
+	if serr := r.writeStatus(ctx, b, counts, errorReason(err), err, extra...); serr != nil {
 		err = errors.Join(err, serr)
 	}
 	return reconcile.Result{}, err
@@ -362,8 +380,22 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 	case err != nil && !configError(err):
 		return r.failed(ctx, b, nil, fmt.Errorf("resolving the provider of a deleted binding: %w", err))
 	case err == nil:
+		stays := func(lb.Target) bool { return false }
+		if !confirmed(b) {
+			var nodeList corev1.NodeList
+			if err := r.opts.Client.List(ctx, &nodeList); err != nil {
+				return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
+			}
+			nodes := make(map[string]*corev1.Node, len(nodeList.Items))
+			for i := range nodeList.Items {
+				nodes[nodeList.Items[i].Name] = &nodeList.Items[i]
+			}
+			if stays, err = r.staying(ctx, b, nodes); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 		var all []lb.Status
-		pending := false
+		pending, held := false, 0
 		for _, group := range groups {
 			listed, err := prov.Targets(ctx, group)
 			if err != nil && !errors.Is(err, lb.ErrGroupNotFound) {
@@ -372,7 +404,11 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 			all = append(all, listed...)
 			var out []lb.Target
 			for _, s := range listed {
-				if s.State != lb.Unused {
+				switch {
+				case s.State == lb.Unused:
+				case stays(s.Target):
+					held++ // its pod still runs: kept until confirmed
+				default:
 					out = append(out, s.Target)
 				}
 			}
@@ -387,6 +423,9 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 		if pending {
 			r.metrics.setTargets(key.String(), all)
 			return reconcile.Result{RequeueAfter: r.opts.FastRequeue}, nil
+		}
+		if held > 0 {
+			return r.holdDeletion(ctx, b, all, held)
 		}
 	}
 	return r.removeFinalizer(ctx, b, key)

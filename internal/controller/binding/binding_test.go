@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -458,6 +459,15 @@ func TestDeletedBindingDeregistersEverything(t *testing.T) {
 	if err := e.c.Delete(context.Background(), e.binding("b")); err != nil {
 		t.Fatal(err)
 	}
+	// Its pod still runs: the deletion is held until confirmed.
+	e.mustReconcile("b")
+	if got := e.states(); !slices.Equal(got, []string{"10.244.1.5:8080=initial"}) {
+		t.Fatalf("targets of a held deletion = %v", got)
+	}
+	if c := condition(e.binding("b"), v1alpha1.ConditionHeld); c.Status != metav1.ConditionTrue || c.Reason != binding.ReasonHeld {
+		t.Fatalf("Held = %+v", c)
+	}
+	confirm(t, e.c, e.binding("b"))
 	e.mustReconcile("b")
 	if got := e.states(); !slices.Equal(got, []string{"10.244.1.5:8080=draining"}) {
 		t.Fatalf("targets = %v", got)
@@ -511,5 +521,18 @@ func TestStatusAddresses(t *testing.T) {
 	e.mustReconcile("b")
 	if got := e.binding("b").Status.Addresses; len(got) != 0 {
 		t.Fatalf("status.addresses = %+v after publish was removed, want none", got)
+	}
+}
+
+// confirm annotates b with sluice.dev/confirm-deregister: its generation.
+func confirm(t *testing.T, c client.Client, b *v1alpha1.LoadBalancerBinding) {
+	t.Helper()
+	orig := b.DeepCopy()
+	if b.Annotations == nil {
+		b.Annotations = map[string]string{}
+	}
+	b.Annotations[v1alpha1.AnnotationConfirmDeregister] = strconv.FormatInt(b.Generation, 10)
+	if err := c.Patch(context.Background(), b, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -25,8 +25,14 @@ const checkTimeout = 10 * time.Second
 // checks remembers when each group of each binding was last checked, and
 // against which grace period.
 type checks struct {
-	mu   sync.Mutex
-	last map[checkKey]checked
+	mu     sync.Mutex
+	last   map[checkKey]checked
+	drains map[checkKey]drainTime
+}
+
+type drainTime struct {
+	d  time.Duration
+	at time.Time
 }
 
 type checkKey struct {
@@ -39,7 +45,26 @@ type checked struct {
 	grace time.Duration
 }
 
-func newChecks() *checks { return &checks{last: map[checkKey]checked{}} }
+func newChecks() *checks {
+	return &checks{last: map[checkKey]checked{}, drains: map[checkKey]drainTime{}}
+}
+
+// drain returns a group's provider drain time read less than every ago.
+func (c *checks) drain(k checkKey, now time.Time, every time.Duration) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.drains[k]
+	if !ok || now.Sub(d.at) >= every {
+		return 0, false
+	}
+	return d.d, true
+}
+
+func (c *checks) setDrain(k checkKey, d time.Duration, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drains[k] = drainTime{d: d, at: now}
+}
 
 // due reports whether the group should be checked now against grace, and
 // if so records the check.
@@ -60,6 +85,11 @@ func (c *checks) forget(b types.NamespacedName) {
 	for k := range c.last {
 		if k.binding == b {
 			delete(c.last, k)
+		}
+	}
+	for k := range c.drains {
+		if k.binding == b {
+			delete(c.drains, k)
 		}
 	}
 }

@@ -15,6 +15,8 @@ type metrics struct {
 	targets         *prometheus.GaugeVec
 	providerErrors  *prometheus.CounterVec
 	registerLatency prometheus.Histogram
+	held            *prometheus.GaugeVec
+	zoneHealthy     *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -32,9 +34,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from a pod getting its IP to its target being registered.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 13),
 		}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_controller_held_targets",
+			Help: "Targets the emptying guard keeps registered until the binding confirms their deregistration.",
+		}, []string{"binding"}),
+		zoneHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_controller_zone_healthy_targets",
+			Help: "Healthy targets of a LoadBalancerBinding per zone, as last listed by the provider.",
+		}, []string{"binding", "zone"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.targets, m.providerErrors, m.registerLatency} {
+		for _, c := range []prometheus.Collector{m.targets, m.providerErrors, m.registerLatency, m.held, m.zoneHealthy} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering binding metrics: %w", err)
 			}
@@ -56,4 +66,6 @@ func (m *metrics) setTargets(binding string, ts []lb.Status) {
 func (m *metrics) forget(binding string) {
 	m.targets.DeletePartialMatch(prometheus.Labels{"binding": binding})
 	m.providerErrors.DeleteLabelValues(binding)
+	m.held.DeleteLabelValues(binding)
+	m.zoneHealthy.DeletePartialMatch(prometheus.Labels{"binding": binding})
 }

@@ -31,7 +31,7 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("loadbalancerbinding").
 		For(&v1alpha1.LoadBalancerBinding{}, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, deletionChanged()))).
+			predicate.GenerationChangedPredicate{}, deletionChanged(), predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Pod{}, podHandler(c), builder.WithPredicates(podChanged())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(allBindings(c)), builder.WithPredicates(nodeChanged())).
 		WithOptions(controller.Options{

@@ -51,7 +51,10 @@ func newSnapshot(b *v1alpha1.LoadBalancerBinding, spec targets.Spec, pods []*cor
 	for _, p := range pods {
 		pt := state.PodTarget{UID: p.UID, Deleting: p.DeletionTimestamp != nil}
 		pt.Target, pt.HasTarget = podTarget(spec, p)
-		pt.Desired = pt.HasTarget && live(p) && slices.ContainsFunc(desired, pt.Target.Same)
+		if i := slices.IndexFunc(desired, pt.Target.Same); pt.HasTarget && i >= 0 {
+			pt.Target.Zone = desired[i].Zone // the node's zone (the zone floor)
+			pt.Desired = live(p)
+		}
 		snap.Pods[p.Name] = pt
 	}
 	return snap

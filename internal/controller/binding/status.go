@@ -23,16 +23,11 @@ const maxMessage = 1024
 // writeStatus sets the binding's status from the listed targets and the
 // outcome (cause nil: success; reason names the failure) and writes it if
 // anything changed.
-func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBinding, listed []lb.Status, reason string, cause error) error {
-	return r.writeStatusAddresses(ctx, b, listed, reason, cause, b.Status.Addresses)
-}
-
-// writeStatusAddresses is writeStatus that also sets status.addresses.
-func (r *Reconciler) writeStatusAddresses(ctx context.Context, b *v1alpha1.LoadBalancerBinding, listed []lb.Status, reason string, cause error,
-	addrs []v1alpha1.LoadBalancerAddress) error {
+// extra sets further fields (addresses, zones, the Held condition).
+func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBinding, listed []lb.Status, reason string, cause error,
+	extra ...func(*v1alpha1.LoadBalancerBindingStatus)) error {
 	orig := b.DeepCopy()
 	st := &b.Status
-	st.Addresses = addrs
 	st.ObservedGeneration = b.Generation
 	st.Targets = countTargets(listed)
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
@@ -51,6 +46,9 @@ func (r *Reconciler) writeStatusAddresses(ctx context.Context, b *v1alpha1.LoadB
 		}
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, reason, cause.Error())
 	}
+	for _, f := range extra {
+		f(st)
+	}
 	if equality.Semantic.DeepEqual(orig.Status, b.Status) {
 		return nil
 	}
@@ -68,6 +66,7 @@ func (r *Reconciler) writeStatusAddresses(ctx context.Context, b *v1alpha1.LoadB
 		"targets":            b.Status.Targets,
 		"lastError":          lastError,
 		"addresses":          b.Status.Addresses,
+		"zones":              b.Status.Zones,
 	}})
 	if err != nil {
 		return fmt.Errorf("encoding status of binding %s/%s: %w", b.Namespace, b.Name, err)

@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/admission"
 	"sluice.dev/sluice/internal/controller/binding"
 	dnsctl "sluice.dev/sluice/internal/controller/dns"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
@@ -76,6 +77,9 @@ type Options struct {
 	Namespace string
 	// DNS configures the DNS reconciler. Nil: no DNS records.
 	DNS *DNSOptions
+	// EvictionWebhook, when not nil, serves the zone floor's eviction
+	// webhook (package admission); Client, Handler and Logger are set here.
+	EvictionWebhook *admission.Options
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -132,9 +136,16 @@ func New(o Options) (ctrl.Manager, error) {
 	awsOpts.Logger = o.Logger.With("provider", "aws")
 	recorder := mgr.GetEventRecorder("sluice-controller")
 	notifier := podstatus.NewNotifier(4096)
+	providers := provider.New(provider.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster,
+		Logger: o.Logger.With("provider", "haproxy")})
+	// The providers' HAProxy watch (restoring servers after a reload) runs
+	// on the leader only.
+	if err := mgr.Add(providers); err != nil {
+		return nil, fmt.Errorf("adding the haproxy watch: %w", err)
+	}
 	br, err := binding.New(binding.Options{
 		Client:      mgr.GetClient(),
-		Providers:   provider.New(provider.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster}),
+		Providers:   providers,
 		Store:       store,
 		Timeline:    timeline,
 		Recorder:    recorder,
@@ -190,6 +201,19 @@ func New(o Options) (ctrl.Manager, error) {
 		}
 		if err := dr.Setup(mgr); err != nil {
 			return nil, err
+		}
+	}
+	if w := o.EvictionWebhook; w != nil {
+		wo := *w
+		wo.Client = mgr.GetClient()
+		wo.Logger = o.Logger.With("webhook", "eviction")
+		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Store: store, Logger: wo.Logger}
+		ws, err := admission.New(wo)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(ws); err != nil {
+			return nil, fmt.Errorf("adding the eviction webhook: %w", err)
 		}
 	}
 	return mgr, nil

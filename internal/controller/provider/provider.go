@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +52,8 @@ type Options struct {
 	DiscoveryTTL time.Duration
 	// Now is the clock of the discovery cache. Nil: time.Now.
 	Now func() time.Time
+	// Logger hears about HAProxy watch errors. Nil: discarded.
+	Logger *slog.Logger
 }
 
 // Cache builds providers and keeps them by configuration. Safe for
@@ -61,6 +65,11 @@ type Cache struct {
 	aws  map[string]*aws.Provider
 	// discovered target groups by region, endpoint, cluster and frontend
 	discovered map[string]discovery
+	// watch is the context of Start: HAProxy providers created while it
+	// runs watch for a reload or restart (haproxy.Provider.Watch). Nil
+	// before Start.
+	watch   context.Context
+	watched []*haproxy.Provider
 }
 
 type discovery struct {
@@ -73,6 +82,9 @@ func New(o Options) *Cache {
 	o.DiscoveryTTL = cmp.Or(o.DiscoveryTTL, time.Minute)
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Cache{opts: o, byID: map[string]lb.Provider{}, aws: map[string]*aws.Provider{}, discovered: map[string]discovery{}}
 }
@@ -116,7 +128,34 @@ func (c *Cache) haproxy(runtimeAPI string) (lb.Provider, error) {
 		return nil, fmt.Errorf("creating provider for %s: %w", runtimeAPI, err)
 	}
 	c.byID[id] = p
+	c.watched = append(c.watched, p)
+	if c.watch != nil {
+		go p.Watch(c.watch, c.watchError(addr))
+	}
 	return p, nil
+}
+
+// Start makes every HAProxy provider, existing and future, watch for a
+// reload or restart of its HAProxy until ctx ends, so that the servers a
+// new process forgot are restored within haproxy.Options.WatchInterval.
+// It blocks until ctx ends (a controller-runtime Runnable: with leader
+// election, only the leader watches and restores).
+func (c *Cache) Start(ctx context.Context) error {
+	c.mu.Lock()
+	c.watch = ctx
+	for _, p := range c.watched {
+		go p.Watch(ctx, c.watchError(p.Address()))
+	}
+	c.mu.Unlock()
+	<-ctx.Done()
+	c.mu.Lock()
+	c.watch = nil
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Cache) watchError(addr string) func(error) {
+	return func(err error) { c.opts.Logger.Debug("haproxy watch", "runtimeAPI", addr, "err", err) }
 }
 
 // forAWS resolves an AWS binding: region, provider, target groups.

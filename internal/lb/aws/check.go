@@ -147,3 +147,14 @@ func (p *Provider) Adopt(ctx context.Context, arn string, ts []lb.Target) error 
 	}
 	return errors.Join(errs...)
 }
+
+// DrainTime is how long the target group may still send new connections
+// to a deregistered target: its deregistration delay plus
+// Options.DrainMargin (the binding reconciler's TimersConsistent check).
+func (p *Provider) DrainTime(ctx context.Context, arn string) (time.Duration, error) {
+	d, err := p.DeregistrationDelay(ctx, arn)
+	if err != nil {
+		return 0, err
+	}
+	return d + p.opts.DrainMargin, nil
+}

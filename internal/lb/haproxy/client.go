@@ -101,6 +101,7 @@ const (
 	msgHasConnections  = "Server still has connections attached to it, cannot remove it."
 	msgNewServer       = "New server registered."
 	msgServerDeleted   = "Server deleted."
+	msgExists          = "Already exists a server with the same name in backend."
 )
 
 // errServerGone marks an answer saying the server does not exist.

@@ -20,6 +20,7 @@ type fakeAPI struct {
 	mu       sync.Mutex
 	backends map[string]*fakeBackend
 	log      []string // every command line received
+	pid      int      // "show info" Pid; a new value models a reload
 }
 
 type fakeBackend struct {
@@ -40,7 +41,7 @@ type fakeServer struct {
 
 func newFakeAPI(t *testing.T) *fakeAPI {
 	t.Helper()
-	f := &fakeAPI{path: filepath.Join(t.TempDir(), "admin.sock"), backends: map[string]*fakeBackend{}}
+	f := &fakeAPI{path: filepath.Join(t.TempDir(), "admin.sock"), backends: map[string]*fakeBackend{}, pid: 100}
 	ln, err := net.Listen("unix", f.path)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +117,8 @@ func (f *fakeAPI) lookup(ref string) (*fakeBackend, int, string) {
 
 func (f *fakeAPI) exec(w []string) string {
 	switch {
+	case len(w) == 2 && w[0] == "show" && w[1] == "info":
+		return fmt.Sprintf("Name: HAProxy\nVersion: 2.6.12\nPid: %d\nUptime_sec: 3\nStart_time_sec: %d\n\n", f.pid, 1700000000+f.pid)
 	case len(w) == 4 && w[0] == "show" && w[1] == "servers" && w[2] == "state":
 		b := f.backends[w[3]]
 		if b == nil {
@@ -158,6 +161,11 @@ func (f *fakeAPI) exec(w []string) string {
 		ap, err := netip.ParseAddrPort(w[3])
 		if err != nil {
 			return "invalid address\n\n"
+		}
+		for _, s := range b.servers {
+			if s.name == sn {
+				return "Already exists a server with the same name in backend.\n\n"
+			}
 		}
 		b.servers = append(b.servers, &fakeServer{name: sn, addr: ap, admin: admForcedMaint, status: "MAINT"})
 		return "New server registered.\n\n"

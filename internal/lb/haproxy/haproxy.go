@@ -4,11 +4,13 @@
 // "del server" once drained. It sits at the apply end of the controller's
 // target flow (pods → targets.Desired → targets.Diff → Provider).
 //
-// The provider keeps no state of its own. Everything it needs is read back
-// from HAProxy ("show servers state", "show stat"), so a controller restart
-// loses nothing, and an HAProxy restart or reload (which forgets dynamic
-// servers) simply shows up as an empty list that the controller's next diff
-// fills again.
+// Everything the provider acts on is read back from HAProxy ("show servers
+// state", "show stat"), so a controller restart loses nothing. The one
+// memory it keeps is the last listing of each backend and the process that
+// answered it: an HAProxy reload or restart forgets dynamic servers, and
+// the provider adds them back in their last known state as soon as it sees
+// a new process (see restore.go), instead of waiting for the controller's
+// next diff and a fresh rise.
 //
 // Servers are owned by name: sluice's servers are called PREFIX+address
 // (e.g. "sluice-10-244-1-5-8080"), and a server counts as sluice's only if
@@ -25,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"sluice.dev/sluice/internal/lb"
@@ -65,6 +68,12 @@ type Options struct {
 	Timeout time.Duration
 	// MaxResponse bounds the size of one answer. Default 16 MiB.
 	MaxResponse int64
+	// WatchInterval is how often Watch asks "show info" whether a new
+	// HAProxy process (a reload or restart) took over, so that the servers
+	// it forgot are restored. Every listing checks too. Default 250ms;
+	// negative turns restoring off (the provider then keeps no state and
+	// the controller's next diff re-adds the servers as new).
+	WatchInterval time.Duration
 }
 
 // Provider implements lb.Provider over HAProxy's runtime API. It is safe for
@@ -72,11 +81,19 @@ type Options struct {
 // caller (one reconcile per group at a time): each call reads the backend,
 // then acts on what it read.
 type Provider struct {
-	c        client
-	prefix   string
-	addArgs  string // everything after "add server B/N ADDR"
-	weight   string
-	maxDrain time.Duration
+	c       client
+	prefix  string
+	addArgs string // everything after "add server B/N ADDR"
+	// restoreArgs: the same at full weight, for servers restored healthy
+	restoreArgs string
+	weight      string
+	maxDrain    time.Duration
+	watch       time.Duration // <= 0: no restoring
+
+	mu       sync.Mutex
+	proc     process             // the process seen last; zero before the first listing
+	known    map[string][]server // last listing per backend, by proc
+	restarts int
 }
 
 var _ lb.Provider = (*Provider)(nil)
@@ -101,6 +118,8 @@ func New(o Options) (*Provider, error) {
 		},
 		prefix:   cmp.Or(o.Prefix, "sluice-"),
 		maxDrain: cmp.Or(o.MaxDrain, 60*time.Second),
+		watch:    cmp.Or(o.WatchInterval, 250*time.Millisecond),
+		known:    map[string][]server{},
 	}
 	if err := validPrefix(p.prefix); err != nil {
 		return nil, fmt.Errorf("creating haproxy provider: %w", err)
@@ -114,6 +133,7 @@ func New(o Options) (*Provider, error) {
 	args := []string{"check", "inter", strconv.FormatInt(inter.Milliseconds(), 10) + "ms",
 		"fall", strconv.Itoa(fall), "rise", strconv.Itoa(rise), "weight", "0"}
 	p.weight = strconv.Itoa(weight)
+	weightAt := len(args) - 1
 	for _, a := range o.ServerArgs {
 		if err := checkArg(a); err != nil {
 			return nil, fmt.Errorf("creating haproxy provider: %w", err)
@@ -121,6 +141,8 @@ func New(o Options) (*Provider, error) {
 		args = append(args, a)
 	}
 	p.addArgs = strings.Join(args, " ")
+	args[weightAt] = p.weight // "weight 0" → "weight W"
+	p.restoreArgs = strings.Join(args, " ")
 	return p, nil
 }
 
@@ -134,15 +156,56 @@ type server struct {
 	status lb.Status
 }
 
-// list reads the backend's sluice-owned servers, sorted by address.
+// list reads the backend's sluice-owned servers, sorted by address. When
+// restoring is on, it first restores the servers a new HAProxy process
+// lacks, and remembers what it read.
 func (p *Provider) list(ctx context.Context, backend string) ([]server, error) {
-	out, err := p.c.run(ctx, "show servers state "+backend)
+	if p.watch <= 0 {
+		_, owned, err := p.read(ctx, backend)
+		return owned, err
+	}
+	for attempt := 0; ; attempt++ {
+		pr, owned, err := p.read(ctx, backend)
+		if err != nil {
+			return nil, err
+		}
+		stale, err := p.seen(ctx, pr)
+		if err != nil {
+			return nil, err
+		}
+		if stale && attempt == 0 {
+			continue // read what the restore left
+		}
+		p.remember(pr, backend, owned)
+		return owned, nil
+	}
+}
+
+// read lists the backend's sluice-owned servers and, when restoring is on,
+// the process that answered.
+func (p *Provider) read(ctx context.Context, backend string) (process, []server, error) {
+	var pr process
+	cmds := []string{"show servers state " + backend}
+	if p.watch > 0 {
+		cmds = append([]string{"show info"}, cmds...)
+	}
+	out, err := p.c.run(ctx, cmds...)
 	if err != nil {
-		return nil, err
+		return pr, nil, err
+	}
+	if p.watch > 0 {
+		info, rest, err := splitInfo(out)
+		if err != nil {
+			return pr, nil, err
+		}
+		if pr, err = parseInfo(info); err != nil {
+			return pr, nil, err
+		}
+		out = rest
 	}
 	states, err := parseServersState(out)
 	if err != nil {
-		return nil, err
+		return pr, nil, err
 	}
 	var owned []server
 	for _, r := range states {
@@ -156,15 +219,15 @@ func (p *Provider) list(ctx context.Context, backend string) ([]server, error) {
 		owned = append(owned, server{name: r.Name, addr: ap, admin: r.Admin, since: r.SinceChange})
 	}
 	if len(owned) == 0 {
-		return nil, nil
+		return pr, nil, nil
 	}
 	out, err = p.c.run(ctx, "show stat "+backend+" 4 -1")
 	if err != nil {
-		return nil, err
+		return pr, nil, err
 	}
 	stats, err := parseShowStat(out)
 	if err != nil {
-		return nil, err
+		return pr, nil, err
 	}
 	byName := make(map[string]*statRow, len(stats))
 	for i := range stats {
@@ -182,7 +245,7 @@ func (p *Provider) list(ctx context.Context, backend string) ([]server, error) {
 		}
 	}
 	slices.SortFunc(owned, func(a, b server) int { return a.addr.Compare(b.addr) })
-	return owned, nil
+	return pr, owned, nil
 }
 
 // health maps HAProxy's view of a server onto lb.State.

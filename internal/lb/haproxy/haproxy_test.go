@@ -16,7 +16,7 @@ func target(s string) lb.Target { return lb.Target{Address: netip.MustParseAddrP
 
 func newProvider(t *testing.T, f *fakeAPI) *Provider {
 	t.Helper()
-	p, err := New(Options{Address: f.path})
+	p, err := New(Options{Address: f.path, WatchInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,6 +119,13 @@ type TargetGroup struct {
 	Tags map[string]string
 	// Listen opens a traffic listener on 127.0.0.1; see Fake.Listener.
 	Listen bool
+	// CrossZoneOff models an NLB with cross-zone load balancing off (TCP
+	// only): with Listen, one more listener per zone of Options.Zones (the
+	// zone's load-balancer node; see Fake.ZoneListener) sends only to that
+	// zone's targets. A zone without a healthy target resets its
+	// connections; with no healthy target in any zone, every node fails
+	// open to every target.
+	CrossZoneOff bool
 }
 
 // Faults are injected API failures. Fractions are applied deterministically

@@ -43,6 +43,7 @@ type group struct {
 	targets map[key]*target
 	ln      net.Listener
 	httpSrv *http.Server
+	zoneLns map[string]net.Listener // CrossZoneOff: each zone's node
 	rr      int
 }
 

@@ -25,16 +25,48 @@ func (g *group) listen() error {
 		f.wg.Go(func() { _ = g.httpSrv.Serve(ln) })
 		return nil
 	}
+	g.accept(ln, "")
+	if !g.cfg.CrossZoneOff {
+		return nil
+	}
+	g.zoneLns = map[string]net.Listener{}
+	for _, z := range f.opts.Zones {
+		zl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		g.zoneLns[z] = zl
+		g.accept(zl, z)
+	}
+	return nil
+}
+
+// accept forwards the connections of one listener: the group's (zone "":
+// every zone) or one zone's node.
+func (g *group) accept(ln net.Listener, zone string) {
+	f := g.f
 	f.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			f.wg.Go(func() { g.forward(c) })
+			f.wg.Go(func() { g.forward(c, zone) })
 		}
 	})
-	return nil
+}
+
+// ZoneListener returns the address of a zone's load-balancer node of a
+// group created with Listen and CrossZoneOff, as a client that resolved
+// the load balancer's name to that zone's address would reach it.
+func (f *Fake) ZoneListener(arn, zone string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g, ok := f.groups[arn]
+	if !ok || g.zoneLns[zone] == nil {
+		return "", false
+	}
+	return g.zoneLns[zone].Addr().String(), true
 }
 
 // closeListener stops accepting traffic. Caller holds f.mu.
@@ -44,17 +76,48 @@ func (g *group) closeListener() {
 	} else if g.ln != nil {
 		_ = g.ln.Close()
 	}
+	for _, zl := range g.zoneLns {
+		_ = zl.Close()
+	}
 }
 
 // pick chooses the target for a new connection or request, round robin.
 // NLB (TCP): healthy targets, and deregistered ones within
 // NewConnectionWindow of their deregistration. ALB (HTTP): healthy ones
 // only. Both fail open to unhealthy targets when nothing else is left.
-// Caller holds f.mu.
-func (g *group) pick() *target {
+// A zone's node (zone not "") picks among that zone's targets (and those
+// of zone "all" or none); when the zone has none to offer it picks nothing
+// (the connection is reset), unless no zone has a healthy target: then it
+// fails open to every target like the group's own listener. Caller holds
+// f.mu.
+func (g *group) pick(zone string) *target {
+	if zone == "" {
+		return g.pickIn(func(*target) bool { return true })
+	}
+	if t := g.pickIn(func(t *target) bool { return targetInZone(t, zone) }); t != nil && (t.state == stateHealthy || t.state == stateDraining) {
+		return t
+	}
+	for _, t := range g.targets {
+		if t.state == stateHealthy {
+			return nil // another zone is healthy: this one is out of DNS
+		}
+	}
+	return g.pickIn(func(*target) bool { return true })
+}
+
+// targetInZone: a target a zone's node sends to.
+func targetInZone(t *target, zone string) bool {
+	return t.zone == zone || t.zone == "" || t.zone == "all"
+}
+
+// pickIn is pick over the targets for which in is true.
+func (g *group) pickIn(in func(*target) bool) *target {
 	now := time.Now()
 	var cands, unhealthy []*target
 	for _, t := range g.sorted() {
+		if !in(t) {
+			continue
+		}
 		switch t.state {
 		case stateHealthy:
 			cands = append(cands, t)
@@ -104,10 +167,10 @@ func reset(c net.Conn) {
 // forward carries one client connection to a target (NLB mode). The pair
 // lives until either side closes, or is reset when the target's drain
 // ends.
-func (g *group) forward(c net.Conn) {
+func (g *group) forward(c net.Conn, zone string) {
 	f := g.f
 	f.mu.Lock()
-	t := g.pick()
+	t := g.pick(zone)
 	f.mu.Unlock()
 	if t == nil {
 		reset(c)
@@ -149,7 +212,7 @@ func (g *group) forward(c net.Conn) {
 func (g *group) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	f := g.f
 	f.mu.Lock()
-	t := g.pick()
+	t := g.pick("")
 	f.mu.Unlock()
 	if t == nil {
 		http.Error(w, "503 Service Temporarily Unavailable", http.StatusServiceUnavailable)

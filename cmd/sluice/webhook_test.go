@@ -1,0 +1,34 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"testing"
+)
+
+func TestEvictionWebhookFlags(t *testing.T) {
+	c, err := parseControllerFlags([]string{"--eviction-webhook-address=:9443", "--eviction-webhook-service=sluice-system/sluice-controller:443"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.webhook()
+	if o == nil || o.Service != "sluice-system/sluice-controller:443" ||
+		!slices.Equal(o.Hosts, []string{"sluice-controller.sluice-system.svc", "sluice-controller.sluice-system.svc.cluster.local"}) {
+		t.Fatalf("service options %+v", o)
+	}
+	c, err = parseControllerFlags([]string{"--eviction-webhook-address=127.0.0.1:9443", "--eviction-webhook-url=https://127.0.0.1:9443"}, io.Discard)
+	if err != nil || c.webhook() == nil || !slices.Equal(c.webhook().Hosts, []string{"127.0.0.1"}) {
+		t.Fatalf("url options %+v %v", c, err)
+	}
+	if c, _ := parseControllerFlags(nil, io.Discard); c.webhook() != nil {
+		t.Fatal("webhook on by default")
+	}
+	for _, args := range [][]string{
+		{"--eviction-webhook-address=:9443"},
+		{"--eviction-webhook-address=:9443", "--eviction-webhook-url=https://x", "--eviction-webhook-service=a/b"},
+	} {
+		if _, err := parseControllerFlags(args, io.Discard); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}

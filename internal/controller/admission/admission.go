@@ -1,0 +1,131 @@
+// Package admission is the eviction webhook of the zone floor: a
+// validating admission webhook on pods/eviction, served by the controller
+// with its own certificate, that refuses (429, so kubectl drain and the
+// cluster autoscaler retry) an eviction that would leave a zone of a
+// binding with fewer healthy targets than the binding's zoneFloor. It sits
+// beside the binding reconciler and reads what that reconciler last saw:
+//
+//	eviction (API server) ─► Handler ─► bindings of the namespace (cache) + state.Store snapshots
+//	                                    ─► binding.Members ─► targets.Evictable ─► allowed / 429
+//
+// The webhook fails open: its configuration says failurePolicy Ignore, so
+// while the controller is down evictions proceed. Deleting a pod is never
+// intercepted (only the eviction subresource is).
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/binding"
+	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/targets"
+)
+
+// Path is where the webhook answers eviction reviews.
+const Path = "/validate-eviction"
+
+// maxReview bounds the size of one AdmissionReview request body.
+const maxReview = 1 << 20
+
+// Handler answers AdmissionReviews of pods/eviction.
+type Handler struct {
+	// Client reads the bindings of the evicted pod's namespace (cached).
+	Client client.Reader
+	// Store holds the binding reconciler's snapshots.
+	Store *state.Store
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// ServeHTTP implements http.Handler: it decodes an AdmissionReview (v1),
+// decides, and answers with the same review carrying the response. A
+// request it cannot read is answered 400 (the API server then applies the
+// failure policy: Ignore).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	log := h.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReview+1))
+	if err != nil || len(body) > maxReview {
+		http.Error(w, "reading the review failed or it is too large", http.StatusBadRequest)
+		return
+	}
+	review, err := decodeReview(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp := h.decide(r.Context(), review.Request)
+	if !resp.Allowed {
+		log.Info("eviction refused", "pod", review.Request.Namespace+"/"+review.Request.Name, "reason", resp.Result.Message)
+	}
+	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// decodeReview parses an AdmissionReview and checks that it carries a
+// request with a UID.
+func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		return nil, fmt.Errorf("decoding the admission review: %w", err)
+	}
+	if review.Request == nil || review.Request.UID == "" {
+		return nil, errors.New("decoding the admission review: no request or no request UID")
+	}
+	if review.APIVersion == "" {
+		review.APIVersion, review.Kind = "admission.k8s.io/v1", "AdmissionReview"
+	}
+	return &review, nil
+}
+
+// decide allows anything but the eviction of a pod that some binding of
+// its namespace needs for its zone floor. Errors reading the bindings
+// allow (fail open, like the configuration).
+func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	allow := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	if req.Resource.Resource != "pods" || req.SubResource != "eviction" || req.Operation != admissionv1.Create || req.Name == "" {
+		return allow
+	}
+	var list v1alpha1.LoadBalancerBindingList
+	if err := h.Client.List(ctx, &list, client.InNamespace(req.Namespace)); err != nil {
+		return allow
+	}
+	slices.SortFunc(list.Items, func(a, b v1alpha1.LoadBalancerBinding) int {
+		return strings.Compare(a.Name, b.Name)
+	})
+	pod := req.Namespace + "/" + req.Name
+	for i := range list.Items {
+		b := &list.Items[i]
+		snap := h.Store.Get(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
+		if ok, reason := targets.Evictable(binding.Members(snap), pod, binding.ZoneFloor(b)); !ok {
+			return &admissionv1.AdmissionResponse{UID: req.UID, Allowed: false, Result: &metav1.Status{
+				Status:  metav1.StatusFailure,
+				Code:    http.StatusTooManyRequests,
+				Reason:  metav1.StatusReasonTooManyRequests,
+				Message: fmt.Sprintf("LoadBalancerBinding %s/%s: %s", b.Namespace, b.Name, reason),
+			}}
+		}
+	}
+	return allow
+}

@@ -1,0 +1,163 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/lb/aws"
+	"sluice.dev/sluice/internal/lb/aws/awsfake"
+	"sluice.dev/sluice/internal/targets"
+)
+
+// TestFloorAWS rolls the proxies behind the fake NLB with cross-zone load
+// balancing off and two zones, zone-b holding a single proxy replica
+// (three replicas, nodes node-1 and node-3 in zone-a, node-2 in zone-b;
+// maxSurge 1, maxUnavailable 0, topology spread by zone). The load goes
+// to zone-b's load-balancer node only, as from clients that cached its
+// address: whenever zone-b has no healthy target, they get resets. The
+// provider is sampled every 100 ms for min_zone_healthy (zone-b's fewest
+// healthy targets).
+//
+//   - floor-rollout: zoneFloor 1 (the default): failed=0.
+//   - floor-rollout-off: zoneFloor 0 and no pod-deletion-cost, for
+//     comparison (failures reported, not asserted).
+func TestFloorAWS(t *testing.T) {
+	e := newCluster(t, "sfa")
+	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	arn, err := f.AddTargetGroup(awsfake.TargetGroup{
+		Name: "sluice-floor", TargetType: "ip", Protocol: "TCP", Port: 8080,
+		HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
+		HealthyThreshold: 2, UnhealthyThreshold: 2,
+		DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
+		Tags:   map[string]string{aws.OwnedTag: "true"},
+		Listen: true, CrossZoneOff: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, ok := f.ZoneListener(arn, "zone-b")
+	if !ok {
+		t.Fatal("no zone-b node")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.lbPort, err = strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	e.ctlArgs = []string{"--aws-endpoint", f.URL()}
+	e.ctlEnv = []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
+	e.startController()
+	t.Cleanup(e.stopController)
+
+	e.create(echoObjects()...)
+	e.awsBinding(arn)
+	e.create(e.proxyDeployment())
+	e.settled(appNS, appName, 2*time.Minute)
+	e.settled(proxyNS, proxyName, 2*time.Minute)
+	e.eventually(60*time.Second, "a request through zone-b's node", func(context.Context) (bool, error) {
+		code, body, err := e.get()
+		return err == nil && code == 200 && strings.Contains(body, "echo"), err
+	})
+	if n := zoneHealthy(f, arn, "zone-b"); n != 1 {
+		t.Fatalf("zone-b holds %d healthy targets, want the single replica: %+v", n, f.Targets(arn))
+	}
+
+	cs := newCases(e)
+	roll := func() {
+		e.restartDeployment(proxyNS, proxyName)
+		e.settled(proxyNS, proxyName, 3*time.Minute)
+	}
+	s := sampleZone(f, arn, "zone-b")
+	cs.runWith("floor-rollout", true, s, roll)
+
+	if cs.wants("floor-rollout-off") {
+		off := int32(0)
+		b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "aws"}}
+		if err := e.update(b, func() { b.Spec.ZoneFloor = &off }); err != nil {
+			t.Fatal(err)
+		}
+		e.clearDeletionCosts(t)
+		e.eventually(60*time.Second, "zone-b back to one healthy target", func(context.Context) (bool, error) {
+			return zoneHealthy(f, arn, "zone-b") == 1, nil
+		})
+	}
+	cs.runWith("floor-rollout-off", false, sampleZone(f, arn, "zone-b"), roll)
+	cs.report()
+}
+
+// zoneHealthy counts the healthy targets of zone in the fake group.
+func zoneHealthy(f *awsfake.Fake, arn, zone string) int {
+	n := 0
+	for _, t := range f.Targets(arn) {
+		if t.Zone == zone && t.State == "healthy" {
+			n++
+		}
+	}
+	return n
+}
+
+// sampleZone samples zone's healthy targets from the provider every
+// 100 ms from now on; the returned func stops and gives the field.
+func sampleZone(f *awsfake.Fake, arn, zone string) func() string {
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	least := -1
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			n := zoneHealthy(f, arn, zone)
+			mu.Lock()
+			if least < 0 || n < least {
+				least = n
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() string {
+		close(stop)
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("min_zone_healthy=%d", least)
+	}
+}
+
+// clearDeletionCosts removes pod-deletion-cost from the proxies (the floor
+// off leaves what it set before).
+func (e *env) clearDeletionCosts(t *testing.T) {
+	t.Helper()
+	live, _, err := e.pods(context.Background(), proxyNS, proxyName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, targets.AnnotationDeletionCost)
+	for _, p := range live {
+		if _, err := e.kube.CoreV1().Pods(p.Namespace).Patch(context.Background(), p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
