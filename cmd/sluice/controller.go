@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"sluice.dev/sluice/internal/controller/binding"
 	"sluice.dev/sluice/internal/controller/manager"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
@@ -40,6 +41,7 @@ type controllerConfig struct {
 	awsCluster              string
 	logFormat               string
 	logLevel                string
+	access                  binding.Access
 }
 
 func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, error) {
@@ -60,6 +62,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.DurationVar(&c.haproxyMaxDrain, "haproxy-max-drain", 60*time.Second, "longest an HAProxy server stays in drain while it still has sessions")
 	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
+	namespaces := fs.String("binding-namespaces", "", `comma-separated namespaces whose LoadBalancerBindings the controller acts on, "*" for all (default: the controller's own namespace: the pod's, else --leader-election-namespace)`)
+	haproxyAPIs := fs.String("allowed-haproxy-runtime-apis", "*", `comma-separated HAProxy runtime API addresses bindings may name (tcp://HOST:PORT or unix:///PATH, exact), "*" for any`)
+	awsGroups := fs.String("allowed-aws-target-groups", "*", `comma-separated target groups bindings may name: ARNs (a trailing * matches a prefix) or tag:sluice.dev/frontend=NAME (NAME or *) for discovery by tags; "*" for any`)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -89,6 +94,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	if c.ingressClass == "" || c.leaderElectionID == "" {
 		return nil, errors.New("--ingress-class and --leader-election-id must not be empty")
 	}
+	access, err := parseAccess(*namespaces, *haproxyAPIs, *awsGroups, c.leaderElectionNamespace, inClusterNamespace)
+	if err != nil {
+		return nil, err
+	}
+	c.access = access
 	return c, nil
 }
 
@@ -138,6 +148,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		HAProxy:                 haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain},
 		AWS:                     aws.Options{Endpoint: c.awsEndpoint},
 		AWSCluster:              c.awsCluster,
+		Access:                  c.access,
 		Logger:                  log,
 	})
 	if err != nil {
@@ -146,7 +157,8 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log.Info("sluice controller starting", "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
-		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster)
+		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster,
+		"bindingNamespaces", c.access.Namespaces, "allowedHAProxyRuntimeAPIs", c.access.HAProxyRuntimeAPIs, "allowedAWSTargetGroups", c.access.AWSTargetGroups)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running controller manager: %w", err)
 	}

@@ -67,6 +67,9 @@ type Options struct {
 	// ARNs discover their groups by (tag sluice.dev/cluster). Empty: such
 	// bindings are invalid.
 	AWSCluster string
+	// Access says which bindings the controller may act on (namespaces,
+	// HAProxy runtime APIs, AWS target groups). Zero: every binding.
+	Access binding.Access
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -120,6 +123,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Logger:      o.Logger.With("controller", "loadbalancerbinding"),
 		FastRequeue: o.FastRequeue,
 		SlowRequeue: o.SlowRequeue,
+		Access:      o.Access,
 	})
 	if err != nil {
 		return nil, err
