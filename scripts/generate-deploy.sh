@@ -20,8 +20,8 @@ mkdir -p "$out" "$crds"
 rm -f "$crds"/*.yaml
 cp deploy/crds/*.yaml "$crds/"
 
-# The chart's default kubeVersion check needs a version when rendering
-# without a cluster.
+# A fixed Kubernetes version for the rendering (Capabilities), so the output
+# does not depend on the helm build.
 render() {
 	"$helm" template sluice "$chart" --namespace sluice-system --kube-version 1.36.0 \
 		-f deploy/helm/deploy-values.yaml "${@/#/--show-only=templates/}"

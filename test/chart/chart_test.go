@@ -22,8 +22,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 const (
 	root  = "../.."
 	chart = root + "/deploy/helm/sluice"
-	// kubeVersion is what `helm template` assumes without a cluster (the
-	// chart requires >= 1.27).
+	// kubeVersion is what `helm template` assumes without a cluster
+	// (topology spread's matchLabelKeys needs 1.27 or later).
 	kubeVersion = "1.36.0"
 )
 

@@ -53,6 +53,7 @@ type env struct {
 	cl       client.Client
 	lbPort   int
 	lbSock   string
+	lbAPI    string // an extra runtime API address (ipv4@HOST:PORT) when set before startHAProxy, for controllers in pods
 	haproxy  *exec.Cmd
 	mu       sync.Mutex
 	ctl      *exec.Cmd
@@ -124,6 +125,19 @@ func newEnv(t *testing.T) *env {
 // and IngressClass; no load balancer, no controller yet.
 func newCluster(t *testing.T, prefix string) *env {
 	t.Helper()
+	e := bootCluster(t, prefix)
+	e.kubectl("apply", "-f", filepath.Join(e.root, "deploy/namespace.yaml"), "-f", filepath.Join(e.root, "deploy/crds"),
+		"-f", filepath.Join(e.root, "deploy/rbac.yaml"), "-f", filepath.Join(e.root, "deploy/ingressclass.yaml"))
+	e.eventually(30*time.Second, "CRD served", func(ctx context.Context) (bool, error) {
+		return e.cl.List(ctx, &v1alpha1.LoadBalancerBindingList{}) == nil, nil
+	})
+	return e
+}
+
+// bootCluster builds the binaries and starts the local cluster, with
+// nothing installed in it.
+func bootCluster(t *testing.T, prefix string) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("e2e needs root (network namespaces)")
 	}
@@ -137,11 +151,6 @@ func newCluster(t *testing.T, prefix string) *env {
 		t.Fatal(err)
 	}
 	e.cl = cl
-	e.kubectl("apply", "-f", filepath.Join(e.root, "deploy/namespace.yaml"), "-f", filepath.Join(e.root, "deploy/crds"),
-		"-f", filepath.Join(e.root, "deploy/rbac.yaml"), "-f", filepath.Join(e.root, "deploy/ingressclass.yaml"))
-	e.eventually(30*time.Second, "CRD served", func(ctx context.Context) (bool, error) {
-		return e.cl.List(ctx, &v1alpha1.LoadBalancerBindingList{}) == nil, nil
-	})
 	return e
 }
 
@@ -192,8 +201,12 @@ func (e *env) startHAProxy() {
 	e.t.Helper()
 	e.lbPort = freePort(e.t)
 	e.lbSock = filepath.Join(e.dir, "haproxy.sock")
+	extra := ""
+	if e.lbAPI != "" {
+		extra = "\n    stats socket " + e.lbAPI + " level admin"
+	}
 	cfg := fmt.Sprintf(`global
-    stats socket %s mode 600 level admin
+    stats socket %s mode 600 level admin%s
     maxconn 4000
 defaults
     mode http
@@ -207,7 +220,7 @@ frontend fe
 backend %s
     balance roundrobin
     option httpchk GET /healthz
-`, e.lbSock, e.lbPort, backend, backend)
+`, e.lbSock, extra, e.lbPort, backend, backend)
 	path := filepath.Join(e.dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)

@@ -156,10 +156,18 @@ func newCases(e *env) *cases {
 // run measures action as case name. A strict case fails the test on any
 // failed request; the others (comparisons) only report theirs.
 func (c *cases) run(name string, strict bool, action func()) {
+	c.runNoted(name, strict, func() string { action(); return "" })
+}
+
+// runNoted is run for an action that returns more fields (key=value ...)
+// for its summary line.
+func (c *cases) runNoted(name string, strict bool, action func() string) {
 	if !c.wants(name) {
 		return
 	}
-	r := c.e.measure(name, action)
+	var note string
+	r := c.e.measure(name, func() { note = action() })
+	r.note = note
 	c.results = append(c.results, r)
 	c.e.t.Log(r.String())
 	if r.load.failed > 0 {
@@ -199,12 +207,17 @@ type caseResult struct {
 	name                     string
 	load                     loadTotal
 	register, healthy, drain histogram
+	note                     string // more fields of the summary line
 }
 
 func (r caseResult) String() string {
-	return fmt.Sprintf("e2e %s: requests=%d failed=%d register_p50=%s healthy_p50=%s drained_p50=%s",
+	s := fmt.Sprintf("e2e %s: requests=%d failed=%d register_p50=%s healthy_p50=%s drained_p50=%s",
 		r.name, r.load.sent, r.load.failed, fmtSeconds(r.register.quantile(0.5)),
 		fmtSeconds(r.healthy.quantile(0.5)), fmtSeconds(r.drain.quantile(0.5)))
+	if r.note != "" {
+		s += " " + r.note
+	}
+	return s
 }
 
 // rate is the fixed request rate through HAProxy.
