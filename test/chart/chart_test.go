@@ -66,7 +66,11 @@ func template(t *testing.T, args ...string) (string, error) {
 }
 
 func TestLint(t *testing.T) {
-	for _, values := range valueSets(t) {
+	examples, _ := filepath.Glob(filepath.Join(root, "deploy/helm/examples/values-*.yaml"))
+	if len(examples) < 2 {
+		t.Errorf("want the HAProxy and AWS values examples in deploy/helm/examples, found %v", examples)
+	}
+	for _, values := range append(valueSets(t), examples...) {
 		if out, err := run(t, helm(t), "lint", "--strict", "--kube-version", kubeVersion, chart, "-f", values); err != nil {
 			t.Errorf("helm lint -f %s: %v\n%s", values, err, out)
 		}

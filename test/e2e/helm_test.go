@@ -36,9 +36,9 @@ const (
 // through HAProxy:
 //
 //   - helm-upgrade: `helm upgrade` changing a proxy flag rolls the proxies;
-//   - helm-leader-kill: SIGKILL to the leading controller in the middle of
-//     a proxy rollout; the other replica takes the Lease and finishes it
-//     (the line prints the handover time);
+//   - helm-leader-kill: the leading controller frozen, then killed, in the
+//     middle of a proxy rollout; the other replica takes the Lease and
+//     finishes it (the line prints the handover time);
 //   - helm-reinstall: `helm uninstall`, then `helm install` again: nothing
 //     is left behind, nothing duplicated; the load runs once sluice is
 //     back (an uninstall takes the proxies away, so it cannot run during).
@@ -234,9 +234,13 @@ type handover struct {
 	to   string
 }
 
-// killLeader ends the leading controller's process with SIGKILL (no Lease
-// release, as in a crash) and times until the Lease names a new holder
-// that is another pod.
+// killLeader takes the leading controller down without a Lease release,
+// as a crash or a partition does, and times until the Lease names a new
+// holder, which must be the other pod. It freezes the process (SIGSTOP)
+// and kills it (SIGKILL) once the Lease moved: a SIGKILL alone makes the
+// kubelet restart the container at once, and the restarted process would
+// race the other replica for the Lease. To the Lease both are the same:
+// no more renewals.
 func (h *helmEnv) killLeader(old controllerPod) handover {
 	h.t.Helper()
 	ctx := context.Background()
@@ -255,9 +259,10 @@ func (h *helmEnv) killLeader(old controllerPod) handover {
 		h.t.Fatalf("no process for controller pod %s among %v", old.pod, h.c.Processes())
 	}
 	killed := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		h.t.Fatalf("killing the leader %s (pid %d): %v", old.pod, pid, err)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		h.t.Fatalf("stopping the leader %s (pid %d): %v", old.pod, pid, err)
 	}
+	defer func() { _ = syscall.Kill(pid, syscall.SIGKILL) }()
 	var took time.Duration
 	h.eventually(2*time.Minute, "another controller to take the Lease", func(ctx context.Context) (bool, error) {
 		var l coordinationv1.Lease
@@ -270,11 +275,12 @@ func (h *helmEnv) killLeader(old controllerPod) handover {
 		took = time.Since(killed)
 		return true, nil
 	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		h.t.Errorf("killing the leader %s (pid %d): %v", old.pod, pid, err)
+	}
 	next := h.leader()
 	if next.pod == old.pod {
-		// The kubelet restarted the killed container and it won the
-		// Lease back: still a handover, but not the one to prove.
-		h.t.Errorf("the Lease went back to the restarted %s, not to the other replica", old.pod)
+		h.t.Errorf("the Lease went back to %s, not to the other replica", old.pod)
 	}
 	return handover{took: took, to: next.pod}
 }
