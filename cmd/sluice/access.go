@@ -61,8 +61,12 @@ func parseAccess(namespaces, haproxyAPIs, awsGroups, leaderNamespace string, own
 	return a, nil
 }
 
-// splitList splits a comma-separated flag value; every entry is "*" or
-// matches re.
+// none, as an allow-list entry, matches nothing: "none" alone allows
+// nothing.
+const none = "none"
+
+// splitList splits a comma-separated flag value; every entry is "*",
+// "none" or matches re.
 func splitList(flag, v string, re *regexp.Regexp) ([]string, error) {
 	var out []string
 	for _, e := range strings.Split(v, ",") {
@@ -70,7 +74,7 @@ func splitList(flag, v string, re *regexp.Regexp) ([]string, error) {
 		if e == "" {
 			continue
 		}
-		if e != binding.Any && !re.MatchString(e) {
+		if e != binding.Any && e != none && !re.MatchString(e) {
 			return nil, fmt.Errorf("%s: invalid entry %q", flag, e)
 		}
 		out = append(out, e)

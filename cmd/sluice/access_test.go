@@ -26,6 +26,7 @@ func TestParseAccess(t *testing.T) {
 		{name: "bad runtime API", apis: "10.0.0.1:9999", groups: "*", own: inCluster, wantErr: "--allowed-haproxy-runtime-apis"},
 		{name: "empty runtime APIs", apis: "", groups: "*", own: inCluster, wantErr: "must not be empty"},
 		{name: "target groups", apis: "*", groups: "arn:aws:elasticloadbalancing:eu-west-1:1:*,tag:sluice.dev/frontend=web", own: inCluster, wantNS: []string{"sluice-system"}},
+		{name: "none", apis: "none", groups: "none", own: inCluster, wantNS: []string{"sluice-system"}},
 		{name: "bad target group", apis: "*", groups: "tag:team=a", own: inCluster, wantErr: "--allowed-aws-target-groups"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

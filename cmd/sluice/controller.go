@@ -63,8 +63,8 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
 	namespaces := fs.String("binding-namespaces", "", `comma-separated namespaces whose LoadBalancerBindings the controller acts on, "*" for all (default: the controller's own namespace: the pod's, else --leader-election-namespace)`)
-	haproxyAPIs := fs.String("allowed-haproxy-runtime-apis", "*", `comma-separated HAProxy runtime API addresses bindings may name (tcp://HOST:PORT or unix:///PATH, exact), "*" for any`)
-	awsGroups := fs.String("allowed-aws-target-groups", "*", `comma-separated target groups bindings may name: ARNs (a trailing * matches a prefix) or tag:sluice.dev/frontend=NAME (NAME or *) for discovery by tags; "*" for any`)
+	haproxyAPIs := fs.String("allowed-haproxy-runtime-apis", "*", `comma-separated HAProxy runtime API addresses bindings may name (tcp://HOST:PORT or unix:///PATH, exact), "*" for any, "none" for none`)
+	awsGroups := fs.String("allowed-aws-target-groups", "*", `comma-separated target groups bindings may name: ARNs (a trailing * matches a prefix) or tag:sluice.dev/frontend=NAME (NAME or *) for discovery by tags; "*" for any, "none" for none`)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {

@@ -42,13 +42,14 @@ shutdown timeout, then a margin; the only place these are added up. */}}
 {{- if .Values.proxy.ingressClass -}}{{ .Values.proxy.ingressClass }}{{- else if .Values.ingressClasses -}}{{ (first .Values.ingressClasses).name }}{{- else -}}sluice{{- end -}}
 {{- end -}}
 
-{{/* Allow-lists: the value, else what the chart's bindings name, else "*". */}}
+{{/* Allow-lists: the value, else what the chart's bindings name; with
+bindings of the other provider only "none", with no bindings at all "*". */}}
 {{- define "sluice.allowedHAProxy" -}}
 {{- $l := .Values.controller.allowedHAProxyRuntimeAPIs -}}
 {{- if not $l -}}
 {{- range .Values.bindings -}}{{- if and .provider .provider.haproxy -}}{{- $l = append $l .provider.haproxy.runtimeAPI -}}{{- end -}}{{- end -}}
 {{- end -}}
-{{- if not $l -}}{{- $l = list "*" -}}{{- end -}}
+{{- if not $l -}}{{- $l = list (ternary "none" "*" (gt (len .Values.bindings) 0)) -}}{{- end -}}
 {{ $l | uniq | join "," }}
 {{- end -}}
 {{- define "sluice.allowedAWS" -}}
@@ -58,6 +59,6 @@ shutdown timeout, then a margin; the only place these are added up. */}}
 {{- if .provider.aws.targetGroupARNs -}}{{- $l = concat $l .provider.aws.targetGroupARNs -}}{{- else -}}{{- $l = append $l (printf "tag:sluice.dev/frontend=%s" .name) -}}{{- end -}}
 {{- end -}}{{- end -}}
 {{- end -}}
-{{- if not $l -}}{{- $l = list "*" -}}{{- end -}}
+{{- if not $l -}}{{- $l = list (ternary "none" "*" (gt (len .Values.bindings) 0)) -}}{{- end -}}
 {{ $l | uniq | join "," }}
 {{- end -}}
