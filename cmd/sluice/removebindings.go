@@ -48,26 +48,36 @@ func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := removeBindings(ctx, *kubeconfig, ns, sel, stdout); err != nil {
+	cl, err := bindingClient(*kubeconfig)
+	if err == nil {
+		err = removeBindings(ctx, cl, ns, sel, time.Second, stdout)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "sluice remove-bindings: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func removeBindings(ctx context.Context, kubeconfig, ns string, sel labels.Selector, out io.Writer) error {
+func bindingClient(kubeconfig string) (client.Client, error) {
 	cfg, err := kubeConfig(kubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("building scheme: %w", err)
+		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	cl, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return fmt.Errorf("creating client: %w", err)
+		return nil, fmt.Errorf("creating client: %w", err)
 	}
+	return cl, nil
+}
+
+// removeBindings deletes the bindings in ns that sel matches and polls
+// every interval until none is left or ctx ends.
+func removeBindings(ctx context.Context, cl client.Client, ns string, sel labels.Selector, interval time.Duration, out io.Writer) error {
 	list := func() ([]string, error) {
 		var l v1alpha1.LoadBalancerBindingList
 		if err := cl.List(ctx, &l, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
@@ -98,7 +108,7 @@ func removeBindings(ctx context.Context, kubeconfig, ns string, sel labels.Selec
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for bindings %s in %s to be finalized by the controller: %w", strings.Join(left, ", "), ns, ctx.Err())
-		case <-time.After(time.Second):
+		case <-time.After(interval):
 		}
 	}
 }
