@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 FUZZTIME ?= 15s
 
-.PHONY: all build run run-manifests test test-unit test-race fuzz lint bench generate clean
+.PHONY: all build run run-manifests test test-unit test-race fuzz lint bench generate helm image image-test clean
 
 all: build
 
@@ -45,8 +45,24 @@ lint:
 bench:
 	scripts/bench.sh
 
+## generate: CRDs and deepcopy (controller-gen), then deploy/*.yaml and the chart's crds/ from the chart
 generate:
 	$(GO) generate ./...
+	scripts/generate-deploy.sh
+
+## image: the container image as an OCI archive, bin/sluice-image.tar (buildah, offline, FROM scratch)
+image:
+	scripts/install-deps.sh image
+	scripts/image.sh
+
+## image-test: build the image and run it with podman (skips where podman cannot run containers)
+image-test:
+	scripts/install-deps.sh image
+	$(GO) test -count=1 -tags image -v ./test/image/
+
+## helm: the pinned helm (from the Go module proxy) in the cache; prints its path
+helm:
+	@scripts/helm.sh
 
 clean:
 	rm -rf $(BIN)

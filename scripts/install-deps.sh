@@ -4,11 +4,18 @@
 #
 #   scripts/install-deps.sh            # test + run dependencies
 #   scripts/install-deps.sh bench      # also nginx and wrk
+#   scripts/install-deps.sh image      # also buildah, podman and crun (make image)
+#
+# helm is not a Debian package here: scripts/helm.sh builds the pinned
+# version from the Go module proxy into the cache.
 set -euo pipefail
 
 want=(haproxy etcd-server socat iproute2 util-linux bind9 bind9-dnsutils)
 if [[ "${1:-}" == "bench" ]]; then
 	want+=(nginx wrk)
+fi
+if [[ "${1:-}" == "image" ]]; then
+	want+=(buildah podman crun)
 fi
 
 missing=()

@@ -3,13 +3,17 @@
 #
 #   curl ─► HAProxy 127.0.0.1:8080 ─► sluice proxy pods (10.244.x.y) ─► echo pods
 #                ▲ runtime API                 ▲ informers
-#          sluice controller (host) ◄──── local Kubernetes cluster
+#          sluice controller pods ◄──── local Kubernetes cluster
 #
 # The local cluster (test/cluster) is a real kube-apiserver,
 # controller-manager and scheduler with three simulated nodes in two zones
-# (network namespaces; root needed). The controller registers the proxy pods
-# in HAProxy's backend, gates their readiness on HAProxy's health checks and
-# drains them on deletion. Ctrl-C stops everything.
+# (network namespaces; root needed). sluice is installed into it with `helm
+# install` of deploy/helm/sluice, as in production: the process kubelet runs
+# the chart's image (ghcr.io/sluice-dev/sluice) as bin/sluice. The
+# controller (two replicas, leader election) registers the proxy pods in
+# HAProxy's backend, gates their readiness on HAProxy's health checks and
+# drains them on deletion. HAProxy runs in master-worker mode: a reload
+# keeps the master, and so `make run`, alive. Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -22,8 +26,9 @@ fi
 listen=${SLUICE_RUN_ADDRESS:-127.0.0.1:8080}
 
 scripts/install-deps.sh
-echo "== Kubernetes binaries (built once, cached)"
+echo "== Kubernetes binaries and helm (built once, cached)"
 SLUICE_KUBE_BIN=$(scripts/kube-binaries.sh)
+helm=$(scripts/helm.sh)
 export SLUICE_KUBE_BIN
 echo "== building sluice, echo and localcluster"
 go build -o bin/localcluster ./test/cluster/cmd/localcluster
@@ -52,6 +57,7 @@ trap cleanup EXIT INT TERM
 
 echo "== HAProxy on $listen"
 sock="$state/haproxy.sock"
+master="$state/haproxy-master.sock"
 cat >"$state/haproxy.cfg" <<CFG
 global
     stats socket $sock mode 600 level admin
@@ -69,32 +75,30 @@ backend sluice
     balance roundrobin
     option httpchk GET /healthz
 CFG
-haproxy -db -f "$state/haproxy.cfg" >"$state/haproxy.log" 2>&1 &
+# Master-worker (-W) with a master CLI (-S): `reload` there starts new
+# workers and keeps this process.
+haproxy -W -db -S "$master" -f "$state/haproxy.cfg" >"$state/haproxy.log" 2>&1 &
 pids+=($!)
 
-# What the cluster gets: CRD, namespace, RBAC, IngressClass, the proxies,
-# the sample app, and a binding to this HAProxy.
-cp deploy/crds/*.yaml deploy/namespace.yaml deploy/rbac.yaml deploy/ingressclass.yaml deploy/local/*.yaml "$state/apply/"
-cat >"$state/apply/binding.yaml" <<YAML
-apiVersion: sluice.dev/v1alpha1
-kind: LoadBalancerBinding
-metadata:
-  name: haproxy
-  namespace: sluice-system
-spec:
-  selector:
-    matchLabels: {app.kubernetes.io/name: sluice-proxy}
-  port: http
-  provider:
-    haproxy:
-      runtimeAPI: unix://$sock
-      backend: sluice
-  publish:
-  - ip: ${listen%:*}
+# What the cluster gets at start: the sample app. sluice comes with helm.
+cp deploy/local/app.yaml "$state/apply/"
+# The chart's values for this machine: pods of a simulated node share its
+# network namespace, so every process listens on its pod IP; the pods see
+# the host's files, so the controller reaches HAProxy's unix socket.
+cat >"$state/values.yaml" <<YAML
+listenOnPodIP: true
+controller: {logFormat: text}
+proxy: {httpsPort: 0, drainMaxWaitSeconds: 30, shutdownTimeoutSeconds: 10, terminationMarginSeconds: 20, logFormat: text}
+bindings:
+  - name: haproxy
+    provider:
+      haproxy: {runtimeAPI: "unix://$sock", backend: sluice}
+    drain: {handshake: true}
+    publish: [{ip: "${listen%:*}"}]
 YAML
 
 echo "== local cluster (3 nodes, 2 zones)"
-bin/localcluster --dir "$root/.cache/localcluster" --image sluice="$root/bin/sluice" --image echo="$root/bin/echo" \
+bin/localcluster --dir "$root/.cache/localcluster" --image ghcr.io/sluice-dev/sluice="$root/bin/sluice" --image echo="$root/bin/echo" \
 	--apply "$state/apply" >"$state/cluster.out" 2>"$state/cluster.log" &
 pids+=($!)
 until grep -q "Ctrl-C stops everything" "$state/cluster.out" 2>/dev/null; do
@@ -107,10 +111,12 @@ until grep -q "Ctrl-C stops everything" "$state/cluster.out" 2>/dev/null; do
 done
 kubeconfig="$root/.cache/localcluster/kubeconfig"
 
-echo "== sluice controller (host process)"
-bin/sluice controller --kubeconfig "$kubeconfig" --leader-election-namespace sluice-system \
-	--metrics-address 127.0.0.1:9091 --health-address 127.0.0.1:9092 >"$state/controller.log" 2>&1 &
-pids+=($!)
+echo "== helm install sluice (deploy/helm/sluice)"
+"$helm" install sluice deploy/helm/sluice --kubeconfig "$kubeconfig" --namespace sluice-system --create-namespace \
+	-f "$state/values.yaml" >"$state/helm.log" 2>&1 || {
+	cat "$state/helm.log" >&2
+	exit 1
+}
 
 echo "== waiting for the first answer through HAProxy"
 for _ in $(seq 1 240); do
@@ -123,21 +129,27 @@ done
 kubectl="$SLUICE_KUBE_BIN/kubectl --kubeconfig $kubeconfig"
 cat <<MSG
 
-sluice is running.
+sluice is running, installed with helm.
 
   curl -H 'Host: echo.localhost' http://$listen/
 
-  HAProxy ($listen) ─► sluice proxy pods ─► echo pods, registered by the controller.
+  HAProxy ($listen) ─► sluice proxy pods ─► echo pods, registered by the controller pods.
 
   export KUBECONFIG=$kubeconfig
-  alias kubectl=$SLUICE_KUBE_BIN/kubectl
+  alias kubectl=$SLUICE_KUBE_BIN/kubectl helm=$helm
   kubectl get nodes,pods -A -o wide
   kubectl -n sluice-system get loadbalancerbindings
-  kubectl -n sluice-system rollout restart deployment/sluice-proxy   # a zero-downtime rollout
-  echo 'show servers state sluice' | socat stdio unix-connect:$sock
 
-  Logs: $state/{haproxy,controller,cluster}.log, pods: $root/.cache/localcluster/pods/
-  Controller metrics: http://127.0.0.1:9091/metrics
+  A zero-downtime rollout, and how to watch it:
+  helm upgrade sluice deploy/helm/sluice -n sluice-system -f $state/values.yaml --set proxy.logLevel=debug
+  kubectl -n sluice-system rollout status deployment/sluice-proxy --watch
+  watch "echo 'show servers state sluice' | socat stdio unix-connect:$sock"
+
+  Reload HAProxy (master-worker: new workers, same master; the controller
+  adds the servers again, as a reload forgets them):
+  echo reload | socat stdio unix-connect:$master
+
+  Logs: $state/{haproxy,cluster,helm}.log, pods (controller, proxies): $root/.cache/localcluster/pods/
 
 Ctrl-C stops everything.
 MSG

@@ -24,6 +24,9 @@ start=$(date +%s)
 stamp() { echo "== $1 ($(($(date +%s) - start))s)"; }
 
 scripts/install-deps.sh
+# helm (pinned, from the Go module proxy): built once into the cache, used by
+# test/chart (unit stage) and TestHelm (e2e).
+scripts/helm.sh >/dev/null
 
 if want static; then
 	stamp "static checks"

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"sluice.dev/sluice/internal/controller/admission"
+	"sluice.dev/sluice/internal/controller/binding"
 	"sluice.dev/sluice/internal/controller/manager"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
@@ -48,6 +49,7 @@ type controllerConfig struct {
 	logLevel                string
 	namespace               string
 	dns                     dnsConfig
+	access                  binding.Access
 }
 
 func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, error) {
@@ -73,6 +75,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.webhookURL, "eviction-webhook-url", "", "instead of a Service, the https:// URL the API server calls (a controller outside the cluster)")
 	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
+	namespaces := fs.String("binding-namespaces", "", `comma-separated namespaces whose LoadBalancerBindings the controller acts on, "*" for all (default: the controller's own namespace: the pod's, else --leader-election-namespace)`)
+	haproxyAPIs := fs.String("allowed-haproxy-runtime-apis", "*", `comma-separated HAProxy runtime API addresses bindings may name (tcp://HOST:PORT or unix:///PATH, exact), "*" for any, "none" for none`)
+	awsGroups := fs.String("allowed-aws-target-groups", "*", `comma-separated target groups bindings may name: ARNs (a trailing * matches a prefix) or tag:sluice.dev/frontend=NAME (NAME or *) for discovery by tags; "*" for any, "none" for none`)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.namespace, "namespace", "", "the controller's namespace: its bindings serve IngressClasses without binding parameters (default: $POD_NAMESPACE, the service account's namespace, else --leader-election-namespace)")
@@ -110,6 +115,14 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	if err := c.dns.check(); err != nil {
 		return nil, err
 	}
+	// The controller's own namespace (--namespace, the pod's, else the
+	// leader-election namespace) is also the default of --binding-namespaces.
+	access, err := parseAccess(*namespaces, *haproxyAPIs, *awsGroups, c.leaderElectionNamespace,
+		func() string { return controllerNamespace(c.namespace, "") })
+	if err != nil {
+		return nil, err
+	}
+	c.access = access
 	return c, nil
 }
 
@@ -169,13 +182,15 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		AWS:                     aws.Options{Endpoint: c.awsEndpoint},
 		AWSCluster:              c.awsCluster,
 		EvictionWebhook:         c.webhook(),
+		Access:                  c.access,
 		Logger:                  log,
 	})
 	if err != nil {
 		return err
 	}
 	log.Info("sluice controller starting", "namespace", namespace, "dnsProvider", c.dns.provider, "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
-		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster)
+		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster,
+		"bindingNamespaces", c.access.Namespaces, "allowedHAProxyRuntimeAPIs", c.access.HAProxyRuntimeAPIs, "allowedAWSTargetGroups", c.access.AWSTargetGroups)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running controller manager: %w", err)
 	}

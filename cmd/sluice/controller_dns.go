@@ -143,7 +143,7 @@ func controllerNamespace(flagValue, leaderElection string) string {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		return ns
 	}
-	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil && len(b) > 0 {
 		return strings.TrimSpace(string(b))
 	}
 	return leaderElection

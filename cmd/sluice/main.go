@@ -3,6 +3,7 @@
 //
 //	sluice proxy       the data plane: routes Ingress traffic to pod endpoints
 //	sluice controller  the control plane: load-balancer targets, readiness gates, drain handshake
+//	sluice remove-bindings  deletes a release's bindings and waits for their finalizer (Helm pre-delete hook)
 //	sluice version     prints the version
 //
 // This file only dispatches; each role's flags and wiring live in its own file.
@@ -28,6 +29,7 @@ func commands() []command {
 	return []command{
 		{"proxy", "run the ingress data plane (reverse proxy)", runProxy},
 		{"controller", "register ingress pods in load balancers, gate readiness, drain, publish status", runController},
+		{"remove-bindings", "delete a release's LoadBalancerBindings and wait until the controller let them go (Helm pre-delete hook)", runRemoveBindings},
 		{"version", "print the version and exit", runVersion},
 	}
 }
@@ -59,7 +61,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'sluice <command> -h' for a command's flags.")

@@ -221,4 +221,6 @@ func (e *env) awsBinding(arn string) {
 	if err := e.cl.Create(context.Background(), b); err != nil {
 		e.t.Fatalf("creating the aws binding: %v", err)
 	}
+	// The class's Ingresses take their status from this binding.
+	e.kubectl("patch", "ingressclass", "sluice", "--type=merge", "-p", `{"spec":{"parameters":{"name":"aws"}}}`)
 }

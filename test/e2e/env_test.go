@@ -57,6 +57,7 @@ type env struct {
 	lbGlobal string   // extra lines of haproxy's global section
 	lbBack   string   // extra lines of haproxy's backend section
 	restarts int      // HAProxy restarts (names of new master sockets)
+	lbAPI    string   // an extra runtime API address (ipv4@HOST:PORT) when set before startHAProxy, for controllers in pods
 	haproxy  *exec.Cmd
 	mu       sync.Mutex
 	ctl      *exec.Cmd
@@ -135,6 +136,25 @@ func newCluster(t *testing.T, prefix string) *env {
 // newClusterOf is newCluster with these nodes.
 func newClusterOf(t *testing.T, prefix string, nodes []cluster.NodeSpec) *env {
 	t.Helper()
+	e := bootClusterOf(t, prefix, nodes)
+	e.kubectl("apply", "-f", filepath.Join(e.root, "deploy/namespace.yaml"), "-f", filepath.Join(e.root, "deploy/crds"),
+		"-f", filepath.Join(e.root, "deploy/rbac.yaml"), "-f", filepath.Join(e.root, "deploy/ingressclass.yaml"))
+	e.eventually(30*time.Second, "CRD served", func(ctx context.Context) (bool, error) {
+		return e.cl.List(ctx, &v1alpha1.LoadBalancerBindingList{}) == nil, nil
+	})
+	return e
+}
+
+// bootCluster builds the binaries and starts the local cluster (3 nodes in
+// 2 zones), with nothing installed in it.
+func bootCluster(t *testing.T, prefix string) *env {
+	t.Helper()
+	return bootClusterOf(t, prefix, cluster.Nodes(3, 2))
+}
+
+// bootClusterOf is bootCluster with these nodes.
+func bootClusterOf(t *testing.T, prefix string, nodes []cluster.NodeSpec) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("e2e needs root (network namespaces)")
 	}
@@ -148,11 +168,6 @@ func newClusterOf(t *testing.T, prefix string, nodes []cluster.NodeSpec) *env {
 		t.Fatal(err)
 	}
 	e.cl = cl
-	e.kubectl("apply", "-f", filepath.Join(e.root, "deploy/namespace.yaml"), "-f", filepath.Join(e.root, "deploy/crds"),
-		"-f", filepath.Join(e.root, "deploy/rbac.yaml"), "-f", filepath.Join(e.root, "deploy/ingressclass.yaml"))
-	e.eventually(30*time.Second, "CRD served", func(ctx context.Context) (bool, error) {
-		return e.cl.List(ctx, &v1alpha1.LoadBalancerBindingList{}) == nil, nil
-	})
 	return e
 }
 
@@ -203,8 +218,12 @@ func (e *env) startHAProxy() {
 	e.t.Helper()
 	e.lbPort = freePort(e.t)
 	e.lbSock = filepath.Join(e.dir, "haproxy.sock")
+	extra := ""
+	if e.lbAPI != "" {
+		extra = "\n    stats socket " + e.lbAPI + " level admin"
+	}
 	cfg := fmt.Sprintf(`global
-    stats socket %s mode 600 level admin
+    stats socket %s mode 600 level admin%s
     maxconn 4000
 %s
 defaults
@@ -220,7 +239,7 @@ backend %s
     balance roundrobin
     option httpchk GET /healthz
 %s
-`, e.lbSock, e.lbGlobal, e.lbPort, backend, backend, e.lbBack)
+`, e.lbSock, extra, e.lbGlobal, e.lbPort, backend, backend, e.lbBack)
 	for _, b := range e.backends {
 		cfg += fmt.Sprintf("backend %s\n    balance roundrobin\n", b)
 	}

@@ -156,18 +156,31 @@ func newCases(e *env) *cases {
 // run measures action as case name. A strict case fails the test on any
 // failed request; the others (comparisons) only report theirs.
 func (c *cases) run(name string, strict bool, action func()) {
-	c.runWith(name, strict, nil, action)
+	c.record(name, strict, action, nil)
 }
 
-// runWith is run with extra: after the action, it returns more summary
+// runWith is run with extra: after the measurement, it returns more summary
 // fields ("min_zone_healthy=1") for the case's line.
 func (c *cases) runWith(name string, strict bool, extra func() string, action func()) {
+	c.record(name, strict, action, extra)
+}
+
+// runNoted is run for an action that returns more fields (key=value ...)
+// for its summary line.
+func (c *cases) runNoted(name string, strict bool, action func() string) {
+	var note string
+	c.record(name, strict, func() { note = action() }, func() string { return note })
+}
+
+// record measures action as case name; note, if not nil, gives the extra
+// fields of its summary line once the measurement ended.
+func (c *cases) record(name string, strict bool, action func(), note func() string) {
 	if !c.wants(name) {
 		return
 	}
 	r := c.e.measure(name, action)
-	if extra != nil {
-		r.extra = extra()
+	if note != nil {
+		r.note = note()
 	}
 	c.results = append(c.results, r)
 	c.e.t.Log(r.String())
@@ -216,16 +229,17 @@ type caseResult struct {
 	name                     string
 	load                     loadTotal
 	register, healthy, drain histogram
-	extra                    string // more fields, e.g. "min_zone_healthy=1"
+	note                     string // more fields of the summary line
 }
 
 func (r caseResult) String() string {
-	if r.extra != "" {
-		return fmt.Sprintf("e2e %s: requests=%d failed=%d %s", r.name, r.load.sent, r.load.failed, r.extra)
-	}
-	return fmt.Sprintf("e2e %s: requests=%d failed=%d register_p50=%s healthy_p50=%s drained_p50=%s",
+	s := fmt.Sprintf("e2e %s: requests=%d failed=%d register_p50=%s healthy_p50=%s drained_p50=%s",
 		r.name, r.load.sent, r.load.failed, fmtSeconds(r.register.quantile(0.5)),
 		fmtSeconds(r.healthy.quantile(0.5)), fmtSeconds(r.drain.quantile(0.5)))
+	if r.note != "" {
+		s += " " + r.note
+	}
+	return s
 }
 
 // rate is the fixed request rate through HAProxy.

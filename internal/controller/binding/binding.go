@@ -103,6 +103,9 @@ type Options struct {
 	// how often a DeregistrationDelayTooLong Event may repeat. A changed
 	// grace period is checked at once. Default 5m.
 	CheckInterval time.Duration
+	// Access says which bindings may be acted on; the others get the
+	// Forbidden condition and Event. Zero: every binding.
+	Access Access
 }
 
 // Reconciler reconciles LoadBalancerBindings.
@@ -147,6 +150,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("reading binding %s: %w", req.NamespacedName, err)
+	}
+	if err := r.opts.Access.Check(&b); err != nil {
+		return r.forbid(ctx, &b, err)
 	}
 	if b.DeletionTimestamp != nil {
 		return r.finalize(ctx, &b)

@@ -41,6 +41,7 @@ type env struct {
 	r        *binding.Reconciler
 	notified map[types.NamespacedName]int
 	patches  [][]byte // status patches sent for bindings
+	access   binding.Access
 }
 
 func newEnv(t *testing.T, objs ...client.Object) *env {
@@ -64,6 +65,7 @@ func (e *env) restart() {
 	e.notified = map[types.NamespacedName]int{}
 	r, err := binding.New(binding.Options{
 		Client: e.c, Providers: ct.Providers{P: e.p}, Store: e.store, Recorder: e.rec, Registerer: e.reg, Now: e.clock.Now,
+		Access: e.access,
 		Notify: func(_ context.Context, pods []types.NamespacedName) {
 			for _, p := range pods {
 				e.notified[p]++

@@ -3,6 +3,7 @@ package binding
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/provider"
@@ -62,5 +63,7 @@ func (r *Reconciler) conflict(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 	if err := r.opts.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing bindings to check for shared groups: %w", err)
 	}
-	return groupOwner(b, list.Items), nil
+	// A forbidden binding drives nothing, so it owns no group.
+	allowed := slices.DeleteFunc(list.Items, func(o v1alpha1.LoadBalancerBinding) bool { return r.opts.Access.Check(&o) != nil })
+	return groupOwner(b, allowed), nil
 }

@@ -41,7 +41,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *v1alpha1.LoadBalancerBi
 		set(v1alpha1.ConditionReady, metav1.ConditionTrue, "TargetsRegistered", describe(st.Targets))
 	} else {
 		st.LastError = truncate(cause.Error())
-		if reason != "InvalidSelector" && reason != ReasonGroupConflict {
+		if reason != "InvalidSelector" && reason != ReasonGroupConflict && reason != ReasonForbidden {
 			set(v1alpha1.ConditionProviderReachable, metav1.ConditionFalse, reason, cause.Error())
 		}
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, reason, cause.Error())

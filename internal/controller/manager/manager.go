@@ -80,6 +80,9 @@ type Options struct {
 	// EvictionWebhook, when not nil, serves the zone floor's eviction
 	// webhook (package admission); Client, Handler and Logger are set here.
 	EvictionWebhook *admission.Options
+	// Access says which bindings the controller may act on (namespaces,
+	// HAProxy runtime APIs, AWS target groups). Zero: every binding.
+	Access binding.Access
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -154,6 +157,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Logger:      o.Logger.With("controller", "loadbalancerbinding"),
 		FastRequeue: o.FastRequeue,
 		SlowRequeue: o.SlowRequeue,
+		Access:      o.Access,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,64 @@
+{{/* Names: sluice-controller and sluice-proxy for a release named sluice,
+RELEASE-sluice-controller otherwise, so two releases never collide. */}}
+{{- define "sluice.fullname" -}}
+{{- if eq .Release.Name .Chart.Name -}}{{ .Chart.Name }}{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
+{{- define "sluice.controller.name" -}}{{ include "sluice.fullname" . }}-controller{{- end -}}
+{{- define "sluice.proxy.name" -}}{{ include "sluice.fullname" . }}-proxy{{- end -}}
+
+{{- define "sluice.labels" -}}
+app.kubernetes.io/part-of: sluice
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* Selector labels: stable across upgrades (a Deployment's selector is
+immutable). */}}
+{{- define "sluice.controller.selector" -}}
+app.kubernetes.io/name: {{ include "sluice.controller.name" . }}
+{{- end -}}
+{{- define "sluice.proxy.selector" -}}
+app.kubernetes.io/name: {{ include "sluice.proxy.name" . }}
+{{- end -}}
+
+{{- define "sluice.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The proxy's terminationGracePeriodSeconds: the drain wait, then the
+shutdown timeout, then a margin; the only place these are added up. */}}
+{{- define "sluice.proxy.grace" -}}
+{{ add .Values.proxy.drainMaxWaitSeconds .Values.proxy.shutdownTimeoutSeconds .Values.proxy.terminationMarginSeconds }}
+{{- end -}}
+
+{{/* A listen address: $(POD_IP):port with listenOnPodIP, :port otherwise. */}}
+{{- define "sluice.listen" -}}
+{{- if .root.Values.listenOnPodIP -}}$(POD_IP):{{ .port }}{{- else -}}:{{ .port }}{{- end -}}
+{{- end -}}
+
+{{/* The IngressClass the proxy serves. */}}
+{{- define "sluice.proxy.ingressClass" -}}
+{{- if .Values.proxy.ingressClass -}}{{ .Values.proxy.ingressClass }}{{- else if .Values.ingressClasses -}}{{ (first .Values.ingressClasses).name }}{{- else -}}sluice{{- end -}}
+{{- end -}}
+
+{{/* Allow-lists: the value, else what the chart's bindings name; with
+bindings of the other provider only "none", with no bindings at all "*". */}}
+{{- define "sluice.allowedHAProxy" -}}
+{{- $l := .Values.controller.allowedHAProxyRuntimeAPIs -}}
+{{- if not $l -}}
+{{- range .Values.bindings -}}{{- if and .provider .provider.haproxy -}}{{- $l = append $l .provider.haproxy.runtimeAPI -}}{{- end -}}{{- end -}}
+{{- end -}}
+{{- if not $l -}}{{- $l = list (ternary "none" "*" (gt (len .Values.bindings) 0)) -}}{{- end -}}
+{{ $l | uniq | join "," }}
+{{- end -}}
+{{- define "sluice.allowedAWS" -}}
+{{- $l := .Values.controller.allowedAWSTargetGroups -}}
+{{- if not $l -}}
+{{- range .Values.bindings -}}{{- if and .provider .provider.aws -}}
+{{- if .provider.aws.targetGroupARNs -}}{{- $l = concat $l .provider.aws.targetGroupARNs -}}{{- else -}}{{- $l = append $l (printf "tag:sluice.dev/frontend=%s" .name) -}}{{- end -}}
+{{- end -}}{{- end -}}
+{{- end -}}
+{{- if not $l -}}{{- $l = list (ternary "none" "*" (gt (len .Values.bindings) 0)) -}}{{- end -}}
+{{ $l | uniq | join "," }}
+{{- end -}}

@@ -1,0 +1,374 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+const (
+	release        = "sluice"
+	controllerName = "sluice-controller"
+)
+
+// TestHelm installs sluice the way users do, with `helm install` of
+// deploy/helm/sluice: the controller as two pods under its own service
+// account (leader election on a Lease, the chart's RBAC, in-cluster
+// config), the proxies from the chart, HAProxy in front with a TCP runtime
+// API on the cluster bridge that the controller pods dial. Under load
+// through HAProxy:
+//
+//   - helm-upgrade: `helm upgrade` changing a proxy flag rolls the proxies;
+//   - helm-leader-kill: the leading controller frozen, then killed, in the
+//     middle of a proxy rollout; the other replica takes the Lease and
+//     finishes it (the line prints the handover time);
+//   - helm-reinstall: `helm uninstall`, then `helm install` again: nothing
+//     is left behind, nothing duplicated; the load runs once sluice is
+//     back (an uninstall takes the proxies away, so it cannot run during).
+func TestHelm(t *testing.T) {
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skip("haproxy not installed")
+	}
+	e := bootCluster(t, "slh")
+	h := &helmEnv{env: e, bin: helmBinary(t, e.root), chart: filepath.Join(e.root, "deploy/helm/sluice")}
+	api := freePortOn(t, e.c.BridgeIP().String())
+	e.lbAPI = "ipv4@" + api
+	e.startHAProxy()
+	h.values = filepath.Join(e.dir, "values.yaml")
+	if err := os.WriteFile(h.values, []byte(helmValues("tcp://"+api)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.install()
+	e.create(echoObjects()...)
+	h.ready()
+	e.eventually(time.Minute, "ingress status published", func(ctx context.Context) (bool, error) {
+		var ing networkingv1.Ingress
+		err := e.cl.Get(ctx, client.ObjectKey{Namespace: appNS, Name: appName}, &ing)
+		lbs := ing.Status.LoadBalancer.Ingress
+		return err == nil && len(lbs) == 1 && lbs[0].IP == "127.0.0.1", err
+	})
+
+	cs := newCases(e)
+	cs.run("helm-upgrade", true, func() {
+		h.helm("upgrade", release, h.chart, "-n", proxyNS, "-f", h.values, "--set", "proxy.logLevel=debug")
+		e.settled(proxyNS, proxyName, 4*time.Minute)
+	})
+	cs.runNoted("helm-leader-kill", true, func() string {
+		old := h.leader()
+		h.helm("upgrade", release, h.chart, "-n", proxyNS, "-f", h.values, "--set", "proxy.logLevel=warn")
+		e.eventually(time.Minute, "the rollout to start", func(ctx context.Context) (bool, error) {
+			_, terminating, err := e.pods(ctx, proxyNS, proxyName)
+			return len(terminating) > 0, err
+		})
+		handover := h.killLeader(old)
+		e.settled(proxyNS, proxyName, 5*time.Minute)
+		return fmt.Sprintf("lease_handover=%.1fs old_leader=%s new_leader=%s", handover.took.Seconds(), old.pod, handover.to)
+	})
+	// The uninstall takes the proxies away: the load of this case runs once
+	// sluice is installed again (a no-op action: two 5 s slices).
+	if cs.wants("helm-reinstall") {
+		h.helm("uninstall", release, "-n", proxyNS, "--wait", "--timeout", "5m")
+		left := h.leftovers()
+		h.install()
+		h.ready()
+		dup := h.duplicates()
+		if len(left)+len(dup) > 0 {
+			t.Errorf("after helm uninstall, left behind: %q; after helm install again, duplicated: %q", left, dup)
+		}
+		cs.runNoted("helm-reinstall", true, func() string {
+			return fmt.Sprintf("left_behind=%d duplicated=%d", len(left), len(dup))
+		})
+	}
+	cs.report()
+}
+
+// helmValues are the chart values of TestHelm: the image name maps to the
+// test's sluice binary, every process listens on its pod IP (pods of a
+// simulated node share its network namespace), and one binding drives
+// the test's HAProxy.
+func helmValues(runtimeAPI string) string {
+	return fmt.Sprintf(`image: {repository: ghcr.io/sluice-dev/sluice, tag: e2e}
+listenOnPodIP: true
+controller:
+  logFormat: text
+  logLevel: debug
+proxy:
+  replicas: 3
+  httpsPort: 0
+  drainMaxWaitSeconds: 30
+  shutdownTimeoutSeconds: 10
+  terminationMarginSeconds: 20
+  logFormat: text
+bindings:
+  - name: haproxy
+    provider:
+      haproxy: {runtimeAPI: %q, backend: %s}
+    drain: {handshake: true}
+    publish: [{ip: 127.0.0.1}]
+`, runtimeAPI, backend)
+}
+
+type helmEnv struct {
+	*env
+	bin, chart, values string
+}
+
+// helmBinary is the pinned helm, installed by scripts/helm.sh.
+func helmBinary(t *testing.T, root string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(root, "scripts/helm.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("installing helm (scripts/helm.sh): %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func freePortOn(t *testing.T, host string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (h *helmEnv) helm(args ...string) string {
+	h.t.Helper()
+	cmd := exec.Command(h.bin, append(args, "--kubeconfig", h.c.Kubeconfig())...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		h.t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (h *helmEnv) install() {
+	h.t.Helper()
+	h.helm("install", release, h.chart, "-n", proxyNS, "--create-namespace", "-f", h.values)
+}
+
+// ready waits for the app, the proxies and both controller replicas, and
+// for answers through HAProxy.
+func (h *helmEnv) ready() {
+	h.t.Helper()
+	h.settled(appNS, appName, 3*time.Minute)
+	h.settled(proxyNS, proxyName, 4*time.Minute)
+	h.settled(proxyNS, controllerName, 2*time.Minute)
+	h.eventually(time.Minute, "a request through HAProxy", func(context.Context) (bool, error) {
+		code, body, err := h.get()
+		return err == nil && code == 200 && strings.Contains(body, "echo"), err
+	})
+	h.leader() // points the latency scrapes at the leader
+}
+
+type controllerPod struct{ pod, addr string }
+
+// leader finds the controller pod that holds the Lease (the one whose
+// leader_election_master_status is 1) and scrapes it from now on.
+func (h *helmEnv) leader() controllerPod {
+	h.t.Helper()
+	var found controllerPod
+	h.eventually(2*time.Minute, "a controller leader", func(ctx context.Context) (bool, error) {
+		live, _, err := h.pods(ctx, proxyNS, controllerName)
+		if err != nil {
+			return false, err
+		}
+		for _, p := range live {
+			if p.Status.PodIP == "" {
+				continue
+			}
+			addr := net.JoinHostPort(p.Status.PodIP, "9091")
+			if leads(addr) {
+				found = controllerPod{pod: p.Name, addr: addr}
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	h.mu.Lock()
+	h.ctlAddr = found.addr
+	h.mu.Unlock()
+	return found
+}
+
+func leads(addr string) bool {
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + addr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "leader_election_master_status{") && strings.HasSuffix(line, " 1") {
+			return true
+		}
+	}
+	return false
+}
+
+type handover struct {
+	took time.Duration
+	to   string
+}
+
+// killLeader takes the leading controller down without a Lease release,
+// as a crash or a partition does, and times until the Lease names a new
+// holder, which must be the other pod. It freezes the process (SIGSTOP)
+// and kills it (SIGKILL) once the Lease moved: a SIGKILL alone makes the
+// kubelet restart the container at once, and the restarted process would
+// race the other replica for the Lease. To the Lease both are the same:
+// no more renewals.
+func (h *helmEnv) killLeader(old controllerPod) handover {
+	h.t.Helper()
+	ctx := context.Background()
+	var lease coordinationv1.Lease
+	if err := h.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: controllerName}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
+		h.t.Fatalf("reading the leader Lease: %v", err)
+	}
+	holder := *lease.Spec.HolderIdentity
+	pid := 0
+	for _, p := range h.c.Processes() {
+		if p.Name == "pod "+proxyNS+"/"+old.pod+"/controller" {
+			pid = p.PID
+		}
+	}
+	if pid == 0 {
+		h.t.Fatalf("no process for controller pod %s among %v", old.pod, h.c.Processes())
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		h.t.Fatalf("stopping the leader %s (pid %d): %v", old.pod, pid, err)
+	}
+	defer func() { _ = syscall.Kill(pid, syscall.SIGKILL) }()
+	var took time.Duration
+	h.eventually(2*time.Minute, "another controller to take the Lease", func(ctx context.Context) (bool, error) {
+		var l coordinationv1.Lease
+		if err := h.cl.Get(ctx, client.ObjectKeyFromObject(&lease), &l); err != nil {
+			return false, err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == holder || *l.Spec.HolderIdentity == "" {
+			return false, nil
+		}
+		took = time.Since(killed)
+		return true, nil
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		h.t.Errorf("killing the leader %s (pid %d): %v", old.pod, pid, err)
+	}
+	next := h.leader()
+	if next.pod == old.pod {
+		h.t.Errorf("the Lease went back to %s, not to the other replica", old.pod)
+	}
+	return handover{took: took, to: next.pod}
+}
+
+// leftovers lists what `helm uninstall` left: objects of the release,
+// the binding (its finalizer), servers in HAProxy's backend.
+func (h *helmEnv) leftovers() []string {
+	h.t.Helper()
+	var left []string
+	h.eventually(3*time.Minute, "the release's pods gone", func(ctx context.Context) (bool, error) {
+		for _, name := range []string{proxyName, controllerName} {
+			live, terminating, err := h.pods(ctx, proxyNS, name)
+			if err != nil || len(live)+len(terminating) > 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	out := h.kubectl("get", "all,serviceaccounts,roles,rolebindings,poddisruptionbudgets,leases,loadbalancerbindings", "-n", proxyNS,
+		"-l", "app.kubernetes.io/instance="+release, "-o", "name")
+	left = append(left, strings.Fields(out)...)
+	out = h.kubectl("get", "clusterroles,clusterrolebindings,ingressclasses", "-l", "app.kubernetes.io/instance="+release, "-o", "name")
+	left = append(left, strings.Fields(out)...)
+	var bindings v1alpha1.LoadBalancerBindingList
+	if err := h.cl.List(context.Background(), &bindings); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, b := range bindings.Items {
+		left = append(left, "binding "+b.Namespace+"/"+b.Name+" finalizers="+strings.Join(b.Finalizers, ","))
+	}
+	for _, s := range h.haproxyServers() {
+		left = append(left, "haproxy server "+s)
+	}
+	return left
+}
+
+// duplicates lists what a second install doubled: more replicas, classes,
+// bindings or HAProxy servers than one install makes.
+func (h *helmEnv) duplicates() []string {
+	h.t.Helper()
+	var dup []string
+	ctx := context.Background()
+	for name, want := range map[string]int{proxyName: 3, controllerName: 2} {
+		live, _, err := h.pods(ctx, proxyNS, name)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if len(live) != want {
+			dup = append(dup, fmt.Sprintf("%d %s pods", len(live), name))
+		}
+	}
+	var classes networkingv1.IngressClassList
+	var bindings v1alpha1.LoadBalancerBindingList
+	if err := h.cl.List(ctx, &classes); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.cl.List(ctx, &bindings); err != nil {
+		h.t.Fatal(err)
+	}
+	if len(classes.Items) != 1 || len(bindings.Items) != 1 {
+		dup = append(dup, fmt.Sprintf("%d IngressClasses, %d bindings", len(classes.Items), len(bindings.Items)))
+	}
+	h.eventually(time.Minute, "HAProxy to hold exactly the proxies", func(context.Context) (bool, error) {
+		return len(h.haproxyServers()) == 3, nil
+	})
+	return dup
+}
+
+// haproxyServers lists the servers in HAProxy's backend.
+func (h *helmEnv) haproxyServers() []string {
+	h.t.Helper()
+	c, err := net.Dial("unix", h.lbSock)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(c, "show servers state %s\n", backend); err != nil {
+		h.t.Fatal(err)
+	}
+	out, _ := io.ReadAll(c) // HAProxy closes after the answer
+	var servers []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		// Data lines: be_id be_name srv_id srv_name srv_addr ...
+		if len(f) > 4 && f[1] == backend {
+			servers = append(servers, f[3]+"="+f[4])
+		}
+	}
+	return servers
+}
