@@ -16,7 +16,7 @@ func Dump(c *Config) string {
 		}
 		fmt.Fprintf(&b, "host %s\n", host)
 		for _, r := range vh.Routes {
-			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress)
+			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r))
 		}
 	}
 	if c.DefaultBackend != nil {
@@ -56,6 +56,18 @@ func Dump(c *Config) string {
 		fmt.Fprintf(&b, "tls default from %s\n", c.DefaultCertificate.Source)
 	}
 	return b.String()
+}
+
+// dumpHTTPS describes a route's HTTPS settings, "" when it has none.
+func dumpHTTPS(r Route) string {
+	s := ""
+	if r.SSLRedirect {
+		s += " ssl-redirect"
+	}
+	if r.HSTS != "" {
+		s += fmt.Sprintf(" hsts=%q", r.HSTS)
+	}
+	return s
 }
 
 func backendName(be *Backend) string {

@@ -99,6 +99,14 @@ type Route struct {
 	// Ingress that defined this route, "namespace/name"; used in metrics,
 	// logs and access logs.
 	Ingress string
+	// SSLRedirect answers requests that did not arrive over HTTPS (the
+	// connection, or X-Forwarded-Proto from a trusted peer) with a 308 to
+	// the same URL over HTTPS. Translate sets it for hosts with TLS unless
+	// the Ingress turns it off.
+	SSLRedirect bool
+	// HSTS is the Strict-Transport-Security value added to responses sent
+	// over HTTPS; "" adds none.
+	HSTS string
 }
 
 // Backend is a Service port and the pod endpoints behind it. Backends are

@@ -62,6 +62,7 @@ type builder struct {
 	certs    map[string][]string                     // Secret → claimed hosts
 	certOf   map[string]*tls.Certificate             // Secret → key pair
 	vhosts   map[string]*vhostRoutes                 // host → routes
+	tlsHosts map[string]bool                         // hosts some spec.tls entry names
 	problems []Problem
 
 	defaultBackend *route.Backend
@@ -88,6 +89,7 @@ func newBuilder(in Input, opts Options) *builder {
 		certs:    make(map[string][]string),
 		certOf:   make(map[string]*tls.Certificate),
 		vhosts:   make(map[string]*vhostRoutes, len(in.Ingresses)),
+		tlsHosts: make(map[string]bool),
 	}
 	for _, s := range in.Services {
 		if s != nil {
@@ -133,7 +135,8 @@ func (b *builder) problem(ing *networkingv1.Ingress, reason, message string) {
 func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	id := ing.Namespace + "/" + ing.Name
 	pol, errs := parsePolicy(ing.Annotations)
-	for _, e := range errs {
+	hp, httpsErrs := parseHTTPS(ing.Annotations)
+	for _, e := range append(errs, httpsErrs...) {
 		b.problem(ing, "InvalidAnnotation", "annotation "+e.key+": "+e.msg)
 	}
 
@@ -164,13 +167,13 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 			continue
 		}
 		for j := range rule.HTTP.Paths {
-			b.addPath(ing, id, host, &rule.HTTP.Paths[j], fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j), pol)
+			b.addPath(ing, id, host, &rule.HTTP.Paths[j], fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j), pol, hp)
 		}
 	}
 	b.addTLS(ing, ruleHosts)
 }
 
-func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *networkingv1.HTTPIngressPath, where string, pol route.Policy) {
+func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *networkingv1.HTTPIngressPath, where string, pol route.Policy, hp httpsPolicy) {
 	pt, path, msg := checkPath(p)
 	if msg != "" {
 		b.problem(ing, "InvalidPath", where+": "+msg+"; skipped")
@@ -195,7 +198,10 @@ func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *network
 		return
 	}
 	vh.owners[mk] = id
-	vh.routes = append(vh.routes, route.Route{PathType: pt, Path: path, Backend: be, Ingress: id})
+	// SSLRedirect is what the Ingress wants; virtualHosts keeps it only
+	// for hosts with TLS, known once every Ingress is added.
+	vh.routes = append(vh.routes, route.Route{PathType: pt, Path: path, Backend: be, Ingress: id,
+		SSLRedirect: hp.redirect, HSTS: hp.hsts})
 }
 
 func hostLabel(h string) string {
@@ -206,12 +212,18 @@ func hostLabel(h string) string {
 }
 
 // virtualHosts returns the hosts that have routes, sorted by host, each with
-// its routes sorted by path type and path.
+// its routes sorted by path type and path. Routes of hosts without TLS lose
+// their SSLRedirect.
 func (b *builder) virtualHosts() []route.VirtualHost {
 	out := make([]route.VirtualHost, 0, len(b.vhosts))
 	for host, vh := range b.vhosts {
 		if len(vh.routes) == 0 {
 			continue
+		}
+		if !coveredByTLS(host, b.tlsHosts) {
+			for i := range vh.routes {
+				vh.routes[i].SSLRedirect = false
+			}
 		}
 		slices.SortFunc(vh.routes, func(x, y route.Route) int {
 			return cmp.Or(cmp.Compare(x.PathType, y.PathType), strings.Compare(x.Path, y.Path))

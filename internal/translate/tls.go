@@ -79,6 +79,11 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) {
 			}
 			hosts = ruleHosts
 		}
+		for _, h := range hosts {
+			if h, msg := checkHost(h); msg == "" && h != "" {
+				b.tlsHosts[h] = true
+			}
+		}
 		if t.SecretName == "" {
 			continue
 		}
