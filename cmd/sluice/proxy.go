@@ -62,6 +62,7 @@ type proxyConfig struct {
 
 	logFormat string
 	logLevel  string
+	requestID bool
 	accessLog bool
 }
 
@@ -94,6 +95,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", false, "log one line per request")
+	fs.BoolVar(&c.requestID, "request-id", true, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -244,6 +246,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		Registerer:            reg,
 		Logger:                log,
 		AccessLog:             accessLog,
+		RequestID:             c.requestID,
 	})
 	loop, err := dataplane.New(dataplane.Options{
 		Source:  src,

@@ -47,6 +47,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 	fast := p.fastPath(r, upgrade)
 
 	var t tried
+	var sent time.Time // the last attempt began; only with an access log
 	for attempt := 0; ; attempt++ {
 		i := pin
 		if attempt > 0 || i < 0 {
@@ -54,6 +55,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		}
 		t.add(i)
 		ep := &bv.eps[i]
+		if p.access != nil {
+			sent = time.Now()
+		}
 
 		ep.u.inflight.Add(1)
 		var res *http.Response
@@ -64,6 +68,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		} else {
 			res, err = ep.pool.tr.RoundTrip(outbound(r, ep.u.addr, body, rb))
 		}
+		o := outcome{upstream: ep.u.addr, retries: attempt}
+		if p.access != nil {
+			o.upstreamTime = time.Since(sent)
+		}
 		if err == nil {
 			ep.u.succeeded()
 			setCookie := ""
@@ -73,17 +81,25 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 					setCookie = ep.setCookieSecure
 				}
 			}
-			status, n, abort := p.respond(w, r, bv, ep, res, upgrade, setCookie)
+			var abort bool
+			o.status, o.bytes, abort = p.respond(w, r, bv, ep, res, upgrade, setCookie)
 			ep.u.inflight.Add(-1)
 			if hc != nil {
 				p.finish(hc, res)
 			} else {
 				ep.pool.release()
 			}
-			p.record(r, rv, status, n, ep.u.addr, start)
+			p.record(r, rv, o, start)
 			if abort {
-				// The upstream failed mid-body: abort the client's response
-				// so it is not mistaken for a complete one.
+				// The upstream failed mid-body, or the client's request
+				// body broke while the response was under way: abort
+				// the client's response so it is not mistaken for a
+				// complete one.
+				if rb.failed() {
+					bv.m.clientErrors.Inc()
+				} else {
+					bv.m.errors[kindBody].Inc()
+				}
 				panic(http.ErrAbortHandler)
 			}
 			return
@@ -91,7 +107,20 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		ep.u.inflight.Add(-1)
 
 		if r.Context().Err() != nil {
-			p.record(r, rv, statusClientClosed, 0, ep.u.addr, start)
+			o.status = statusClientClosed
+			p.record(r, rv, o, start)
+			return
+		}
+		if clientBodyFailed(err, rb) {
+			// The client's body broke its framing (or ended early): the
+			// client's fault, not the endpoint's. No passive health, no
+			// upstream error, no retry.
+			bv.m.clientErrors.Inc()
+			p.log.Debug("request body failed", "service", bv.service, "upstream", ep.u.addr, "error", err)
+			w.Header()["Connection"] = valClose
+			o.status = http.StatusBadRequest
+			o.bytes = int64(writePlain(w, o.status, bodyBadRequest))
+			p.record(r, rv, o, start)
 			return
 		}
 		kind := classify(err)
@@ -116,10 +145,22 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		if isTimeout(err) {
 			status, msg = http.StatusGatewayTimeout, bodyTimeout
 		}
-		n := writePlain(w, status, msg)
-		p.record(r, rv, status, int64(n), ep.u.addr, start)
+		o.status = status
+		o.bytes = int64(writePlain(w, status, msg))
+		p.record(r, rv, o, start)
 		return
 	}
+}
+
+// clientBodyFailed reports whether an attempt failed because reading the
+// client's request body failed (bad chunked framing, a body shorter than
+// its Content-Length), rather than because of the upstream.
+func clientBodyFailed(err error, rb *replayBody) bool {
+	if rb.failed() {
+		return true
+	}
+	var be *bodyReadError
+	return errors.As(err, &be)
 }
 
 // outboundReq is the upstream request and its URL in one allocation.
@@ -158,6 +199,9 @@ func outbound(r *http.Request, addr string, body io.ReadCloser, rb *replayBody) 
 type replayBody struct {
 	rc   io.ReadCloser
 	read atomic.Bool
+	// broke is set when reading rc failed other than at its end: the
+	// client's body is broken.
+	broke atomic.Bool
 }
 
 var errNotReplayable = errors.New("request body already sent")
@@ -166,8 +210,16 @@ func (b *replayBody) Read(p []byte) (int, error) {
 	if !b.read.Load() {
 		b.read.Store(true)
 	}
-	return b.rc.Read(p)
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		b.broke.Store(true)
+	}
+	return n, err
 }
+
+// failed reports whether reading the client's body failed; false for a nil
+// b (a request without a body).
+func (b *replayBody) failed() bool { return b != nil && b.broke.Load() }
 
 func (b *replayBody) Close() error { return nil }
 
@@ -311,6 +363,9 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 			continue
 		}
 		if old, ok := h[k]; ok {
+			if k == "X-Request-Id" || k == "Strict-Transport-Security" {
+				continue // the proxy's own value stands
+			}
 			vv = append(old, vv...)
 		}
 		h[k] = vv // the response header is ours: share, don't copy
@@ -341,7 +396,6 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 	n, rerr, werr := p.copyBody(w, res.Body, rc)
 	res.Body.Close()
 	if rerr != nil && r.Context().Err() == nil {
-		bv.m.errors[kindBody].Inc()
 		p.log.Debug("upstream failed while sending the response body", "service", bv.service,
 			"upstream", ep.u.addr, "error", rerr)
 		return res.StatusCode, n, true

@@ -24,7 +24,11 @@ type routeView struct {
 	backend *backendView // nil for a route without a backend
 	ingress string
 	service string
-	m       routeMetrics
+	// redirect and hsts are the route's SSLRedirect and HSTS (nil for
+	// none) as a header value.
+	redirect bool
+	hsts     []string
+	m        routeMetrics
 }
 
 // backendView is one backend of one table: its endpoints bound to their
@@ -128,17 +132,26 @@ func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[
 		for j := range vh.Routes {
 			r := &vh.Routes[j]
 			bv := backend(r.Backend)
-			v.routes[r] = p.routeView(bv, r.Ingress)
+			v.routes[r] = p.routeView(bv, r)
 		}
 	}
 	if bv := backend(cfg.DefaultBackend); bv != nil {
-		bv.dflt = p.routeView(bv, "")
+		bv.dflt = p.routeView(bv, nil)
 	}
 	return v
 }
 
-func (p *Proxy) routeView(bv *backendView, ingress string) *routeView {
-	rv := &routeView{backend: bv, ingress: ingress}
+// routeView returns the view of rt (nil for the table's default route and
+// for requests without a route).
+func (p *Proxy) routeView(bv *backendView, rt *route.Route) *routeView {
+	rv := &routeView{backend: bv}
+	if rt != nil {
+		rv.ingress = rt.Ingress
+		rv.redirect = rt.SSLRedirect
+		if rt.HSTS != "" {
+			rv.hsts = []string{rt.HSTS}
+		}
+	}
 	if bv != nil {
 		rv.service = bv.service
 	}
