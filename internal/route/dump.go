@@ -37,7 +37,7 @@ func Dump(c *Config) string {
 	}
 	add(c.DefaultBackend)
 	for _, be := range backends {
-		fmt.Fprintf(&b, "backend %s policy=%s\n", be.Name, dumpPolicy(be.Policy))
+		fmt.Fprintf(&b, "backend %s policy=%s%s\n", be.Name, dumpPolicy(be.Policy), dumpProtocol(be))
 		if len(be.Endpoints) == 0 {
 			b.WriteString("  (no endpoints)\n")
 		}
@@ -66,6 +66,24 @@ func dumpHTTPS(r Route) string {
 	}
 	if r.HSTS != "" {
 		s += fmt.Sprintf(" hsts=%q", r.HSTS)
+	}
+	return s
+}
+
+// dumpProtocol describes a backend's protocol, "" for HTTP/1.1.
+func dumpProtocol(be *Backend) string {
+	if be.Protocol == ProtocolHTTP {
+		return ""
+	}
+	s := " protocol=" + be.Protocol.String()
+	if t := be.TLS; t != nil {
+		s += " sni=" + t.ServerName
+		if t.CASource != "" {
+			s += " ca=" + t.CASource
+		}
+		if t.InsecureSkipVerify {
+			s += " insecure-skip-verify"
+		}
 	}
 	return s
 }

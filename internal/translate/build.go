@@ -136,12 +136,14 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	id := ing.Namespace + "/" + ing.Name
 	pol, errs := parsePolicy(ing.Annotations)
 	hp, httpsErrs := parseHTTPS(ing.Annotations)
-	for _, e := range append(errs, httpsErrs...) {
+	ua, upErrs := parseUpstream(ing.Annotations)
+	errs = append(append(errs, httpsErrs...), upErrs...)
+	for _, e := range errs {
 		b.problem(ing, "InvalidAnnotation", "annotation "+e.key+": "+e.msg)
 	}
 
 	if db := ing.Spec.DefaultBackend; db != nil {
-		if be := b.backendFor(ing, db, pol, "spec.defaultBackend"); be != nil {
+		if be := b.backendFor(ing, db, pol, ua, "spec.defaultBackend"); be != nil {
 			switch {
 			case b.defaultBackend == nil:
 				b.defaultBackend, b.defaultOwner = be, id
@@ -167,13 +169,13 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 			continue
 		}
 		for j := range rule.HTTP.Paths {
-			b.addPath(ing, id, host, &rule.HTTP.Paths[j], fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j), pol, hp)
+			b.addPath(ing, id, host, &rule.HTTP.Paths[j], fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j), pol, hp, ua)
 		}
 	}
 	b.addTLS(ing, ruleHosts)
 }
 
-func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *networkingv1.HTTPIngressPath, where string, pol route.Policy, hp httpsPolicy) {
+func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *networkingv1.HTTPIngressPath, where string, pol route.Policy, hp httpsPolicy, ua upstreamAnnotations) {
 	pt, path, msg := checkPath(p)
 	if msg != "" {
 		b.problem(ing, "InvalidPath", where+": "+msg+"; skipped")
@@ -193,7 +195,7 @@ func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *network
 		}
 		return
 	}
-	be := b.backendFor(ing, &p.Backend, pol, where)
+	be := b.backendFor(ing, &p.Backend, pol, ua, where)
 	if be == nil {
 		return
 	}
