@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"sluice.dev/sluice/internal/route"
 )
 
 // forward sends r to an endpoint of rv's backend (which has at least one),
@@ -44,7 +46,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		body = rb
 	}
 	replayable := rb == nil && idempotent(r.Method)
-	fast := p.fastPath(r, upgrade)
+	fast := bv.protocol == route.ProtocolHTTP && p.fastPath(r, upgrade)
 
 	var t tried
 	var sent time.Time // the last attempt began; only with an access log
@@ -66,7 +68,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		if fast {
 			res, hc, err = p.roundTrip(r, ep.pool, rb, start)
 		} else {
-			res, err = ep.pool.tr.RoundTrip(outbound(r, ep.u.addr, body, rb))
+			res, err = ep.pool.roundTripper().RoundTrip(outbound(r, ep.pool.scheme, ep.u.addr, body, rb))
 		}
 		o := outcome{upstream: ep.u.addr, retries: attempt}
 		if p.access != nil {
@@ -119,7 +121,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			p.log.Debug("request body failed", "service", bv.service, "upstream", ep.u.addr, "error", err)
 			w.Header()["Connection"] = valClose
 			o.status = http.StatusBadRequest
-			o.bytes = int64(writePlain(w, o.status, bodyBadRequest))
+			o.bytes = int64(p.writeAnswer(w, r, o.status, bodyBadRequest))
 			p.record(r, rv, o, start)
 			return
 		}
@@ -142,11 +144,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			continue
 		}
 		status, msg := http.StatusBadGateway, bodyBadGateway
-		if isTimeout(err) {
+		if isTimeout(err) || kind != kindConnect && isGRPC(r) && grpcDeadlinePassed(r, start) {
 			status, msg = http.StatusGatewayTimeout, bodyTimeout
 		}
 		o.status = status
-		o.bytes = int64(writePlain(w, status, msg))
+		o.bytes = int64(p.writeAnswer(w, r, status, msg))
 		p.record(r, rv, o, start)
 		return
 	}
@@ -172,9 +174,9 @@ type outboundReq struct {
 // outbound returns the request to send to addr. It shares r's header (already
 // rewritten), context and body; a new one is made per attempt because a
 // failed attempt's transport goroutines may still hold the previous one.
-func outbound(r *http.Request, addr string, body io.ReadCloser, rb *replayBody) *http.Request {
+func outbound(r *http.Request, scheme, addr string, body io.ReadCloser, rb *replayBody) *http.Request {
 	o := &outboundReq{req: *r, url: *r.URL}
-	o.url.Scheme = "http"
+	o.url.Scheme = scheme
 	o.url.Host = addr
 	o.url.User = nil
 	o.req.URL = &o.url
@@ -389,7 +391,7 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 	w.WriteHeader(res.StatusCode)
 
 	var rc *http.ResponseController
-	if streaming(res) {
+	if streaming(res) && !trailersOnly(res) {
 		rc = http.NewResponseController(w)
 		_ = rc.Flush() // headers now: an event stream may be quiet for long
 	}

@@ -49,6 +49,10 @@ type Options struct {
 	// MaxIdleConnsPerEndpoint is the idle connections kept per endpoint;
 	// default 256. (net/http's default of 2 churns connections under load.)
 	MaxIdleConnsPerEndpoint int
+	// MaxStreamsPerConnection caps the concurrent requests on one HTTP/2
+	// connection to an endpoint (h2c, gRPC, gRPCs backends); more open
+	// another connection. Default 100; the pod's own limit applies too.
+	MaxStreamsPerConnection int
 	// Retries is the number of extra attempts for a failure that is safe to
 	// retry, used when a backend's Policy.Retries is negative; default 2
 	// (0 means the default; a negative value disables retries).
@@ -127,6 +131,9 @@ func New(o Options) *Proxy {
 		o.Retries = 2
 	case o.Retries < 0:
 		o.Retries = 0
+	}
+	if o.MaxStreamsPerConnection <= 0 {
+		o.MaxStreamsPerConnection = 100
 	}
 	if o.MaxResponseHeaderBytes <= 0 {
 		o.MaxResponseHeaderBytes = 1 << 20
@@ -251,7 +258,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // answer writes one of the proxy's own short responses and records it.
 func (p *Proxy) answer(w http.ResponseWriter, r *http.Request, rv *routeView, status int, body []byte, start time.Time) {
-	n := writePlain(w, status, body)
+	n := p.writeAnswer(w, r, status, body)
 	p.record(r, rv, outcome{status: status, bytes: int64(n)}, start)
 }
 

@@ -39,6 +39,8 @@ type backendView struct {
 	eps     []endpoint
 	policy  route.Policy
 	retries int
+	// protocol spoken to the endpoints.
+	protocol route.Protocol
 	// hashHeader is Policy.HashHeader in canonical form, so the request
 	// header map can be indexed without allocating.
 	hashHeader string
@@ -172,13 +174,20 @@ func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, use
 	if b.Policy.HashHeader != "" {
 		bv.hashHeader = http.CanonicalHeaderKey(b.Policy.HashHeader)
 	}
-	key := poolKey{connect: p.opts.DialTimeout, response: p.opts.ResponseHeaderTimeout}
+	key := poolKey{connect: p.opts.DialTimeout, response: p.opts.ResponseHeaderTimeout,
+		protocol: b.Protocol, tls: tlsKey(b.TLS)}
+	if b.Protocol.GRPC() {
+		// A client-streaming call's response header comes at its end;
+		// gRPC deadlines bound calls instead.
+		key.response = 0
+	}
 	if b.Policy.ConnectTimeout > 0 {
 		key.connect = b.Policy.ConnectTimeout
 	}
 	if b.Policy.ResponseTimeout > 0 {
 		key.response = b.Policy.ResponseTimeout
 	}
+	bv.protocol = b.Protocol
 
 	seen := make(map[string]bool, len(b.Endpoints))
 	for _, e := range b.Endpoints {
@@ -193,7 +202,7 @@ func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, use
 		}
 		pl := u.pools[key]
 		if pl == nil {
-			pl = p.newPool(e.Address, key)
+			pl = p.newPool(e.Address, key, b.TLS)
 			u.pools[key] = pl
 		}
 		usedUps[u] = true
