@@ -175,3 +175,71 @@ func Recv(st grpc.ClientStream) (string, error) {
 	}
 	return m.GetValue(), nil
 }
+
+// Exercise makes one call of each kind on cc and checks the answers come
+// from a server whose name starts with prefix: unary (and a failing unary,
+// whose status must arrive intact), server streaming with its trailer,
+// client streaming and bidirectional. It returns the first problem.
+func Exercise(ctx context.Context, cc grpc.ClientConnInterface, prefix string) error {
+	got, err := Unary(ctx, cc, "hi")
+	if err != nil || !strings.HasPrefix(got, prefix) || !strings.HasSuffix(got, ":hi") {
+		return fmt.Errorf("unary: %q, %w", got, err)
+	}
+	if _, err := Unary(ctx, cc, "fail:5"); status.Code(err) != codes.NotFound {
+		return fmt.Errorf("unary asked to fail with NOT_FOUND: %w", err)
+	}
+
+	var trailer metadata.MD
+	st, err := cc.NewStream(ctx, &grpc.StreamDesc{StreamName: "ServerStream", ServerStreams: true},
+		"/"+ServiceName+"/ServerStream", grpc.Trailer(&trailer))
+	if err != nil {
+		return fmt.Errorf("server stream: %w", err)
+	}
+	if err := Send(st, "3"); err != nil {
+		return fmt.Errorf("server stream: %w", err)
+	}
+	st.CloseSend()
+	n := 0
+	for ; ; n++ {
+		if _, err := Recv(st); err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("server stream message %d: %w", n, err)
+		}
+	}
+	if n != 3 || len(trailer.Get("served-by")) != 1 {
+		return fmt.Errorf("server stream: %d messages, trailer %v", n, trailer)
+	}
+
+	st, err = Stream(ctx, cc, "ClientStream")
+	if err != nil {
+		return fmt.Errorf("client stream: %w", err)
+	}
+	for _, v := range []string{"x", "y", "z"} {
+		if err := Send(st, v); err != nil {
+			return fmt.Errorf("client stream: %w", err)
+		}
+	}
+	st.CloseSend()
+	if m, err := Recv(st); err != nil || !strings.HasSuffix(m, ":3:xyz") {
+		return fmt.Errorf("client stream: %q, %w", m, err)
+	}
+
+	st, err = Stream(ctx, cc, "Bidi")
+	if err != nil {
+		return fmt.Errorf("bidi: %w", err)
+	}
+	for _, v := range []string{"1", "2"} {
+		if err := Send(st, v); err != nil {
+			return fmt.Errorf("bidi: %w", err)
+		}
+		if m, err := Recv(st); err != nil || !strings.HasSuffix(m, ":"+v) {
+			return fmt.Errorf("bidi %s: %q, %w", v, m, err)
+		}
+	}
+	st.CloseSend()
+	if _, err := Recv(st); err != io.EOF {
+		return fmt.Errorf("bidi end: %w", err)
+	}
+	return nil
+}
