@@ -81,3 +81,16 @@ func FuzzHTTPSAnnotations(f *testing.F) {
 		}
 	})
 }
+
+func TestFatal(t *testing.T) {
+	ps := []Problem{
+		{Kind: "Ingress", Namespace: "ns", Name: "a", Reason: "Conflict"},
+		{Kind: "Ingress", Namespace: "ns", Name: "b", Reason: ReasonNotServed},
+		{Kind: "Secret", Namespace: "ns", Name: "c", Reason: ReasonNotServed},
+	}
+	for name, want := range map[string]bool{"a": false, "b": true, "c": false, "d": false} {
+		if got := Fatal(ps, "ns", name); got != want {
+			t.Errorf("Fatal(%s) = %v, want %v", name, got, want)
+		}
+	}
+}
