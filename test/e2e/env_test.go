@@ -40,6 +40,8 @@ const (
 	appName   = "echo"
 	appHost   = "echo.test"
 	backend   = "sluice"
+	// grpcBackend is HAProxy's TCP-mode backend of the proxies (h2c).
+	grpcBackend = "sluice-grpc"
 )
 
 // env is one cluster with HAProxy, the controller, the proxies and the app.
@@ -52,6 +54,7 @@ type env struct {
 	kube     kubernetes.Interface
 	cl       client.Client
 	lbPort   int
+	grpcPort int // HAProxy's TCP-mode frontend, backend grpcBackend
 	lbSock   string
 	haproxy  *exec.Cmd
 	mu       sync.Mutex
@@ -84,7 +87,7 @@ func repoRoot(t *testing.T) string {
 func build(t *testing.T, root, dir string) (sluice, echo string) {
 	t.Helper()
 	sluice = os.Getenv("SLUICE_BIN")
-	targets := map[string]string{"echo": "./test/echo"}
+	targets := map[string]string{"echo": "./test/echo", "grpcecho": "./test/grpcecho/grpcserver"}
 	if sluice == "" {
 		targets["sluice"] = "./cmd/sluice"
 	}
@@ -95,9 +98,10 @@ func build(t *testing.T, root, dir string) (sluice, echo string) {
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("building %s: %v\n%s", pkg, err, b)
 		}
-		if name == "sluice" {
+		switch name {
+		case "sluice":
 			sluice = out
-		} else {
+		case "echo":
 			echo = out
 		}
 	}
@@ -130,7 +134,7 @@ func newCluster(t *testing.T, prefix string) *env {
 	e := &env{t: t, root: repoRoot(t), dir: t.TempDir()}
 	var echo string
 	e.sluice, echo = build(t, e.root, e.dir)
-	e.c = cluster.StartForTest(t, cluster.Options{Nodes: cluster.Nodes(3, 2), Images: map[string]string{"sluice": e.sluice, "echo": echo}, Prefix: prefix})
+	e.c = cluster.StartForTest(t, cluster.Options{Nodes: cluster.Nodes(3, 2), Images: map[string]string{"sluice": e.sluice, "echo": echo, "grpcecho": filepath.Join(e.dir, "grpcecho")}, Prefix: prefix})
 	e.kube = e.c.Client()
 	cl, err := client.New(e.c.RESTConfig(), client.Options{Scheme: ct.Scheme()})
 	if err != nil {
@@ -191,6 +195,7 @@ func freePort(t *testing.T) int {
 func (e *env) startHAProxy() {
 	e.t.Helper()
 	e.lbPort = freePort(e.t)
+	e.grpcPort = freePort(e.t)
 	e.lbSock = filepath.Join(e.dir, "haproxy.sock")
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin
@@ -207,7 +212,15 @@ frontend fe
 backend %s
     balance roundrobin
     option httpchk GET /healthz
-`, e.lbSock, e.lbPort, backend, backend)
+frontend fe-grpc
+    mode tcp
+    bind 127.0.0.1:%d
+    default_backend %s
+backend %s
+    mode tcp
+    balance roundrobin
+    option httpchk GET /healthz
+`, e.lbSock, e.lbPort, backend, backend, e.grpcPort, grpcBackend, grpcBackend)
 	path := filepath.Join(e.dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
