@@ -48,14 +48,14 @@ func parseUpstream(ann map[string]string) (upstreamAnnotations, []annotationErro
 	if v, ok := ann[AnnotationBackendProtocol]; ok {
 		p, valid := parseProtocol(v)
 		if !valid {
-			fail(AnnotationBackendProtocol, `must be "http", "h2c", "grpc", "https" or "grpcs"; using the Service port's appProtocol`)
+			fail(AnnotationBackendProtocol, `must be "http", "h2c", "grpc", "https" or "grpcs"; using the appProtocol of the Service port`)
 		}
 		u.protocol, u.protocolSet = p, valid
 	}
 	if v, ok := ann[AnnotationBackendCASecret]; ok {
 		v = strings.TrimSpace(v)
 		if len(validation.IsDNS1123Subdomain(v)) > 0 {
-			fail(AnnotationBackendCASecret, "must be the name of a Secret in the Ingress's namespace; the backend gets no endpoints")
+			fail(AnnotationBackendCASecret, "must be the name of a Secret in the namespace of the Ingress; the backend gets no endpoints")
 			u.caSecret = "\x00" // invalid: fail closed, never the system roots
 		} else {
 			u.caSecret = v
@@ -64,7 +64,7 @@ func parseUpstream(ann map[string]string) (upstreamAnnotations, []annotationErro
 	if v, ok := ann[AnnotationBackendSNI]; ok {
 		v = strings.ToLower(strings.TrimSpace(v))
 		if len(validation.IsDNS1123Subdomain(v)) > 0 {
-			fail(AnnotationBackendSNI, "must be a DNS name; using <service>.<namespace>.svc")
+			fail(AnnotationBackendSNI, "must be a DNS name; using SERVICE.NAMESPACE.svc")
 		} else {
 			u.sni = v
 		}
@@ -140,12 +140,12 @@ func (b *builder) upstreamTLS(report func(reason, msg string), namespace, servic
 	nsName := namespace + "/" + u.caSecret
 	s := b.secrets[nsName]
 	if s == nil {
-		report("SecretNotFound", "backend CA secret "+nsName+" not found; the backend gets no endpoints")
+		report("SecretNotFound", "the Secret named by "+AnnotationBackendCASecret+" is not in namespace "+namespace+"; the backend gets no endpoints")
 		return t, false
 	}
 	pem := s.Data[CAKey]
 	if len(pem) == 0 || !x509.NewCertPool().AppendCertsFromPEM(pem) {
-		report("InvalidSecret", "backend CA secret "+nsName+" has no PEM certificate in "+CAKey+"; the backend gets no endpoints")
+		report("InvalidSecret", "the Secret named by "+AnnotationBackendCASecret+" has no PEM certificate in "+CAKey+"; the backend gets no endpoints")
 		return t, false
 	}
 	t.CA, t.CASource = pem, nsName
