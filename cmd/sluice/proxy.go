@@ -99,7 +99,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.BoolVar(&c.accessLog, "access-log", false, "log one line per request")
 	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, as gRPC clients use) on the plain-HTTP listener")
 	fs.IntVar(&c.maxStreams, "upstream-max-streams-per-connection", 100, "most concurrent requests on one HTTP/2 connection to a pod (h2c, grpc, grpcs backends); more open another connection")
-	fs.BoolVar(&c.requestID, "request-id", true, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
+	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

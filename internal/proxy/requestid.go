@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"sync/atomic"
+	"unsafe"
 )
 
 // maxRequestIDLen bounds an X-Request-Id kept from a trusted peer; a longer
@@ -30,14 +31,23 @@ func newIDSource() *idSource {
 	return s
 }
 
-// next returns a new ID.
-func (s *idSource) next() string {
-	var b [32]byte
-	copy(b[:16], s.prefix[:])
+// idValue is a header value holding a new ID: the value slice and the
+// string's bytes in one allocation.
+type idValue struct {
+	vals [1]string
+	buf  [32]byte
+}
+
+// next returns a new ID as a header value (a one-element slice).
+func (s *idSource) next() []string {
+	v := new(idValue)
+	copy(v.buf[:16], s.prefix[:])
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], s.n.Add(1))
-	hex.Encode(b[16:], n[:])
-	return string(b[:])
+	hex.Encode(v.buf[16:], n[:])
+	// buf is never written again: the string may share it.
+	v.vals[0] = unsafe.String(&v.buf[0], len(v.buf))
+	return v.vals[:]
 }
 
 // validRequestID reports whether an incoming ID may be kept: 1 to
@@ -70,7 +80,7 @@ func (p *Proxy) setRequestID(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	vals := []string{p.ids.next()}
+	vals := p.ids.next()
 	h["X-Request-Id"] = vals
 	w.Header()["X-Request-Id"] = vals
 }

@@ -184,7 +184,7 @@ spec:
 		serviceYAML("echo"), sliceYAML("h2web", "h2web-slice", hport, hip), sliceYAML("tlsweb", "tlsweb-slice", tport, tip),
 		echo.slice([]int{0})))
 	e.write("grpc-slice.yaml", grpcSlice(gips...))
-	sp := e.startProxy("proxy", "--h2c")
+	sp := e.startProxy("proxy", "--h2c", "--request-id")
 	plainURL := fmt.Sprintf("http://127.0.0.1:%d", sp.http)
 	httpsURL := fmt.Sprintf("https://127.0.0.1:%d", sp.https)
 	// Ready means the manifests written above are loaded.
