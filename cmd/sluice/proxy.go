@@ -60,9 +60,12 @@ type proxyConfig struct {
 	fastHTTP1           bool
 	gcHeapFloorMiB      int
 
-	logFormat string
-	logLevel  string
-	accessLog bool
+	logFormat  string
+	logLevel   string
+	requestID  bool
+	h2c        bool
+	maxStreams int
+	accessLog  bool
 }
 
 func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
@@ -94,6 +97,9 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", false, "log one line per request")
+	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, as gRPC clients use) on the plain-HTTP listener")
+	fs.IntVar(&c.maxStreams, "upstream-max-streams-per-connection", 100, "most concurrent requests on one HTTP/2 connection to a pod (h2c, grpc, grpcs backends); more open another connection")
+	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -237,13 +243,15 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		accessLog = newLogger(c.logFormat, "info", os.Stdout)
 	}
 	px := proxy.New(proxy.Options{
-		TrustedProxies:        c.trustedProxies,
-		DialTimeout:           c.dialTimeout,
-		ResponseHeaderTimeout: c.responseTimeout,
-		Retries:               retriesOption(c.retries),
-		Registerer:            reg,
-		Logger:                log,
-		AccessLog:             accessLog,
+		TrustedProxies:          c.trustedProxies,
+		DialTimeout:             c.dialTimeout,
+		ResponseHeaderTimeout:   c.responseTimeout,
+		Retries:                 retriesOption(c.retries),
+		Registerer:              reg,
+		Logger:                  log,
+		AccessLog:               accessLog,
+		RequestID:               c.requestID,
+		MaxStreamsPerConnection: c.maxStreams,
 	})
 	loop, err := dataplane.New(dataplane.Options{
 		Source:  src,
@@ -283,6 +291,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		ShutdownTimeout:     zeroMeansNone(c.shutdownTimeout),
 		HealthOnTrafficPort: c.healthOnTrafficPort,
 		FastHTTP1:           c.fastHTTP1,
+		H2C:                 c.h2c,
 		Drained:             drained,
 		Ready:               loop.Ready,
 		Gatherer:            reg,

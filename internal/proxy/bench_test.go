@@ -102,6 +102,15 @@ func BenchmarkProxy(b *testing.B) {
 	benchHandler(b, p)
 }
 
+// BenchmarkProxyRequestID is BenchmarkProxy with request IDs generated
+// (Options.RequestID), the cost of --request-id.
+func BenchmarkProxyRequestID(b *testing.B) {
+	addr := cannedUpstream(b)
+	p := New(Options{StdTransport: *benchStd, RequestID: true})
+	p.Update(tableOf(backendOf("ns/s", defaults(), addr)))
+	benchHandler(b, p)
+}
+
 // BenchmarkReverseProxy is httputil.ReverseProxy on the same setup, for
 // comparison.
 func BenchmarkReverseProxy(b *testing.B) {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"sluice.dev/sluice/internal/route"
 )
 
 // forward sends r to an endpoint of rv's backend (which has at least one),
@@ -44,9 +46,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		body = rb
 	}
 	replayable := rb == nil && idempotent(r.Method)
-	fast := p.fastPath(r, upgrade)
+	fast := bv.protocol == route.ProtocolHTTP && p.fastPath(r, upgrade)
 
 	var t tried
+	var sent time.Time // the last attempt began; only with an access log
 	for attempt := 0; ; attempt++ {
 		i := pin
 		if attempt > 0 || i < 0 {
@@ -54,6 +57,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		}
 		t.add(i)
 		ep := &bv.eps[i]
+		if p.access != nil {
+			sent = time.Now()
+		}
 
 		ep.u.inflight.Add(1)
 		var res *http.Response
@@ -62,7 +68,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		if fast {
 			res, hc, err = p.roundTrip(r, ep.pool, rb, start)
 		} else {
-			res, err = ep.pool.tr.RoundTrip(outbound(r, ep.u.addr, body, rb))
+			res, err = ep.pool.roundTripper().RoundTrip(outbound(r, ep.pool.scheme, ep.u.addr, body, rb))
+		}
+		o := outcome{upstream: ep.u.addr, retries: attempt}
+		if p.access != nil {
+			o.upstreamTime = time.Since(sent)
 		}
 		if err == nil {
 			ep.u.succeeded()
@@ -73,17 +83,25 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 					setCookie = ep.setCookieSecure
 				}
 			}
-			status, n, abort := p.respond(w, r, bv, ep, res, upgrade, setCookie)
+			var abort bool
+			o.status, o.bytes, abort = p.respond(w, r, bv, ep, res, upgrade, setCookie)
 			ep.u.inflight.Add(-1)
 			if hc != nil {
 				p.finish(hc, res)
 			} else {
 				ep.pool.release()
 			}
-			p.record(r, rv, status, n, ep.u.addr, start)
+			p.record(r, rv, o, start)
 			if abort {
-				// The upstream failed mid-body: abort the client's response
-				// so it is not mistaken for a complete one.
+				// The upstream failed mid-body, or the client's request
+				// body broke while the response was under way: abort
+				// the client's response so it is not mistaken for a
+				// complete one.
+				if rb.failed() {
+					bv.m.clientErrors.Inc()
+				} else {
+					bv.m.errors[kindBody].Inc()
+				}
 				panic(http.ErrAbortHandler)
 			}
 			return
@@ -91,7 +109,20 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		ep.u.inflight.Add(-1)
 
 		if r.Context().Err() != nil {
-			p.record(r, rv, statusClientClosed, 0, ep.u.addr, start)
+			o.status = statusClientClosed
+			p.record(r, rv, o, start)
+			return
+		}
+		if clientBodyFailed(err, rb) {
+			// The client's body broke its framing (or ended early): the
+			// client's fault, not the endpoint's. No passive health, no
+			// upstream error, no retry.
+			bv.m.clientErrors.Inc()
+			p.log.Debug("request body failed", "service", bv.service, "upstream", ep.u.addr, "error", err)
+			w.Header()["Connection"] = valClose
+			o.status = http.StatusBadRequest
+			o.bytes = int64(p.writeAnswer(w, r, o.status, bodyBadRequest))
+			p.record(r, rv, o, start)
 			return
 		}
 		kind := classify(err)
@@ -113,13 +144,25 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			continue
 		}
 		status, msg := http.StatusBadGateway, bodyBadGateway
-		if isTimeout(err) {
+		if isTimeout(err) || kind != kindConnect && isGRPC(r) && grpcDeadlinePassed(r, start) {
 			status, msg = http.StatusGatewayTimeout, bodyTimeout
 		}
-		n := writePlain(w, status, msg)
-		p.record(r, rv, status, int64(n), ep.u.addr, start)
+		o.status = status
+		o.bytes = int64(p.writeAnswer(w, r, status, msg))
+		p.record(r, rv, o, start)
 		return
 	}
+}
+
+// clientBodyFailed reports whether an attempt failed because reading the
+// client's request body failed (bad chunked framing, a body shorter than
+// its Content-Length), rather than because of the upstream.
+func clientBodyFailed(err error, rb *replayBody) bool {
+	if rb.failed() {
+		return true
+	}
+	var be *bodyReadError
+	return errors.As(err, &be)
 }
 
 // outboundReq is the upstream request and its URL in one allocation.
@@ -131,9 +174,9 @@ type outboundReq struct {
 // outbound returns the request to send to addr. It shares r's header (already
 // rewritten), context and body; a new one is made per attempt because a
 // failed attempt's transport goroutines may still hold the previous one.
-func outbound(r *http.Request, addr string, body io.ReadCloser, rb *replayBody) *http.Request {
+func outbound(r *http.Request, scheme, addr string, body io.ReadCloser, rb *replayBody) *http.Request {
 	o := &outboundReq{req: *r, url: *r.URL}
-	o.url.Scheme = "http"
+	o.url.Scheme = scheme
 	o.url.Host = addr
 	o.url.User = nil
 	o.req.URL = &o.url
@@ -158,6 +201,9 @@ func outbound(r *http.Request, addr string, body io.ReadCloser, rb *replayBody) 
 type replayBody struct {
 	rc   io.ReadCloser
 	read atomic.Bool
+	// broke is set when reading rc failed other than at its end: the
+	// client's body is broken.
+	broke atomic.Bool
 }
 
 var errNotReplayable = errors.New("request body already sent")
@@ -166,8 +212,16 @@ func (b *replayBody) Read(p []byte) (int, error) {
 	if !b.read.Load() {
 		b.read.Store(true)
 	}
-	return b.rc.Read(p)
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		b.broke.Store(true)
+	}
+	return n, err
 }
+
+// failed reports whether reading the client's body failed; false for a nil
+// b (a request without a body).
+func (b *replayBody) failed() bool { return b != nil && b.broke.Load() }
 
 func (b *replayBody) Close() error { return nil }
 
@@ -311,6 +365,9 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 			continue
 		}
 		if old, ok := h[k]; ok {
+			if k == "X-Request-Id" || k == "Strict-Transport-Security" {
+				continue // the proxy's own value stands
+			}
 			vv = append(old, vv...)
 		}
 		h[k] = vv // the response header is ours: share, don't copy
@@ -334,14 +391,13 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 	w.WriteHeader(res.StatusCode)
 
 	var rc *http.ResponseController
-	if streaming(res) {
+	if streaming(res) && !trailersOnly(res) {
 		rc = http.NewResponseController(w)
 		_ = rc.Flush() // headers now: an event stream may be quiet for long
 	}
 	n, rerr, werr := p.copyBody(w, res.Body, rc)
 	res.Body.Close()
 	if rerr != nil && r.Context().Err() == nil {
-		bv.m.errors[kindBody].Inc()
 		p.log.Debug("upstream failed while sending the response body", "service", bv.service,
 			"upstream", ep.u.addr, "error", rerr)
 		return res.StatusCode, n, true

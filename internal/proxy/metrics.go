@@ -29,6 +29,7 @@ type metrics struct {
 	upstreamErrors *prometheus.CounterVec
 	retries        *prometheus.CounterVec
 	ejected        *prometheus.CounterVec
+	clientErrors   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -54,6 +55,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sluice", Name: "endpoints_ejected_total",
 			Help: "Endpoints ejected by passive health checking after consecutive connect failures, by Service.",
 		}, []string{"service"}),
+		clientErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "client_errors_total",
+			Help: "Requests whose body the client broke (bad chunked framing, shorter than its Content-Length) after forwarding began, by Service. They are answered 400 (or cut, if the response had begun) and never count against the endpoint.",
+		}, []string{"service"}),
 	}
 	if reg != nil {
 		m.requests = register(reg, m.requests)
@@ -61,6 +66,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.upstreamErrors = register(reg, m.upstreamErrors)
 		m.retries = register(reg, m.retries)
 		m.ejected = register(reg, m.ejected)
+		m.clientErrors = register(reg, m.clientErrors)
 	}
 	return m
 }
@@ -99,9 +105,10 @@ func (m *metrics) route(ingress, service string) routeMetrics {
 
 // backendMetrics are the label children of one service.
 type backendMetrics struct {
-	errors  [numKinds]prometheus.Counter
-	retries prometheus.Counter
-	ejected prometheus.Counter
+	errors       [numKinds]prometheus.Counter
+	retries      prometheus.Counter
+	ejected      prometheus.Counter
+	clientErrors prometheus.Counter
 }
 
 func (m *metrics) backend(service string) backendMetrics {
@@ -111,6 +118,7 @@ func (m *metrics) backend(service string) backendMetrics {
 	}
 	bm.retries = m.retries.WithLabelValues(service)
 	bm.ejected = m.ejected.WithLabelValues(service)
+	bm.clientErrors = m.clientErrors.WithLabelValues(service)
 	return bm
 }
 

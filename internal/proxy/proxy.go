@@ -49,6 +49,10 @@ type Options struct {
 	// MaxIdleConnsPerEndpoint is the idle connections kept per endpoint;
 	// default 256. (net/http's default of 2 churns connections under load.)
 	MaxIdleConnsPerEndpoint int
+	// MaxStreamsPerConnection caps the concurrent requests on one HTTP/2
+	// connection to an endpoint (h2c, gRPC, gRPCs backends); more open
+	// another connection. Default 100; the pod's own limit applies too.
+	MaxStreamsPerConnection int
 	// Retries is the number of extra attempts for a failure that is safe to
 	// retry, used when a backend's Policy.Retries is negative; default 2
 	// (0 means the default; a negative value disables retries).
@@ -74,6 +78,11 @@ type Options struct {
 	Logger *slog.Logger
 	// AccessLog, when non-nil, gets one line per request.
 	AccessLog *slog.Logger
+	// RequestID gives every request an X-Request-Id, passed upstream and
+	// returned to the client: a trusted peer's valid one is kept, any
+	// other is replaced by a generated one. Off: the header passes as it
+	// is, and nothing is added to the request path.
+	RequestID bool
 }
 
 // Proxy is an http.Handler forwarding requests to the pod endpoints of the
@@ -94,6 +103,8 @@ type Proxy struct {
 	brs, bws sync.Pool
 	// unrouted counts requests answered without a route (404/503).
 	unrouted *routeView
+	// ids generates request IDs; nil without Options.RequestID.
+	ids *idSource
 
 	mu  sync.Mutex           // serializes Update
 	ups map[string]*upstream // the registry, by address; guarded by mu
@@ -121,6 +132,9 @@ func New(o Options) *Proxy {
 	case o.Retries < 0:
 		o.Retries = 0
 	}
+	if o.MaxStreamsPerConnection <= 0 {
+		o.MaxStreamsPerConnection = 100
+	}
 	if o.MaxResponseHeaderBytes <= 0 {
 		o.MaxResponseHeaderBytes = 1 << 20
 	}
@@ -143,7 +157,10 @@ func New(o Options) *Proxy {
 	p.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	p.brs.New = func() any { return bufio.NewReaderSize(nil, 4<<10) }
 	p.bws.New = func() any { return bufio.NewWriterSize(nil, 4<<10) }
-	p.unrouted = p.routeView(nil, "")
+	p.unrouted = p.routeView(nil, nil)
+	if o.RequestID {
+		p.ids = newIDSource()
+	}
 	return p
 }
 
@@ -170,6 +187,7 @@ var (
 	bodyBadGateway = []byte("sluice: upstream connection failed\n")
 	bodyTimeout    = []byte("sluice: upstream timed out\n")
 	bodyNoConnect  = []byte("sluice: CONNECT not allowed\n")
+	bodyBadRequest = []byte("sluice: malformed request body\n")
 )
 
 // Immutable header values shared by all requests (the server and transports
@@ -184,6 +202,7 @@ var (
 	valTrailers  = []string{"trailers"}
 	valUpgrade   = []string{"Upgrade"}
 	valEmpty     = []string{""}
+	valClose     = []string{"close"}
 )
 
 // ServeHTTP routes r with one atomic load of the current view and forwards
@@ -194,6 +213,9 @@ var (
 // waiting for response headers).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if p.ids != nil {
+		p.setRequestID(w, r)
+	}
 	if r.Method == http.MethodConnect {
 		// sluice is a reverse proxy: no tunnels to arbitrary authorities.
 		p.answer(w, r, p.unrouted, http.StatusMethodNotAllowed, bodyNoConnect, start)
@@ -217,6 +239,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rv = p.unrouted
 		}
 	}
+	if rv.redirect || rv.hsts != nil {
+		https := p.viaHTTPS(r)
+		if rv.redirect && !https {
+			p.redirectHTTPS(w, r, rv, start)
+			return
+		}
+		if https && rv.hsts != nil {
+			w.Header()["Strict-Transport-Security"] = rv.hsts
+		}
+	}
 	if rv.backend == nil || len(rv.backend.eps) == 0 {
 		p.answer(w, r, rv, http.StatusServiceUnavailable, bodyNoEndpoint, start)
 		return
@@ -226,8 +258,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // answer writes one of the proxy's own short responses and records it.
 func (p *Proxy) answer(w http.ResponseWriter, r *http.Request, rv *routeView, status int, body []byte, start time.Time) {
-	n := writePlain(w, status, body)
-	p.record(r, rv, status, int64(n), "", start)
+	n := p.writeAnswer(w, r, status, body)
+	p.record(r, rv, outcome{status: status, bytes: int64(n)}, start)
 }
 
 func writePlain(w http.ResponseWriter, status int, body []byte) int {
@@ -243,26 +275,50 @@ func writePlain(w http.ResponseWriter, status int, body []byte) int {
 // before the upstream answered, as nginx does.
 const statusClientClosed = 499
 
+// outcome is how a request ended, for metrics and the access log.
+type outcome struct {
+	status int
+	bytes  int64 // response body bytes sent
+	// upstream is the endpoint of the last attempt, "" if none was made;
+	// upstreamTime the time from sending it the request to its response
+	// header (measured only with an access log).
+	upstream     string
+	upstreamTime time.Duration
+	retries      int
+}
+
 // record updates metrics and writes the access log line.
-func (p *Proxy) record(r *http.Request, rv *routeView, status int, n int64, upstream string, start time.Time) {
+func (p *Proxy) record(r *http.Request, rv *routeView, o outcome, start time.Time) {
 	d := time.Since(start)
-	rv.m.requests[codeClass(status)].Inc()
+	rv.m.requests[codeClass(o.status)].Inc()
 	rv.m.duration.Observe(d.Seconds())
 	if p.access == nil {
 		return
 	}
 	ip := p.clientIP(r)
+	var id, ua string
+	if v := r.Header["X-Request-Id"]; len(v) > 0 {
+		id = v[0]
+	}
+	if v := r.Header["User-Agent"]; len(v) > 0 {
+		ua = v[0]
+	}
 	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method),
 		slog.String("host", r.Host),
 		slog.String("path", r.URL.Path),
-		slog.Int("status", status),
-		slog.Int64("bytes", n),
+		slog.String("protocol", r.Proto),
+		slog.Int("status", o.status),
+		slog.Int64("bytes", o.bytes),
 		slog.Duration("duration", d),
-		slog.String("upstream", upstream),
+		slog.String("upstream", o.upstream),
+		slog.Duration("upstream_time", o.upstreamTime),
+		slog.Int("retries", o.retries),
 		slog.String("ingress", rv.ingress),
 		slog.String("service", rv.service),
 		slog.String("client", ip),
+		slog.String("user_agent", ua),
+		slog.String("request_id", id),
 	)
 }
 

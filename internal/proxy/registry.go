@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"sluice.dev/sluice/internal/route"
 )
 
 // upstream is the state of one pod endpoint address. It lives in the
@@ -58,6 +60,10 @@ func (u *upstream) connectFailed(now int64, threshold int, d time.Duration) bool
 // endpoint but set different timeouts need different Transports.
 type poolKey struct {
 	connect, response time.Duration
+	protocol          route.Protocol
+	// tls is the backend's route.UpstreamTLS in comparable form, "" for
+	// none: its server name, skip-verify flag and CA bundle.
+	tls string
 }
 
 // pool holds the idle connections of one upstream and one timeout
@@ -67,7 +73,11 @@ type poolKey struct {
 // connections that finish in-flight requests later are closed as they
 // become idle.
 type pool struct {
-	tr       *http.Transport
+	tr *http.Transport
+	// h2 carries the requests of HTTP/2 backends (h2c, gRPC, gRPCs); nil
+	// for HTTP/1.1 ones.
+	h2       *h2pool
+	scheme   string // of upstream request URLs: "http" or "https"
 	retired  atomic.Bool
 	addr     string
 	dialer   net.Dialer
@@ -84,6 +94,9 @@ type pool struct {
 func (p *pool) retire() {
 	p.retired.Store(true)
 	p.tr.CloseIdleConnections()
+	if p.h2 != nil {
+		p.h2.retire()
+	}
 	p.mu.Lock()
 	idle := p.idle
 	p.idle = nil
@@ -192,8 +205,9 @@ type connectError struct{ err error }
 func (e *connectError) Error() string { return "connecting to upstream: " + e.err.Error() }
 func (e *connectError) Unwrap() error { return e.err }
 
-func (p *Proxy) newPool(addr string, k poolKey) *pool {
+func (p *Proxy) newPool(addr string, k poolKey, ut *route.UpstreamTLS) *pool {
 	pl := &pool{
+		scheme:   "http",
 		addr:     addr,
 		dialer:   net.Dialer{Timeout: k.connect, KeepAlive: 30 * time.Second},
 		response: k.response,
@@ -221,5 +235,37 @@ func (p *Proxy) newPool(addr string, k poolKey) *pool {
 		// As the synchronous path.
 		MaxResponseHeaderBytes: p.opts.MaxResponseHeaderBytes,
 	}
+	switch k.protocol {
+	case route.ProtocolHTTPS:
+		pl.scheme = "https"
+		pl.tr.TLSClientConfig = upstreamTLSConfig(ut, "http/1.1")
+	case route.ProtocolGRPCS:
+		pl.scheme = "https"
+		pl.tr.TLSClientConfig = upstreamTLSConfig(ut, "h2")
+		pl.h2 = newH2Pool(pl.tr, "https", addr, p.opts.MaxStreamsPerConnection)
+	case route.ProtocolH2C, route.ProtocolGRPC:
+		pl.h2 = newH2Pool(pl.tr, "http", addr, p.opts.MaxStreamsPerConnection)
+	}
 	return pl
+}
+
+// roundTripper returns what carries the pool's requests other than the
+// synchronous HTTP/1.1 path's.
+func (p *pool) roundTripper() http.RoundTripper {
+	if p.h2 != nil {
+		return p.h2
+	}
+	return p.tr
+}
+
+// tlsKey is the comparable form of an upstream TLS configuration.
+func tlsKey(t *route.UpstreamTLS) string {
+	if t == nil {
+		return ""
+	}
+	skip := "verify"
+	if t.InsecureSkipVerify {
+		skip = "skip"
+	}
+	return t.ServerName + "\x00" + skip + "\x00" + string(t.CA)
 }

@@ -24,7 +24,11 @@ type routeView struct {
 	backend *backendView // nil for a route without a backend
 	ingress string
 	service string
-	m       routeMetrics
+	// redirect and hsts are the route's SSLRedirect and HSTS (nil for
+	// none) as a header value.
+	redirect bool
+	hsts     []string
+	m        routeMetrics
 }
 
 // backendView is one backend of one table: its endpoints bound to their
@@ -35,6 +39,8 @@ type backendView struct {
 	eps     []endpoint
 	policy  route.Policy
 	retries int
+	// protocol spoken to the endpoints.
+	protocol route.Protocol
 	// hashHeader is Policy.HashHeader in canonical form, so the request
 	// header map can be indexed without allocating.
 	hashHeader string
@@ -128,17 +134,26 @@ func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[
 		for j := range vh.Routes {
 			r := &vh.Routes[j]
 			bv := backend(r.Backend)
-			v.routes[r] = p.routeView(bv, r.Ingress)
+			v.routes[r] = p.routeView(bv, r)
 		}
 	}
 	if bv := backend(cfg.DefaultBackend); bv != nil {
-		bv.dflt = p.routeView(bv, "")
+		bv.dflt = p.routeView(bv, nil)
 	}
 	return v
 }
 
-func (p *Proxy) routeView(bv *backendView, ingress string) *routeView {
-	rv := &routeView{backend: bv, ingress: ingress}
+// routeView returns the view of rt (nil for the table's default route and
+// for requests without a route).
+func (p *Proxy) routeView(bv *backendView, rt *route.Route) *routeView {
+	rv := &routeView{backend: bv}
+	if rt != nil {
+		rv.ingress = rt.Ingress
+		rv.redirect = rt.SSLRedirect
+		if rt.HSTS != "" {
+			rv.hsts = []string{rt.HSTS}
+		}
+	}
 	if bv != nil {
 		rv.service = bv.service
 	}
@@ -159,13 +174,20 @@ func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, use
 	if b.Policy.HashHeader != "" {
 		bv.hashHeader = http.CanonicalHeaderKey(b.Policy.HashHeader)
 	}
-	key := poolKey{connect: p.opts.DialTimeout, response: p.opts.ResponseHeaderTimeout}
+	key := poolKey{connect: p.opts.DialTimeout, response: p.opts.ResponseHeaderTimeout,
+		protocol: b.Protocol, tls: tlsKey(b.TLS)}
+	if b.Protocol.GRPC() {
+		// A client-streaming call's response header comes at its end;
+		// gRPC deadlines bound calls instead.
+		key.response = 0
+	}
 	if b.Policy.ConnectTimeout > 0 {
 		key.connect = b.Policy.ConnectTimeout
 	}
 	if b.Policy.ResponseTimeout > 0 {
 		key.response = b.Policy.ResponseTimeout
 	}
+	bv.protocol = b.Protocol
 
 	seen := make(map[string]bool, len(b.Endpoints))
 	for _, e := range b.Endpoints {
@@ -180,7 +202,7 @@ func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, use
 		}
 		pl := u.pools[key]
 		if pl == nil {
-			pl = p.newPool(e.Address, key)
+			pl = p.newPool(e.Address, key, b.TLS)
 			u.pools[key] = pl
 		}
 		usedUps[u] = true

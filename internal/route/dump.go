@@ -16,7 +16,7 @@ func Dump(c *Config) string {
 		}
 		fmt.Fprintf(&b, "host %s\n", host)
 		for _, r := range vh.Routes {
-			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress)
+			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r))
 		}
 	}
 	if c.DefaultBackend != nil {
@@ -37,7 +37,7 @@ func Dump(c *Config) string {
 	}
 	add(c.DefaultBackend)
 	for _, be := range backends {
-		fmt.Fprintf(&b, "backend %s policy=%s\n", be.Name, dumpPolicy(be.Policy))
+		fmt.Fprintf(&b, "backend %s policy=%s%s\n", be.Name, dumpPolicy(be.Policy), dumpProtocol(be))
 		if len(be.Endpoints) == 0 {
 			b.WriteString("  (no endpoints)\n")
 		}
@@ -56,6 +56,36 @@ func Dump(c *Config) string {
 		fmt.Fprintf(&b, "tls default from %s\n", c.DefaultCertificate.Source)
 	}
 	return b.String()
+}
+
+// dumpHTTPS describes a route's HTTPS settings, "" when it has none.
+func dumpHTTPS(r Route) string {
+	s := ""
+	if r.SSLRedirect {
+		s += " ssl-redirect"
+	}
+	if r.HSTS != "" {
+		s += fmt.Sprintf(" hsts=%q", r.HSTS)
+	}
+	return s
+}
+
+// dumpProtocol describes a backend's protocol, "" for HTTP/1.1.
+func dumpProtocol(be *Backend) string {
+	if be.Protocol == ProtocolHTTP {
+		return ""
+	}
+	s := " protocol=" + be.Protocol.String()
+	if t := be.TLS; t != nil {
+		s += " sni=" + t.ServerName
+		if t.CASource != "" {
+			s += " ca=" + t.CASource
+		}
+		if t.InsecureSkipVerify {
+			s += " insecure-skip-verify"
+		}
+	}
+	return s
 }
 
 func backendName(be *Backend) string {

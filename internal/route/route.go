@@ -99,6 +99,14 @@ type Route struct {
 	// Ingress that defined this route, "namespace/name"; used in metrics,
 	// logs and access logs.
 	Ingress string
+	// SSLRedirect answers requests that did not arrive over HTTPS (the
+	// connection, or X-Forwarded-Proto from a trusted peer) with a 308 to
+	// the same URL over HTTPS. Translate sets it for hosts with TLS unless
+	// the Ingress turns it off.
+	SSLRedirect bool
+	// HSTS is the Strict-Transport-Security value added to responses sent
+	// over HTTPS; "" adds none.
+	HSTS string
 }
 
 // Backend is a Service port and the pod endpoints behind it. Backends are
@@ -115,6 +123,62 @@ type Backend struct {
 	// the route answers 503.
 	Endpoints []Endpoint
 	Policy    Policy
+	// Protocol spoken to the endpoints; the zero value is HTTP/1.1.
+	Protocol Protocol
+	// TLS configures HTTPS and GRPCS; nil for the other protocols.
+	TLS *UpstreamTLS
+}
+
+// Protocol is what the proxy speaks to a backend's endpoints.
+type Protocol uint8
+
+const (
+	// ProtocolHTTP is HTTP/1.1, WebSocket upgrades included (default).
+	ProtocolHTTP Protocol = iota
+	// ProtocolH2C is HTTP/2 without TLS (prior knowledge).
+	ProtocolH2C
+	// ProtocolGRPC is gRPC over HTTP/2 without TLS. It differs from H2C in
+	// the answers of the proxy itself (gRPC statuses) and in having no
+	// response header timeout (a client-streaming call's response header
+	// comes at its end) unless the backend policy sets one.
+	ProtocolGRPC
+	// ProtocolHTTPS is HTTP/1.1 over TLS.
+	ProtocolHTTPS
+	// ProtocolGRPCS is gRPC over HTTP/2 with TLS.
+	ProtocolGRPCS
+)
+
+var protocolNames = [...]string{"http", "h2c", "grpc", "https", "grpcs"}
+
+func (p Protocol) String() string {
+	if int(p) < len(protocolNames) {
+		return protocolNames[p]
+	}
+	return "unknown"
+}
+
+// HTTP2 reports whether the protocol is HTTP/2.
+func (p Protocol) HTTP2() bool { return p == ProtocolH2C || p == ProtocolGRPC || p == ProtocolGRPCS }
+
+// GRPC reports whether the protocol is gRPC.
+func (p Protocol) GRPC() bool { return p == ProtocolGRPC || p == ProtocolGRPCS }
+
+// TLS reports whether the protocol runs over TLS.
+func (p Protocol) TLS() bool { return p == ProtocolHTTPS || p == ProtocolGRPCS }
+
+// UpstreamTLS says how the proxy verifies the endpoints of an HTTPS or
+// GRPCS backend.
+type UpstreamTLS struct {
+	// ServerName is sent as SNI and verified against the certificate.
+	ServerName string
+	// CA holds PEM certificates the endpoints' certificates must chain
+	// to; nil means the system roots.
+	CA []byte
+	// CASource is the Secret CA came from, "namespace/name", "" for none.
+	CASource string
+	// InsecureSkipVerify accepts any certificate. It is set only by an
+	// explicit annotation.
+	InsecureSkipVerify bool
 }
 
 // Endpoint is one pod address.

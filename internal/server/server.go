@@ -79,6 +79,10 @@ type Options struct {
 	// large headers) to net/http. Off: net/http serves every connection.
 	// HTTPS is always served by net/http (HTTP/2 over ALPN).
 	FastHTTP1 bool
+	// H2C serves HTTP/2 without TLS (prior knowledge, as gRPC clients
+	// send it) on the plain-HTTP listener besides HTTP/1.1. With
+	// FastHTTP1, the HTTP/2 preface is handed to net/http.
+	H2C bool
 	// HealthOnTrafficPort also answers /healthz on the traffic listeners;
 	// the path is then not proxied.
 	HealthOnTrafficPort bool
@@ -168,6 +172,12 @@ func New(o Options) (*Server, error) {
 		ConnState:         s.connState,
 		ConnContext:       connContext,
 		ErrorLog:          errorLog,
+	}
+	if o.H2C {
+		s.traffic.Protocols = new(http.Protocols)
+		s.traffic.Protocols.SetHTTP1(true)
+		s.traffic.Protocols.SetHTTP2(true)
+		s.traffic.Protocols.SetUnencryptedHTTP2(true)
 	}
 	if s.httpsLn != nil {
 		// The listener negotiates ALPN with its own config; the server's

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"sluice.dev/sluice/internal/lb"
+	"sluice.dev/sluice/internal/problem"
 )
 
 // TargetType says what is registered. The values match the
@@ -55,23 +56,9 @@ const (
 )
 
 // Problem is something wrong with one object (or the spec) that kept it from
-// becoming a target.
-type Problem struct {
-	Kind      string // "Pod", "Node" or "Spec"
-	Namespace string
-	Name      string
-	Message   string
-}
-
-func (p Problem) String() string {
-	if p.Namespace != "" {
-		return p.Kind + " " + p.Namespace + "/" + p.Name + ": " + p.Message
-	}
-	if p.Name != "" {
-		return p.Kind + " " + p.Name + ": " + p.Message
-	}
-	return p.Kind + ": " + p.Message
-}
+// becoming a target: Kind "Pod", "Node" or "Spec". It is the Problem of
+// translation too (internal/problem).
+type Problem = problem.Problem
 
 // Desired returns the targets for the selected pods, sorted and without
 // duplicates. nodes maps node name to Node.

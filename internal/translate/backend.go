@@ -27,6 +27,7 @@ type serviceKey struct {
 type backendKey struct {
 	svc serviceKey
 	pol policyKey
+	up  upstreamKey
 }
 
 // policyKey is the comparable form of a route.Policy.
@@ -58,13 +59,14 @@ func keyOf(p route.Policy) policyKey {
 // A non-empty reason is a Problem for every Ingress that uses it.
 type resolved struct {
 	endpoints       []route.Endpoint
+	appProtocol     string
 	reason, message string
 }
 
 // backendFor returns the shared Backend for an Ingress backend, or nil after
 // reporting a Problem when the backend cannot be served at all. where names
 // the field for messages, e.g. "spec.defaultBackend".
-func (b *builder) backendFor(ing *networkingv1.Ingress, ib *networkingv1.IngressBackend, pol route.Policy, where string) *route.Backend {
+func (b *builder) backendFor(ing *networkingv1.Ingress, ib *networkingv1.IngressBackend, pol route.Policy, ua upstreamAnnotations, where string) *route.Backend {
 	switch {
 	case ib.Resource != nil:
 		b.problem(ing, "UnsupportedBackend", where+": resource backends are not supported; skipped")
@@ -105,7 +107,15 @@ func (b *builder) backendFor(ing *networkingv1.Ingress, ib *networkingv1.Ingress
 	if res.reason != "" {
 		b.problem(ing, res.reason, res.message)
 	}
-	bk := backendKey{svc: key, pol: keyOf(pol)}
+	proto := protocolOf(res.appProtocol)
+	if ua.protocolSet {
+		proto = ua.protocol
+	}
+	up := upstreamKey{protocol: proto}
+	if proto.TLS() {
+		up.caSecret, up.sni, up.skipVerify = ua.caSecret, ua.sni, ua.skipVerify
+	}
+	bk := backendKey{svc: key, pol: keyOf(pol), up: up}
 	if be := b.backends[bk]; be != nil {
 		return be
 	}
@@ -116,6 +126,14 @@ func (b *builder) backendFor(ing *networkingv1.Ingress, ib *networkingv1.Ingress
 		Port:      key.port,
 		Endpoints: res.endpoints,
 		Policy:    pol,
+		Protocol:  proto,
+	}
+	if proto.TLS() {
+		report := func(reason, msg string) { b.problem(ing, reason, where+": "+msg) }
+		var ok bool
+		if be.TLS, ok = b.upstreamTLS(report, key.namespace, key.service, ua); !ok {
+			be.Endpoints = nil
+		}
 	}
 	b.backends[bk] = be
 	b.variants[key]++
@@ -131,6 +149,11 @@ func (b *builder) nameBackends() {
 			h := fnv.New32a()
 			p := k.pol
 			fmt.Fprintf(h, "%d|%s|%t|%s|%d|%d|%d|%d", p.algorithm, p.hashHeader, p.affinity, p.cookie, p.maxAge, p.retries, p.connect, p.answer)
+			if u := k.up; u != (upstreamKey{}) {
+				// Only backends with a protocol other than HTTP hash it, so
+				// the names of the others stay as they were.
+				fmt.Fprintf(h, "|%d|%s|%s|%t", u.protocol, u.caSecret, u.sni, u.skipVerify)
+			}
 			be.Name += fmt.Sprintf("#%08x", h.Sum32())
 		}
 	}
@@ -157,7 +180,11 @@ func (b *builder) resolve(key serviceKey) resolved {
 	if sp == nil {
 		return resolved{reason: "ServicePortNotFound", message: "service " + nsName + " has no port " + key.port + "; the route answers 503"}
 	}
-	return resolved{endpoints: endpointsOf(b.slices[nsName], sp.Name)}
+	res := resolved{endpoints: endpointsOf(b.slices[nsName], sp.Name)}
+	if sp.AppProtocol != nil {
+		res.appProtocol = *sp.AppProtocol
+	}
+	return res
 }
 
 // endpointsOf returns the addresses of the slices' port called portName:

@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"sluice.dev/sluice/internal/problem"
 	"sluice.dev/sluice/internal/route"
 )
 
@@ -62,6 +63,7 @@ type builder struct {
 	certs    map[string][]string                     // Secret → claimed hosts
 	certOf   map[string]*tls.Certificate             // Secret → key pair
 	vhosts   map[string]*vhostRoutes                 // host → routes
+	tlsHosts map[string]bool                         // hosts some spec.tls entry names
 	problems []Problem
 
 	defaultBackend *route.Backend
@@ -88,6 +90,7 @@ func newBuilder(in Input, opts Options) *builder {
 		certs:    make(map[string][]string),
 		certOf:   make(map[string]*tls.Certificate),
 		vhosts:   make(map[string]*vhostRoutes, len(in.Ingresses)),
+		tlsHosts: make(map[string]bool),
 	}
 	for _, s := range in.Services {
 		if s != nil {
@@ -133,16 +136,23 @@ func (b *builder) problem(ing *networkingv1.Ingress, reason, message string) {
 func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	id := ing.Namespace + "/" + ing.Name
 	pol, errs := parsePolicy(ing.Annotations)
+	hp, httpsErrs := parseHTTPS(ing.Annotations)
+	ua, upErrs := parseUpstream(ing.Annotations)
+	errs = append(append(errs, httpsErrs...), upErrs...)
 	for _, e := range errs {
 		b.problem(ing, "InvalidAnnotation", "annotation "+e.key+": "+e.msg)
 	}
 
+	served := false
 	if db := ing.Spec.DefaultBackend; db != nil {
-		if be := b.backendFor(ing, db, pol, "spec.defaultBackend"); be != nil {
+		if be := b.backendFor(ing, db, pol, ua, "spec.defaultBackend"); be != nil {
 			switch {
 			case b.defaultBackend == nil:
 				b.defaultBackend, b.defaultOwner = be, id
-			case b.defaultBackend != be:
+				served = true
+			case b.defaultBackend == be:
+				served = true
+			default:
 				b.problem(ing, "Conflict", "spec.defaultBackend: the default backend is already set by Ingress "+
 					b.defaultOwner+", which takes precedence (older, or first by namespace/name); ignored")
 			}
@@ -164,17 +174,24 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 			continue
 		}
 		for j := range rule.HTTP.Paths {
-			b.addPath(ing, id, host, &rule.HTTP.Paths[j], fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j), pol)
+			if b.addPath(ing, id, host, &rule.HTTP.Paths[j], fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j), pol, hp, ua) {
+				served = true
+			}
 		}
 	}
-	b.addTLS(ing, ruleHosts)
+	if b.addTLS(ing, ruleHosts) {
+		served = true
+	}
+	if !served {
+		b.problem(ing, ReasonNotServed, "no rule, default backend or certificate of this Ingress is served (see its other problems); its status is not written")
+	}
 }
 
-func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *networkingv1.HTTPIngressPath, where string, pol route.Policy) {
+func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *networkingv1.HTTPIngressPath, where string, pol route.Policy, hp httpsPolicy, ua upstreamAnnotations) (added bool) {
 	pt, path, msg := checkPath(p)
 	if msg != "" {
 		b.problem(ing, "InvalidPath", where+": "+msg+"; skipped")
-		return
+		return false
 	}
 	vh := b.vhosts[host]
 	if vh == nil {
@@ -188,14 +205,18 @@ func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *network
 		} else {
 			b.problem(ing, "Conflict", fmt.Sprintf("%s: host %s %s %s is already routed by Ingress %s, which takes precedence (older, or first by namespace/name); skipped", where, hostLabel(host), pt, path, owner))
 		}
-		return
+		return false
 	}
-	be := b.backendFor(ing, &p.Backend, pol, where)
+	be := b.backendFor(ing, &p.Backend, pol, ua, where)
 	if be == nil {
-		return
+		return false
 	}
 	vh.owners[mk] = id
-	vh.routes = append(vh.routes, route.Route{PathType: pt, Path: path, Backend: be, Ingress: id})
+	// SSLRedirect is what the Ingress wants; virtualHosts keeps it only
+	// for hosts with TLS, known once every Ingress is added.
+	vh.routes = append(vh.routes, route.Route{PathType: pt, Path: path, Backend: be, Ingress: id,
+		SSLRedirect: hp.redirect, HSTS: hp.hsts})
+	return true
 }
 
 func hostLabel(h string) string {
@@ -206,12 +227,18 @@ func hostLabel(h string) string {
 }
 
 // virtualHosts returns the hosts that have routes, sorted by host, each with
-// its routes sorted by path type and path.
+// its routes sorted by path type and path. Routes of hosts without TLS lose
+// their SSLRedirect.
 func (b *builder) virtualHosts() []route.VirtualHost {
 	out := make([]route.VirtualHost, 0, len(b.vhosts))
 	for host, vh := range b.vhosts {
 		if len(vh.routes) == 0 {
 			continue
+		}
+		if !coveredByTLS(host, b.tlsHosts) {
+			for i := range vh.routes {
+				vh.routes[i].SSLRedirect = false
+			}
 		}
 		slices.SortFunc(vh.routes, func(x, y route.Route) int {
 			return cmp.Or(cmp.Compare(x.PathType, y.PathType), strings.Compare(x.Path, y.Path))
@@ -225,14 +252,22 @@ func (b *builder) virtualHosts() []route.VirtualHost {
 // sortProblems sorts and removes duplicates (an Ingress that names a missing
 // Service twice gets one Problem).
 func sortProblems(ps []Problem) []Problem {
-	slices.SortFunc(ps, func(a, b Problem) int {
-		return cmp.Or(
-			strings.Compare(a.Kind, b.Kind),
-			strings.Compare(a.Namespace, b.Namespace),
-			strings.Compare(a.Name, b.Name),
-			strings.Compare(a.Reason, b.Reason),
-			strings.Compare(a.Message, b.Message),
-		)
-	})
+	slices.SortFunc(ps, problem.Compare)
 	return slices.Compact(ps)
+}
+
+// ReasonNotServed is the Problem of an Ingress none of whose rules, default
+// backend or spec.tls certificates made it into the routing table.
+const ReasonNotServed = "NotServed"
+
+// Fatal reports whether problems (from Build) say that nothing of the
+// Ingress namespace/name is served. Such an Ingress gets no status: a
+// load balancer address there would claim it works.
+func Fatal(problems []Problem, namespace, name string) bool {
+	for _, p := range problems {
+		if p.Kind == "Ingress" && p.Namespace == namespace && p.Name == name && p.Reason == ReasonNotServed {
+			return true
+		}
+	}
+	return false
 }

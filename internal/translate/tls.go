@@ -68,7 +68,8 @@ func parseSecret(nsName string, s *corev1.Secret) keyPair {
 // oldest first), whether or not its Secret is usable: a missing or broken
 // Secret loses only its own hosts' TLS (they get the default certificate)
 // and never hands them to a newer Ingress.
-func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) {
+// It reports whether the Ingress now serves a certificate for some name.
+func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) (claimed bool) {
 	for i, t := range ing.Spec.TLS {
 		where := fmt.Sprintf("spec.tls[%d]", i)
 		hosts := t.Hosts
@@ -78,6 +79,11 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) {
 				continue
 			}
 			hosts = ruleHosts
+		}
+		for _, h := range hosts {
+			if h, msg := checkHost(h); msg == "" && h != "" {
+				b.tlsHosts[h] = true
+			}
 		}
 		if t.SecretName == "" {
 			continue
@@ -102,6 +108,7 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) {
 				if kp.cert != nil {
 					b.certs[source] = append(b.certs[source], h)
 					b.certOf[source] = kp.cert
+					claimed = true
 				}
 				continue
 			}
@@ -110,6 +117,7 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) {
 			}
 		}
 	}
+	return claimed
 }
 
 // certificates returns the claimed certificates sorted by source, hosts

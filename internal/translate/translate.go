@@ -56,6 +56,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+
+	"sluice.dev/sluice/internal/problem"
 )
 
 // ControllerName is the IngressClass spec.controller value sluice serves.
@@ -82,18 +84,9 @@ type Options struct {
 	DefaultCertificate string
 }
 
-// Problem is something wrong with one object. The object's other parts, and
-// every other object, are still served where possible.
-type Problem struct {
-	Kind      string // "Ingress", "Secret", ...
-	Namespace string
-	Name      string
-	// Reason is a short CamelCase word for Events and metrics labels, e.g.
-	// "InvalidAnnotation", "ServiceNotFound", "Conflict".
-	Reason string
-	// Message says what is wrong and what was done about it.
-	Message string
-}
+// Problem is something wrong with one object: Kind "Ingress" or "Secret",
+// with a Reason. Target planning shares the type (internal/problem).
+type Problem = problem.Problem
 
 // withDefaults fills in the defaults of IngressClass and ControllerName.
 func (o Options) withDefaults() Options {

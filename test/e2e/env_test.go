@@ -40,6 +40,8 @@ const (
 	appName   = "echo"
 	appHost   = "echo.test"
 	backend   = "sluice"
+	// grpcBackend is HAProxy's TCP-mode backend of the proxies (h2c).
+	grpcBackend = "sluice-grpc"
 )
 
 // env is one cluster with HAProxy, the controller, the proxies and the app.
@@ -52,6 +54,7 @@ type env struct {
 	kube     kubernetes.Interface
 	cl       client.Client
 	lbPort   int
+	grpcPort int // HAProxy's TCP-mode frontend, backend grpcBackend
 	lbSock   string
 	lbArgs   []string // extra haproxy arguments (e.g. master-worker: -W -S SOCK)
 	lbGlobal string   // extra lines of haproxy's global section
@@ -90,7 +93,7 @@ func repoRoot(t *testing.T) string {
 func build(t *testing.T, root, dir string) (sluice, echo string) {
 	t.Helper()
 	sluice = os.Getenv("SLUICE_BIN")
-	targets := map[string]string{"echo": "./test/echo"}
+	targets := map[string]string{"echo": "./test/echo", "grpcecho": "./test/grpcecho/grpcserver"}
 	if sluice == "" {
 		targets["sluice"] = "./cmd/sluice"
 	}
@@ -101,9 +104,10 @@ func build(t *testing.T, root, dir string) (sluice, echo string) {
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("building %s: %v\n%s", pkg, err, b)
 		}
-		if name == "sluice" {
+		switch name {
+		case "sluice":
 			sluice = out
-		} else {
+		case "echo":
 			echo = out
 		}
 	}
@@ -161,7 +165,7 @@ func bootClusterOf(t *testing.T, prefix string, nodes []cluster.NodeSpec) *env {
 	e := &env{t: t, root: repoRoot(t), dir: t.TempDir()}
 	var echo string
 	e.sluice, echo = build(t, e.root, e.dir)
-	e.c = cluster.StartForTest(t, cluster.Options{Nodes: nodes, Images: map[string]string{"sluice": e.sluice, "echo": echo}, Prefix: prefix})
+	e.c = cluster.StartForTest(t, cluster.Options{Nodes: nodes, Images: map[string]string{"sluice": e.sluice, "echo": echo, "grpcecho": filepath.Join(e.dir, "grpcecho")}, Prefix: prefix})
 	e.kube = e.c.Client()
 	cl, err := client.New(e.c.RESTConfig(), client.Options{Scheme: ct.Scheme()})
 	if err != nil {
@@ -217,6 +221,7 @@ func freePort(t *testing.T) int {
 func (e *env) startHAProxy() {
 	e.t.Helper()
 	e.lbPort = freePort(e.t)
+	e.grpcPort = freePort(e.t)
 	e.lbSock = filepath.Join(e.dir, "haproxy.sock")
 	extra := ""
 	if e.lbAPI != "" {
@@ -239,7 +244,15 @@ backend %s
     balance roundrobin
     option httpchk GET /healthz
 %s
-`, e.lbSock, extra, e.lbGlobal, e.lbPort, backend, backend, e.lbBack)
+frontend fe-grpc
+    mode tcp
+    bind 127.0.0.1:%d
+    default_backend %s
+backend %s
+    mode tcp
+    balance roundrobin
+    option httpchk GET /healthz
+`, e.lbSock, extra, e.lbGlobal, e.lbPort, backend, backend, e.lbBack, e.grpcPort, grpcBackend, grpcBackend)
 	for _, b := range e.backends {
 		cfg += fmt.Sprintf("backend %s\n    balance roundrobin\n", b)
 	}

@@ -7,6 +7,7 @@
 //	binding reconciler ─► state.Store ─► Notifier ─► pod-status reconciler
 //	ingress-status reconciler (independent)
 //	DNS reconciler (independent, when DNS is configured)
+//	ingress-problems reconciler (independent): translation problems as Events
 package manager
 
 import (
@@ -17,11 +18,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -32,6 +36,7 @@ import (
 	dnsctl "sluice.dev/sluice/internal/controller/dns"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
 	"sluice.dev/sluice/internal/controller/podstatus"
+	"sluice.dev/sluice/internal/controller/problems"
 	"sluice.dev/sluice/internal/controller/provider"
 	"sluice.dev/sluice/internal/controller/state"
 	dnsmodel "sluice.dev/sluice/internal/dns"
@@ -124,6 +129,11 @@ func New(o Options) (ctrl.Manager, error) {
 		Cache: cache.Options{
 			SyncPeriod:       &sync,
 			DefaultTransform: cache.TransformStripManagedFields(),
+			// Only TLS Secrets, as the proxies read: a cluster holds many
+			// large Secrets the problems reconciler has no use for.
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))},
+			},
 		},
 	})
 	if err != nil {
@@ -182,7 +192,16 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr)); err != nil {
+	probs, err := problems.New(problems.Options{
+		Client:       mgr.GetClient(),
+		Recorder:     recorder,
+		IngressClass: o.IngressClass,
+		Logger:       o.Logger.With("controller", "ingressproblems"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr)); err != nil {
 		return nil, err
 	}
 	if o.DNS != nil {

@@ -1,0 +1,156 @@
+// Package problems is the Ingress-problems reconciler: on the controller's
+// leader (not on every proxy replica) it runs the proxies' own pure
+// translation over the cluster's Ingresses, IngressClasses, Services and
+// TLS Secrets, and emits a Warning Event on the Ingress for every problem
+// that is new since the last run: a rejected rule, an invalid annotation
+// and why, a conflict naming the Ingress that wins, a missing Service, port
+// or Secret, a bad certificate, an Ingress of which nothing is served.
+//
+//	Ingresses, IngressClasses, Services, Secrets ─► translate.Build (pure) ─► problem.Announcer ─► Events
+//
+// Every change runs the whole translation (it is the same work each proxy
+// does on every change, and the cluster-wide view is what decides
+// conflicts). The Announcer makes each problem an Event once per change:
+// resyncs and unrelated changes announce nothing; a problem that is fixed
+// and comes back is announced again. A new leader announces the problems
+// it finds once.
+package problems
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sluice.dev/sluice/internal/problem"
+	"sluice.dev/sluice/internal/translate"
+)
+
+// Recorder emits Kubernetes Events (the events.k8s.io EventRecorder).
+type Recorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+var _ Recorder = events.EventRecorder(nil)
+
+// Options configures a Reconciler.
+type Options struct {
+	// Client lists Ingresses, IngressClasses, Services and Secrets (the
+	// manager's cache holds only TLS Secrets). Required.
+	Client client.Reader
+	// Recorder emits the Events. Required.
+	Recorder Recorder
+	// IngressClass and ControllerName select the Ingresses, as for the
+	// proxies. Defaults "sluice" and translate.ControllerName.
+	IngressClass, ControllerName string
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// Reconciler announces translation problems as Events. Every request
+// reconciles the whole cluster; the request's name does not matter.
+type Reconciler struct {
+	opts      Options
+	log       *slog.Logger
+	announcer problem.Announcer
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// New returns a Reconciler.
+func New(o Options) (*Reconciler, error) {
+	if o.Client == nil || o.Recorder == nil {
+		return nil, errors.New("creating ingress-problems reconciler: Client and Recorder are required")
+	}
+	o.IngressClass = cmp.Or(o.IngressClass, translate.DefaultIngressClass)
+	o.ControllerName = cmp.Or(o.ControllerName, translate.ControllerName)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return &Reconciler{opts: o, log: o.Logger}, nil
+}
+
+// EventAction is the action of the Events emitted.
+const EventAction = "Translate"
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	in, err := r.read(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	_, ps := translate.Build(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName})
+	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))
+	for _, ing := range in.Ingresses {
+		ingresses[types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}] = ing
+	}
+	fresh := r.announcer.Announce(onIngresses(ps))
+	for _, p := range fresh {
+		ing := ingresses[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
+		if ing == nil {
+			continue
+		}
+		r.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, p.Reason, EventAction, "%s", p.Message)
+	}
+	if len(fresh) > 0 {
+		r.log.Info("announced ingress problems", "new", len(fresh), "total", len(ps))
+	}
+	return reconcile.Result{}, nil
+}
+
+// onIngresses keeps the problems of Ingresses, the objects users wrote
+// (problems of Kind "Secret" are about the proxies' own options).
+func onIngresses(ps []problem.Problem) []problem.Problem {
+	out := ps[:0:0]
+	for _, p := range ps {
+		if p.Kind == "Ingress" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// read lists the objects translation needs. EndpointSlices are left out:
+// endpoints make no problems.
+func (r *Reconciler) read(ctx context.Context) (translate.Input, error) {
+	var in translate.Input
+	var ings networkingv1.IngressList
+	if err := r.opts.Client.List(ctx, &ings); err != nil {
+		return in, fmt.Errorf("listing ingresses: %w", err)
+	}
+	var classes networkingv1.IngressClassList
+	if err := r.opts.Client.List(ctx, &classes); err != nil {
+		return in, fmt.Errorf("listing ingress classes: %w", err)
+	}
+	var svcs corev1.ServiceList
+	if err := r.opts.Client.List(ctx, &svcs); err != nil {
+		return in, fmt.Errorf("listing services: %w", err)
+	}
+	var secrets corev1.SecretList
+	if err := r.opts.Client.List(ctx, &secrets); err != nil {
+		return in, fmt.Errorf("listing secrets: %w", err)
+	}
+	for i := range ings.Items {
+		in.Ingresses = append(in.Ingresses, &ings.Items[i])
+	}
+	for i := range classes.Items {
+		in.IngressClasses = append(in.IngressClasses, &classes.Items[i])
+	}
+	for i := range svcs.Items {
+		in.Services = append(in.Services, &svcs.Items[i])
+	}
+	for i := range secrets.Items {
+		if secrets.Items[i].Type == corev1.SecretTypeTLS {
+			in.Secrets = append(in.Secrets, &secrets.Items[i])
+		}
+	}
+	return in, nil
+}

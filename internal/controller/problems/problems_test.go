@@ -1,0 +1,103 @@
+package problems
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ct "sluice.dev/sluice/internal/controller/controllertest"
+)
+
+func ingress(name, svc string, ann map[string]string, created int64) *networkingv1.Ingress {
+	class := "sluice"
+	return &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann, CreationTimestamp: metav1.Unix(created, 0)},
+		Spec: networkingv1.IngressSpec{IngressClassName: &class, Rules: []networkingv1.IngressRule{{
+			Host: "shop.example.com",
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: ptr(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}},
+			}}}},
+		}}},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func service(name string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}}}
+}
+
+// TestEventsOncePerChange: each problem is an Event on its Ingress once;
+// a resync announces nothing; a fix and a new problem announce only the
+// new one.
+func TestEventsOncePerChange(t *testing.T) {
+	ctx := context.Background()
+	c := ct.NewClient(interceptor.Funcs{},
+		ingress("old", "web", nil, 1),
+		ingress("new", "missing", map[string]string{"sluice.dev/retries": "many"}, 2),
+		service("web"))
+	rec := &ct.Recorder{}
+	r, err := New(Options{Client: c, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	got := map[string]string{}
+	for _, e := range rec.Events() {
+		if e.Type != corev1.EventTypeWarning {
+			t.Errorf("event type %s", e.Type)
+		}
+		got[e.Reason] = e.Note
+		if !strings.HasSuffix(e.Object, "default/new") {
+			t.Errorf("event on %s: %s %s", e.Object, e.Reason, e.Note)
+		}
+	}
+	for reason, part := range map[string]string{
+		"Conflict":          "already routed by Ingress default/old",
+		"InvalidAnnotation": "sluice.dev/retries",
+		"NotServed":         "no rule",
+	} {
+		if !strings.Contains(got[reason], part) {
+			t.Errorf("%s event %q lacks %q", reason, got[reason], part)
+		}
+	}
+	n := len(rec.Events())
+	run() // a resync
+	if len(rec.Events()) != n {
+		t.Errorf("resync announced %v", rec.Events()[n:])
+	}
+
+	// The user fixes the annotation and breaks the Service name of old.
+	var ing networkingv1.Ingress
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "new"}, &ing); err != nil {
+		t.Fatal(err)
+	}
+	ing.Annotations = nil
+	if err := c.Update(ctx, &ing); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, service("web")); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	fresh := rec.Events()[n:]
+	if len(fresh) != 1 || fresh[0].Reason != "ServiceNotFound" || !strings.HasSuffix(fresh[0].Object, "default/old") {
+		t.Errorf("after the change: %v, want one ServiceNotFound on default/old", fresh)
+	}
+}

@@ -1,0 +1,131 @@
+package translate
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Annotations of the HTTPS behaviour of an Ingress's routes.
+const (
+	// AnnotationSSLRedirect: "false" serves the Ingress's TLS hosts over
+	// plain HTTP too; default "true", a 308 redirect to HTTPS for every
+	// host that has TLS.
+	AnnotationSSLRedirect = "sluice.dev/ssl-redirect"
+	// AnnotationHSTSMaxAge enables Strict-Transport-Security on HTTPS
+	// responses: whole seconds (or a Go duration) up to MaxHSTSMaxAge.
+	AnnotationHSTSMaxAge = "sluice.dev/hsts-max-age"
+	// AnnotationHSTSIncludeSubdomains adds includeSubDomains: "true" or
+	// "false" (default).
+	AnnotationHSTSIncludeSubdomains = "sluice.dev/hsts-include-subdomains"
+	// AnnotationHSTSPreload adds preload: "true" or "false" (default). It
+	// needs includeSubDomains and a max-age of at least a year, as the
+	// browsers' preload lists do.
+	AnnotationHSTSPreload = "sluice.dev/hsts-preload"
+)
+
+// Limits of the HSTS annotations.
+const (
+	// MaxHSTSMaxAge is the longest HSTS max-age accepted (two years).
+	MaxHSTSMaxAge = 2 * 365 * 24 * time.Hour
+	// minPreloadMaxAge is the shortest max-age preload lists accept.
+	minPreloadMaxAge = 365 * 24 * time.Hour
+)
+
+// httpsPolicy is what an Ingress asks of its routes' HTTPS behaviour.
+type httpsPolicy struct {
+	// redirect is wanted; it applies only to hosts that have TLS.
+	redirect bool
+	// hsts is the Strict-Transport-Security value, "" for none.
+	hsts string
+}
+
+// parseHTTPS reads the redirect and HSTS annotations. Invalid values are
+// reported and replaced by their default.
+func parseHTTPS(ann map[string]string) (httpsPolicy, []annotationError) {
+	hp := httpsPolicy{redirect: true}
+	var errs []annotationError
+	fail := func(key, msg string) { errs = append(errs, annotationError{key, msg}) }
+
+	if v, ok := ann[AnnotationSSLRedirect]; ok {
+		b, valid := parseBool(v)
+		if !valid {
+			fail(AnnotationSSLRedirect, `must be "true" or "false"; redirecting`)
+			b = true
+		}
+		hp.redirect = b
+	}
+
+	v, on := ann[AnnotationHSTSMaxAge]
+	var maxAge time.Duration
+	if on {
+		d, valid := parseDuration(v, MaxHSTSMaxAge)
+		if !valid || d%time.Second != 0 {
+			fail(AnnotationHSTSMaxAge, "must be whole seconds (e.g. 31536000 or 8760h) up to 17520h; no HSTS")
+			on = false
+		}
+		maxAge = d
+	}
+	flag := func(key string) bool {
+		v, ok := ann[key]
+		if !ok {
+			return false
+		}
+		b, valid := parseBool(v)
+		switch {
+		case !valid:
+			fail(key, `must be "true" or "false"; using false`)
+		case !on && b:
+			fail(key, "has no effect without a valid "+AnnotationHSTSMaxAge)
+		}
+		return valid && b
+	}
+	sub := flag(AnnotationHSTSIncludeSubdomains)
+	preload := flag(AnnotationHSTSPreload)
+	if !on {
+		return hp, errs
+	}
+	if preload && (!sub || maxAge < minPreloadMaxAge) {
+		fail(AnnotationHSTSPreload, "needs "+AnnotationHSTSIncludeSubdomains+": \"true\" and a max-age of at least 31536000; preload left out")
+		preload = false
+	}
+	hp.hsts = "max-age=" + strconv.FormatInt(int64(maxAge/time.Second), 10)
+	if sub {
+		hp.hsts += "; includeSubDomains"
+	}
+	if preload {
+		hp.hsts += "; preload"
+	}
+	return hp, errs
+}
+
+// parseBool accepts "true" and "false", the values Kubernetes annotations
+// use, with surrounding space.
+func parseBool(v string) (b, ok bool) {
+	switch strings.TrimSpace(v) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// coveredByTLS reports whether a rule host is among the TLS hosts, exactly
+// or through a wildcard TLS host one label up. The rule without a host
+// ("") is never covered: there is no name to redirect to.
+func coveredByTLS(host string, tlsHosts map[string]bool) bool {
+	if host == "" {
+		return false
+	}
+	if tlsHosts[host] {
+		return true
+	}
+	if strings.HasPrefix(host, "*.") {
+		return false
+	}
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		return tlsHosts["*"+host[i:]]
+	}
+	return false
+}

@@ -1,0 +1,267 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/test/grpcecho"
+)
+
+const (
+	grpcNS   = "grpc"
+	grpcApp  = "greeter"
+	grpcHost = "grpc.test"
+)
+
+// TestDataPlane checks what issue 17 adds on a real cluster: a broken
+// Ingress gets the expected Events from the controller, and a gRPC app
+// rolled under gRPC load, through HAProxy in TCP mode in front of the
+// proxies (h2c), loses no call (case grpc-roll).
+func TestDataPlane(t *testing.T) {
+	e := newEnv(t)
+	e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: grpcNS}})
+
+	cs := newCases(e)
+	if cs.wants("ingress-events") {
+		e.brokenIngressEvents()
+	}
+	if cs.wants("grpc-roll") {
+		e.grpcRoll()
+	}
+}
+
+// brokenIngressEvents creates an Ingress with an invalid annotation, a
+// missing Service and a missing Secret, and waits for one Event of each.
+func (e *env) brokenIngressEvents() {
+	e.t.Helper()
+	class := "sluice"
+	prefix := networkingv1.PathTypePrefix
+	e.create(&networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: grpcNS, Name: "broken", Annotations: map[string]string{"sluice.dev/retries": "lots"}},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: &class,
+			TLS:              []networkingv1.IngressTLS{{Hosts: []string{"broken.test"}, SecretName: "absent"}},
+			Rules: []networkingv1.IngressRule{{Host: "broken.test", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{
+					Service: &networkingv1.IngressServiceBackend{Name: "nowhere", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+			}}}},
+		},
+	})
+	want := map[string]string{
+		"InvalidAnnotation": "sluice.dev/retries",
+		"ServiceNotFound":   "nowhere",
+		"SecretNotFound":    "absent",
+	}
+	var got map[string]int
+	e.eventually(2*time.Minute, "Events on the broken Ingress", func(ctx context.Context) (bool, error) {
+		var list eventsv1.EventList
+		if err := e.cl.List(ctx, &list, client.InNamespace(grpcNS)); err != nil {
+			return false, err
+		}
+		got = map[string]int{}
+		for _, ev := range list.Items {
+			if ev.Regarding.Kind != "Ingress" || ev.Regarding.Name != "broken" || ev.Type != corev1.EventTypeWarning {
+				continue
+			}
+			if part, ok := want[ev.Reason]; ok && strings.Contains(ev.Note, part) {
+				got[ev.Reason]++
+			}
+		}
+		return len(got) == len(want), nil
+	})
+	// requests: the Events expected; failed: those missing (none, or the
+	// wait above failed the test).
+	line := fmt.Sprintf("e2e ingress-events: requests=%d failed=%d reasons=%d", len(want), len(want)-len(got), len(got))
+	e.summary(line)
+}
+
+// grpcRoll deploys the gRPC app and the proxies (with --h2c), binds the
+// proxies to HAProxy's TCP-mode backend, and restarts the app under load.
+func (e *env) grpcRoll() {
+	e.t.Helper()
+	e.create(grpcObjects()...)
+	d := e.proxyDeployment()
+	d.Spec.Template.Spec.Containers[0].Args = append(d.Spec.Template.Spec.Containers[0].Args, "--h2c")
+	e.create(d)
+	e.binding(true)
+	e.grpcBinding()
+	e.settled(grpcNS, grpcApp, 2*time.Minute)
+	e.settled(proxyNS, proxyName, 2*time.Minute)
+
+	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", e.grpcPort),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority(grpcHost))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cc.Close()
+	e.eventually(time.Minute, "a gRPC call through HAProxy and sluice", func(ctx context.Context) (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		got, err := grpcecho.Unary(cctx, cc, "ping")
+		return err == nil && strings.HasPrefix(got, grpcApp), nil
+	})
+	if err := grpcecho.Exercise(context.Background(), cc, grpcApp); err != nil {
+		e.t.Fatalf("every kind of call: %v", err)
+	}
+
+	var calls, failed, streams atomic.Int64
+	var mu sync.Mutex
+	var firstErrs []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				var err error
+				if (i+w)%10 == 0 {
+					streams.Add(1)
+					err = serverStream(ctx, cc, "5/20ms", 5)
+				} else {
+					_, err = grpcecho.Unary(ctx, cc, "x")
+				}
+				cancel()
+				calls.Add(1)
+				if err != nil {
+					failed.Add(1)
+					mu.Lock()
+					if len(firstErrs) < 5 {
+						firstErrs = append(firstErrs, err.Error())
+					}
+					mu.Unlock()
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(3 * time.Second)
+	e.restartDeployment(grpcNS, grpcApp)
+	e.settled(grpcNS, grpcApp, 3*time.Minute)
+	time.Sleep(5 * time.Second) // the last old pods' exits
+	close(stop)
+	wg.Wait()
+
+	e.summary(fmt.Sprintf("e2e grpc-roll: requests=%d failed=%d streams=%d", calls.Load(), failed.Load(), streams.Load()))
+	if failed.Load() > 0 {
+		e.t.Errorf("grpc-roll: %d of %d calls failed; first errors: %s", failed.Load(), calls.Load(), strings.Join(firstErrs, " | "))
+	}
+}
+
+// summary logs a case's summary line, prints it as cases.report does, and
+// appends it to SLUICE_E2E_SUMMARY.
+func (e *env) summary(line string) {
+	e.t.Log(line)
+	fmt.Println(line)
+	if path := os.Getenv("SLUICE_E2E_SUMMARY"); path != "" {
+		if fh, err := os.OpenFile(filepath.Clean(path), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			_, _ = fh.WriteString(line + "\n")
+			_ = fh.Close()
+		}
+	}
+}
+
+// serverStream reads a server stream and checks it has n messages.
+func serverStream(ctx context.Context, cc grpc.ClientConnInterface, req string, n int) error {
+	st, err := grpcecho.Stream(ctx, cc, "ServerStream")
+	if err != nil {
+		return err
+	}
+	if err := grpcecho.Send(st, req); err != nil {
+		return err
+	}
+	if err := st.CloseSend(); err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		if _, err := grpcecho.Recv(st); err != nil {
+			if errors.Is(err, io.EOF) && i == n {
+				return nil
+			}
+			return fmt.Errorf("stream message %d: %w", i, err)
+		}
+	}
+}
+
+// grpcBinding binds the proxies to HAProxy's TCP-mode backend (no
+// readiness gate or drain handshake of its own: the HTTP binding has them).
+func (e *env) grpcBinding() {
+	e.t.Helper()
+	off := false
+	b := &v1alpha1.LoadBalancerBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "haproxy-grpc"},
+		Spec: v1alpha1.LoadBalancerBindingSpec{
+			Selector:      metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": proxyName}},
+			Port:          intstr.FromString("http"),
+			Provider:      v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: "unix://" + e.lbSock, Backend: grpcBackend}},
+			ReadinessGate: &off,
+			Drain:         v1alpha1.DrainSpec{Handshake: &off},
+		},
+	}
+	e.create(b)
+}
+
+// grpcObjects is the gRPC app, made from the echo app's objects: three
+// pods serving grpcecho (rolled one at a time), a Service whose port says
+// appProtocol grpc, and an Ingress for grpcHost.
+func grpcObjects() []client.Object {
+	labels := map[string]string{"app.kubernetes.io/name": grpcApp} // as env.pods selects
+	appProtocol := "grpc"
+	var out []client.Object
+	for _, o := range echoObjects() {
+		switch o := o.(type) {
+		case *appsv1.Deployment:
+			o.Namespace, o.Name = grpcNS, grpcApp
+			o.Spec.Selector.MatchLabels, o.Spec.Template.Labels = labels, labels
+			grace := int64(20)
+			o.Spec.Template.Spec.TerminationGracePeriodSeconds = &grace
+			c := &o.Spec.Template.Spec.Containers[0]
+			c.Name, c.Image = "grpc", "grpcecho"
+			c.Args = []string{"--listen", "$(POD_IP):50051", "--name", "$(POD_NAME)", "--shutdown-delay", "3s"}
+			c.Ports = []corev1.ContainerPort{{Name: "grpc", ContainerPort: 50051}}
+			c.ReadinessProbe.ProbeHandler = corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("grpc")}}
+			out = append(out, o)
+		case *corev1.Service:
+			o.Namespace, o.Name = grpcNS, grpcApp
+			o.Spec.Selector = labels
+			o.Spec.Ports = []corev1.ServicePort{{Name: "grpc", Port: 50051, TargetPort: intstr.FromString("grpc"), AppProtocol: &appProtocol}}
+			out = append(out, o)
+		case *networkingv1.Ingress:
+			o.Namespace, o.Name = grpcNS, grpcApp
+			rule := &o.Spec.Rules[0]
+			rule.Host = grpcHost
+			rule.HTTP.Paths[0].Backend.Service = &networkingv1.IngressServiceBackend{Name: grpcApp, Port: networkingv1.ServiceBackendPort{Name: "grpc"}}
+			out = append(out, o)
+		}
+	}
+	return out
+}
