@@ -43,6 +43,7 @@ func TestParseControllerFlagsErrors(t *testing.T) {
 }
 
 func TestParseDNSFlags(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "sluice-system") // the default of --binding-namespaces
 	c, err := parseControllerFlags([]string{"--dns-provider", "rfc2136", "--dns-zone", "example.com", "--dns-zone", "example.org",
 		"--dns-owner-id", "prod-eu", "--rfc2136-server", "127.0.0.1:53", "--dns-policy", "upsert-only"}, io.Discard)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestEvictionWebhookFlags(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "sluice-system") // the default of --binding-namespaces
 	c, err := parseControllerFlags([]string{"--eviction-webhook-address=:9443", "--eviction-webhook-service=sluice-system/sluice-controller:443"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
