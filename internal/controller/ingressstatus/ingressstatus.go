@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,6 +93,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	cur := ing.Status.LoadBalancer.Ingress
 	var want []networkingv1.IngressLoadBalancerIngress
 	if serving.Serves(&ing) {
+		ok, err := r.servable(ctx, &ing, classes.Items)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if !ok {
+			r.log.Debug("ingress status not written: nothing of the Ingress is served", "ingress", req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
 		addrs, known := serving.Addresses(&ing)
 		if !known {
 			r.log.Debug("ingress status kept: its load balancer's addresses are not known", "ingress", req.NamespacedName)
@@ -114,6 +123,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.log.Info("ingress status", "ingress", req.NamespacedName, "addresses", addresses(want))
 	return reconcile.Result{}, nil
+}
+
+// servable reports whether the proxies' own translation serves anything of
+// ing: a rule, its default backend or a certificate. An Ingress of which
+// nothing is served (translate.Fatal) gets no status, since an address there
+// would claim it works. ing is translated alone, with its namespace's TLS
+// Secrets: conflicts with other Ingresses do not count here (they are
+// reported as Events by the problems reconciler).
+func (r *Reconciler) servable(ctx context.Context, ing *networkingv1.Ingress, classes []networkingv1.IngressClass) (bool, error) {
+	var secrets corev1.SecretList
+	if err := r.opts.Client.List(ctx, &secrets, client.InNamespace(ing.Namespace)); err != nil {
+		return false, fmt.Errorf("listing secrets of %s: %w", ing.Namespace, err)
+	}
+	in := translate.Input{Ingresses: []*networkingv1.Ingress{ing}}
+	for i := range classes {
+		in.IngressClasses = append(in.IngressClasses, &classes[i])
+	}
+	for i := range secrets.Items {
+		if secrets.Items[i].Type == corev1.SecretTypeTLS {
+			in.Secrets = append(in.Secrets, &secrets.Items[i])
+		}
+	}
+	_, ps := translate.Build(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName})
+	return !translate.Fatal(ps, ing.Namespace, ing.Name), nil
 }
 
 // StatusOf converts binding addresses to Ingress status entries, sorted by

@@ -20,7 +20,9 @@ import (
 )
 
 func ingress(name string, opts ...func(*networkingv1.Ingress)) *networkingv1.Ingress {
-	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name}}
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name},
+		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{
+			Service: &networkingv1.IngressServiceBackend{Name: "app", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}
 	for _, o := range opts {
 		o(ing)
 	}
@@ -122,6 +124,9 @@ func TestIngressStatus(t *testing.T) {
 			s := "Cluster"
 			c.Spec.Parameters.Scope = &s
 		})}, ct.Namespace, []string{"192.0.2.1"}, 0},
+		{"nothing of it served: no status", ingress("i", className("sluice"), func(i *networkingv1.Ingress) {
+			i.Spec.DefaultBackend.Service.Name = "Not_A_Name"
+		}), nil, ct.Namespace, nil, 0},
 		{"already up to date", ingress("i", className("sluice"), status(own...)), nil, ct.Namespace, own, 0},
 		{"stale addresses replaced", ingress("i", className("sluice"), status("192.0.2.1")), nil, ct.Namespace, own, 1},
 		{"left our class: cleared", ingress("i", className("nginx"), status("192.0.2.9", "lb.example.com")), nil, ct.Namespace, nil, 1},
