@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -24,7 +25,7 @@ import (
 // TestFloorAWS rolls the proxies behind the fake NLB with cross-zone load
 // balancing off and two zones, zone-b holding a single proxy replica
 // (three replicas, nodes node-1 and node-3 in zone-a, node-2 in zone-b;
-// maxSurge 1, maxUnavailable 0, topology spread by zone). The load goes
+// maxSurge 1, maxUnavailable 0, topology spread by zone, DoNotSchedule). The load goes
 // to zone-b's load-balancer node only, as from clients that cached its
 // address: whenever zone-b has no healthy target, they get resets. The
 // provider is sampled every 100 ms for min_zone_healthy (zone-b's fewest
@@ -70,7 +71,16 @@ func TestFloorAWS(t *testing.T) {
 
 	e.create(echoObjects()...)
 	e.awsBinding(arn)
-	e.create(e.proxyDeployment())
+	// The spread by zone as a hard constraint: a surge pod then lands in
+	// the zone with fewer replicas. (With ScheduleAnyway every surge pod
+	// may land in zone-a; the old zone-b pod is then the ReplicaSet's last
+	// choice, but still a choice it finally makes: the floor orders
+	// deletions, it cannot place pods.)
+	d := e.proxyDeployment()
+	for i := range d.Spec.Template.Spec.TopologySpreadConstraints {
+		d.Spec.Template.Spec.TopologySpreadConstraints[i].WhenUnsatisfiable = corev1.DoNotSchedule
+	}
+	e.create(d)
 	e.settled(appNS, appName, 2*time.Minute)
 	e.settled(proxyNS, proxyName, 2*time.Minute)
 	e.eventually(60*time.Second, "a request through zone-b's node", func(context.Context) (bool, error) {
