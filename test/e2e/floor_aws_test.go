@@ -106,6 +106,7 @@ func TestFloorAWS(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.clearDeletionCosts(t)
+		e.oneIn(t, f, arn, "zone-b")
 	}
 	// The first roll may have left zone-b with two replicas (the spread
 	// is a preference): the line says how many it started with.
@@ -173,4 +174,34 @@ func (e *env) clearDeletionCosts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// oneIn deletes proxies in zone until it holds one (their replacements
+// may land in either zone), at most a few times.
+func (e *env) oneIn(t *testing.T, f *awsfake.Fake, arn, zone string) {
+	t.Helper()
+	ctx := context.Background()
+	for range 6 {
+		live, _, err := e.pods(ctx, proxyNS, proxyName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in []string
+		for _, p := range live {
+			n, err := e.kube.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			if err == nil && n.Labels["topology.kubernetes.io/zone"] == zone {
+				in = append(in, p.Name)
+			}
+		}
+		if len(in) <= 1 {
+			break
+		}
+		if err := e.kube.CoreV1().Pods(proxyNS).Delete(ctx, in[0], metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.settled(proxyNS, proxyName, 3*time.Minute)
+	}
+	e.eventually(60*time.Second, zone+" healthy", func(context.Context) (bool, error) {
+		return zoneHealthy(f, arn, zone) >= 1, nil
+	})
 }
