@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -92,6 +94,19 @@ func removeBindings(ctx context.Context, cl client.Client, ns string, sel labels
 					return nil, fmt.Errorf("deleting binding %s/%s: %w", ns, b.Name, err)
 				}
 				fmt.Fprintf(out, "deleting binding %s/%s\n", ns, b.Name)
+				continue
+			}
+			// Uninstalling means it: the emptying guard keeps a deleted
+			// binding's targets while their pods run (they do, until the
+			// release's proxies go), unless the deletion is confirmed for
+			// the binding's generation, which deletion may have raised.
+			gen := strconv.FormatInt(b.Generation, 10)
+			if b.Annotations[v1alpha1.AnnotationConfirmDeregister] != gen {
+				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationConfirmDeregister, gen)
+				if err := cl.Patch(ctx, b, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+					return nil, fmt.Errorf("confirming the deregistration of binding %s/%s: %w", ns, b.Name, err)
+				}
+				fmt.Fprintf(out, "confirmed the deregistration of binding %s/%s (generation %s)\n", ns, b.Name, gen)
 			}
 		}
 		return names, nil

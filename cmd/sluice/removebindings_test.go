@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,10 @@ func TestRemoveBindingsWaitsForFinalizer(t *testing.T) {
 	var b v1alpha1.LoadBalancerBinding
 	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: "sluice-system", Name: "stuck"}, &b); err != nil || b.DeletionTimestamp == nil {
 		t.Errorf("binding not marked deleted: %v %v", err, b.DeletionTimestamp)
+	}
+	// The deletion is confirmed, so the emptying guard lets the controller
+	// deregister targets whose pods still run.
+	if got, want := b.Annotations[v1alpha1.AnnotationConfirmDeregister], strconv.FormatInt(b.Generation, 10); got != want {
+		t.Errorf("confirm-deregister = %q, want %q (the generation)", got, want)
 	}
 }

@@ -260,7 +260,10 @@ func (r *Reconciler) syncZone(ctx context.Context, z model.Zone, all []model.Wan
 			errs := r.opts.Provider.Apply(ctx, z, plan.Batches)
 			var perr []error
 			for i, b := range plan.Batches {
-				err := errs[i]
+				err := errors.New("the provider gave no answer for this batch")
+				if i < len(errs) {
+					err = errs[i]
+				}
 				switch {
 				case err == nil:
 					r.applied(b, wants, now)

@@ -121,9 +121,17 @@ func (p *Provider) sign(m *dns.Msg) {
 	}
 }
 
+// transferTimeout bounds one zone transfer.
+const transferTimeout = 2 * time.Minute
+
 // Records implements dns.Provider: a signed AXFR of the zone, A, AAAA,
 // CNAME and TXT sets only.
 func (p *Provider) Records(ctx context.Context, z model.Zone) ([]model.Record, error) {
+	// A whole transfer gets a deadline (the read timeout only bounds each
+	// message), so a server that trickles answers cannot hold the DNS
+	// reconciler forever.
+	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
+	defer cancel()
 	m := new(dns.Msg)
 	m.SetAxfr(dns.Fqdn(z.Name))
 	p.sign(m)

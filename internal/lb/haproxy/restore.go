@@ -105,12 +105,18 @@ func (p *Provider) seen(ctx context.Context, pr process) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev := p.proc
-	p.proc = pr
 	if prev == (process{}) || prev == pr {
+		p.proc = pr
 		return false, nil
 	}
 	p.restarts++
-	return true, p.restoreLocked(ctx)
+	if err := p.restoreLocked(ctx); err != nil {
+		// p.proc stays the old process, so the next listing or watch tick
+		// tries the restore again instead of taking the new one as known.
+		return true, err
+	}
+	p.proc = pr
+	return true, nil
 }
 
 // remember keeps backend's servers as listed by process pr, unless another
