@@ -48,6 +48,9 @@ type Options struct {
 	// Namespace is the controller's namespace: its bindings serve the
 	// classes without binding parameters. Empty: those get no addresses.
 	Namespace string
+	// Allowed filters the bindings that may lend addresses (see
+	// ServingOptions.Allowed). Nil: every binding.
+	Allowed func(*v1alpha1.LoadBalancerBinding) bool
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -89,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("listing bindings: %w", err)
 	}
 	serving := NewServing(classes.Items, bindings.Items, ServingOptions{
-		IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, Namespace: r.opts.Namespace})
+		IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, Namespace: r.opts.Namespace, Allowed: r.opts.Allowed})
 	cur := ing.Status.LoadBalancer.Ingress
 	var want []networkingv1.IngressLoadBalancerIngress
 	if serving.Serves(&ing) {

@@ -100,7 +100,11 @@ func TestIngressStatus(t *testing.T) {
 		b.Finalizers = []string{"x"}
 		b.Spec.Publish = []v1alpha1.PublishAddress{{IP: "192.0.2.99"}}
 	}
-	bindings := []client.Object{ct.Binding("a", pub), ct.Binding("b", pub2), ct.Binding("c", status2), ct.Binding("gone", deleting)}
+	forbidden := func(b *v1alpha1.LoadBalancerBinding) {
+		b.Namespace = "forbidden" // outside what the controller may act on (Options.Allowed below)
+		b.Spec.Publish = []v1alpha1.PublishAddress{{IP: "203.0.113.66"}}
+	}
+	bindings := []client.Object{ct.Binding("a", pub), ct.Binding("b", pub2), ct.Binding("c", status2), ct.Binding("gone", deleting), ct.Binding("f", forbidden)}
 	own := []string{"lb.example.com", "192.0.2.10"} // binding a, in the controller's namespace; sorted by IP ("" first), then hostname
 	cases := []struct {
 		name      string
@@ -127,6 +131,7 @@ func TestIngressStatus(t *testing.T) {
 		{"nothing of it served: no status", ingress("i", className("sluice"), func(i *networkingv1.Ingress) {
 			i.Spec.DefaultBackend.Service.Name = "Not_A_Name"
 		}), nil, ct.Namespace, nil, 0},
+		{"forbidden binding lends no address", ingress("i", className("x")), []client.Object{classWith("x", withParams("forbidden", "f"))}, ct.Namespace, nil, 0},
 		{"already up to date", ingress("i", className("sluice"), status(own...)), nil, ct.Namespace, own, 0},
 		{"stale addresses replaced", ingress("i", className("sluice"), status("192.0.2.1")), nil, ct.Namespace, own, 1},
 		{"left our class: cleared", ingress("i", className("nginx"), status("192.0.2.9", "lb.example.com")), nil, ct.Namespace, nil, 1},
@@ -141,7 +146,8 @@ func TestIngressStatus(t *testing.T) {
 				writes++
 				return c.SubResource(sub).Patch(ctx, obj, p, o...)
 			}}, objs...)
-			r, err := ingressstatus.New(ingressstatus.Options{Client: c, Namespace: tc.namespace})
+			r, err := ingressstatus.New(ingressstatus.Options{Client: c, Namespace: tc.namespace,
+				Allowed: func(b *v1alpha1.LoadBalancerBinding) bool { return b.Namespace != "forbidden" }})
 			if err != nil {
 				t.Fatal(err)
 			}

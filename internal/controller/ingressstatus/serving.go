@@ -31,6 +31,10 @@ type ServingOptions struct {
 	// serve the Ingresses of our classes that name no binding in
 	// spec.parameters. Empty: such Ingresses get no addresses.
 	Namespace string
+	// Allowed says which bindings the controller may act on (its
+	// --binding-namespaces and allow-lists); the others lend no address
+	// to any Ingress. Nil: every binding.
+	Allowed func(*v1alpha1.LoadBalancerBinding) bool
 }
 
 // Serving answers which load balancer serves an Ingress: its class's
@@ -53,6 +57,9 @@ func NewServing(classes []networkingv1.IngressClass, bindings []v1alpha1.LoadBal
 	o.IngressClass = cmp.Or(o.IngressClass, "sluice")
 	o.ControllerName = cmp.Or(o.ControllerName, translate.ControllerName)
 	ptrs := make([]*networkingv1.IngressClass, len(classes))
+	if o.Allowed != nil {
+		bindings = slices.DeleteFunc(slices.Clone(bindings), func(b v1alpha1.LoadBalancerBinding) bool { return !o.Allowed(&b) })
+	}
 	s := &Serving{classes: map[string]*networkingv1.IngressClass{}, bindings: bindings, namespace: o.Namespace}
 	for i := range classes {
 		c := &classes[i]

@@ -183,10 +183,14 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A binding the controller may not act on lends no address to an
+	// Ingress (status, DNS) either.
+	allowed := func(b *v1alpha1.LoadBalancerBinding) bool { return o.Access.Check(b) == nil }
 	ir, err := ingressstatus.New(ingressstatus.Options{
 		Client:       mgr.GetClient(),
 		IngressClass: o.IngressClass,
 		Namespace:    o.Namespace,
+		Allowed:      allowed,
 		Logger:       o.Logger.With("controller", "ingressstatus"),
 	})
 	if err != nil {
@@ -214,7 +218,7 @@ func New(o Options) (ctrl.Manager, error) {
 			TTL:         o.DNS.TTL,
 			DeleteDelay: o.DNS.DeleteDelay,
 			DryRun:      o.DNS.DryRun,
-			Serving:     ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace},
+			Serving:     ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
 			Recorder:    recorder,
 			Registerer:  ctrlmetrics.Registry,
 			Logger:      o.Logger.With("controller", "dns"),
