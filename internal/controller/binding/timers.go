@@ -65,6 +65,9 @@ func (t Timers) Check() (bool, string) {
 	if t.GraceKnown && t.Grace < t.ProviderDrain {
 		problems = append(problems, fmt.Sprintf("terminationGracePeriodSeconds %v is shorter: the kubelet kills pods the load balancer still sends to", t.Grace))
 	}
+	if t.GraceKnown && t.DrainMaxWaitKnown && t.Grace < t.DrainMaxWait {
+		problems = append(problems, fmt.Sprintf("terminationGracePeriodSeconds %v is shorter than the proxy's --drain-max-wait %v: the kubelet may kill a proxy still waiting for the load balancer", t.Grace, t.DrainMaxWait))
+	}
 	worst := fmt.Sprintf("worst case: the load balancer sends new connections to a deregistered target for up to %v", t.ProviderDrain)
 	if len(problems) > 0 {
 		return false, worst + "; " + strings.Join(problems, "; ")

@@ -24,6 +24,8 @@ func TestTimersCheck(t *testing.T) {
 		{"only the proxy", Timers{ProviderDrain: 90 * s, ProviderDrainKnown: true, DrainTimeout: 300 * s, DrainMaxWait: 60 * s, DrainMaxWaitKnown: true},
 			false, []string{"--drain-max-wait 1m0s is shorter"}},
 		{"haproxy", Timers{ProviderDrainKnown: true, DrainTimeout: 300 * s}, true, []string{"up to 0s", "all fit"}},
+		{"grace under the proxy's wait", Timers{ProviderDrainKnown: true, DrainTimeout: 300 * s, DrainMaxWait: 60 * s, DrainMaxWaitKnown: true, Grace: 30 * s, GraceKnown: true},
+			false, []string{"terminationGracePeriodSeconds 30s is shorter than the proxy's --drain-max-wait 1m0s"}},
 	} {
 		ok, msg := tc.t.Check()
 		if ok != tc.ok {

@@ -110,11 +110,11 @@ func decideGate(pod *corev1.Pod, views []View) (*Condition, time.Duration) {
 		}
 		if msgs := notHealthy(s, pt.Target); len(msgs) > 0 {
 			for _, m := range msgs {
-				bad = append(bad, v.Binding+": "+m)
+				bad = append(bad, v.Binding+inZone(pt.Target.Zone)+": "+m)
 			}
 			continue
 		}
-		healthy = append(healthy, v.Binding)
+		healthy = append(healthy, v.Binding+inZone(pt.Target.Zone))
 	}
 	var want Condition
 	switch {
@@ -138,6 +138,15 @@ func decideGate(pod *corev1.Pod, views []View) (*Condition, time.Duration) {
 		return nil, wait
 	}
 	return &want, wait
+}
+
+// inZone names a target's zone in the gate's message, so that a surge
+// pod's condition says which zone it adds a healthy target to.
+func inZone(zone string) string {
+	if zone == "" {
+		return ""
+	}
+	return " (zone " + zone + ")"
 }
 
 func decideDrain(pod *corev1.Pod, views []View, now time.Time) (*Condition, time.Duration) {

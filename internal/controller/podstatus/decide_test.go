@@ -3,6 +3,7 @@ package podstatus
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,5 +177,19 @@ func TestDrainWaitBoundedByTimeout(t *testing.T) {
 	pod := ct.Pod("p1", "10.244.1.5", ct.Deleting(now.Add(-10*time.Second)))
 	if d := Decide(pod, []View{v}, now); d.Wait != 300*time.Millisecond {
 		t.Errorf("wait = %v, want the 300ms left of the timeout", d.Wait)
+	}
+}
+
+// The gate names the zone a pod's healthy target is in, so a surge pod's
+// condition tells which zone it adds to.
+func TestGateNamesZone(t *testing.T) {
+	s := snap(lb.Healthy, true, false)
+	pt := s.Pods["p1"]
+	pt.Target.Zone = "zone-b"
+	s.Pods["p1"] = pt
+	s.Groups[0].Targets[0].Target.Zone = "zone-b"
+	d := Decide(ct.Pod("p1", "10.244.1.5"), []View{view("b", s)}, time.Now())
+	if d.Gate == nil || d.Gate.Status != corev1.ConditionTrue || !strings.Contains(d.Gate.Message, "(zone zone-b)") {
+		t.Fatalf("gate = %+v, want True naming zone-b", d.Gate)
 	}
 }
