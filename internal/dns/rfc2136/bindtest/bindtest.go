@@ -160,6 +160,11 @@ func (s *Server) Query(name string, typ uint16) ([]dns.RR, error) {
 	if err != nil {
 		return nil, fmt.Errorf("querying %s: %w", name, err)
 	}
+	// SERVFAIL (a zone still loading after a restart), REFUSED and the
+	// like say nothing about the record: only NOERROR and NXDOMAIN answer.
+	if r.Rcode != dns.RcodeSuccess && r.Rcode != dns.RcodeNameError {
+		return nil, fmt.Errorf("querying %s: %s", name, dns.RcodeToString[r.Rcode])
+	}
 	return r.Answer, nil
 }
 
