@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -34,10 +33,10 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("dns").
 		Watches(&networkingv1.Ingress{}, one, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletion()))).
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, ingressstatus.DeletionChanged()))).
 		Watches(&networkingv1.IngressClass{}, one).
 		Watches(&v1alpha1.LoadBalancerBinding{}, one, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, deletion(), ingressstatus.AddressesChanged()))).
+			predicate.GenerationChangedPredicate{}, ingressstatus.DeletionChanged(), ingressstatus.AddressesChanged()))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: 1,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, time.Minute),
@@ -47,11 +46,4 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 		return fmt.Errorf("setting up the DNS controller: %w", err)
 	}
 	return nil
-}
-
-// deletion passes updates that set or clear the deletion timestamp.
-func deletion() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
-	}}
 }

@@ -34,9 +34,7 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 		}
 		return out
 	})
-	deletion := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
-	}}
+	deletion := DeletionChanged()
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("ingressstatus").
 		For(&networkingv1.Ingress{}, builder.WithPredicates(predicate.Or[client.Object](
@@ -49,6 +47,13 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 		return fmt.Errorf("setting up the ingress-status controller: %w", err)
 	}
 	return nil
+}
+
+// DeletionChanged passes updates that set or clear the deletion timestamp.
+func DeletionChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	}}
 }
 
 // AddressesChanged passes binding updates that change status.addresses.
