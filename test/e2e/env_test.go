@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -270,18 +271,7 @@ backend %s
 		e.t.Fatal(err)
 	}
 	e.haproxy = cmd
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	})
+	stopOnCleanup(e.t, cmd, logf)
 	e.eventually(10*time.Second, "haproxy runtime API", func(context.Context) (bool, error) {
 		c, err := net.Dial("unix", e.lbSock)
 		if err != nil {
@@ -555,3 +545,20 @@ func (e *env) get() (int, string, error) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// stopOnCleanup stops cmd by its PID when the test ends (SIGTERM, SIGKILL
+// after 5 s), then closes its log.
+func stopOnCleanup(t *testing.T, cmd *exec.Cmd, logf io.Closer) {
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	})
+}
