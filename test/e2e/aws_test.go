@@ -65,8 +65,7 @@ func TestAWS(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.ctlArgs = []string{"--aws-endpoint", f.URL()}
-	e.ctlEnv = []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
+	e.ctlEnv = fakeAWSEnv()
 	e.startController()
 	t.Cleanup(e.stopController)
 
@@ -234,4 +233,11 @@ func (e *env) awsBinding(arn string) {
 	}
 	// The class's Ingresses take their status from this binding.
 	e.kubectl("patch", "ingressclass", "sluice", "--type=merge", "-p", `{"spec":{"parameters":{"name":"aws"}}}`)
+}
+
+// fakeAWSEnv is the controller's environment against the AWS fake: a
+// region, static credentials, and no instance metadata or config files.
+func fakeAWSEnv() []string {
+	return []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
 }

@@ -236,8 +236,7 @@ func (e *env) route53Case(t *testing.T, s *sampler, run func(string, func(*dnsCa
 	e.stopController()
 	e.ctlArgs = []string{"--aws-endpoint", f.URL(), "--dns-provider", "route53", "--route53-endpoint", f.URL(),
 		"--dns-zone", "aws.test", "--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String()}
-	e.ctlEnv = []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
+	e.ctlEnv = fakeAWSEnv()
 	f.SetFaults(awsfake.Faults{Throttle: 0.5})
 	e.startController()
 	s.use(func(name string) ([]string, error) {

@@ -64,8 +64,7 @@ func TestFloorAWS(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.ctlArgs = []string{"--aws-endpoint", f.URL()}
-	e.ctlEnv = []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
+	e.ctlEnv = fakeAWSEnv()
 	e.startController()
 	t.Cleanup(e.stopController)
 
