@@ -12,7 +12,7 @@ var GroupVersion = schema.GroupVersion{Group: "sluice.dev", Version: "v1alpha1"}
 
 // AddToScheme adds this package's types to a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &LoadBalancerBinding{}, &LoadBalancerBindingList{})
+	s.AddKnownTypes(GroupVersion, &LoadBalancerBinding{}, &LoadBalancerBindingList{}, &IngressDaemonSet{}, &IngressDaemonSetList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
