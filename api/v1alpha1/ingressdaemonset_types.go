@@ -25,10 +25,13 @@ const (
 	// Deployment spec the controller last wrote (the seed's key). A
 	// Deployment whose hash differs from the desired one is outdated.
 	AnnotationObjectHash = "object-hash"
-	// AnnotationDetachStarted, on a per-node Deployment, is the RFC 3339
-	// instant the controller annotated the node to detach it for this
-	// Deployment; the grace periods and the drain timeout count from it.
+	// AnnotationDetachStarted, on a node, is the RFC 3339 instant the
+	// controller annotated the node to detach it; the grace periods and
+	// the drain timeout count from it.
 	AnnotationDetachStarted = "sluice.dev/detach-started"
+	// AnnotationDetachedBy, on a node, names the IngressDaemonSet
+	// (namespace/name) that detached it: only that one reattaches it.
+	AnnotationDetachedBy = "sluice.dev/detached-by"
 
 	// DefaultDetachAnnotation is annotateNodeToDetach.key's default: the
 	// node annotation that fails `sluice node-health` and takes the node's
