@@ -48,6 +48,7 @@ type controllerConfig struct {
 	logFormat               string
 	logLevel                string
 	namespace               string
+	nodeHealthImage         string
 	dns                     dnsConfig
 	access                  binding.Access
 }
@@ -81,6 +82,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.namespace, "namespace", "", "the controller's namespace: its bindings serve IngressClasses without binding parameters (default: $POD_NAMESPACE, the service account's namespace, else --leader-election-namespace)")
+	fs.StringVar(&c.nodeHealthImage, "node-health-image", "sluice", "image of IngressDaemonSets' health checkers (`sluice node-health`) that name none")
 	c.dns.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -183,6 +185,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		AWSCluster:              c.awsCluster,
 		EvictionWebhook:         c.webhook(),
 		Access:                  c.access,
+		NodeHealthImage:         c.nodeHealthImage,
 		Logger:                  log,
 	})
 	if err != nil {

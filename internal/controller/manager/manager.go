@@ -8,6 +8,7 @@
 //	ingress-status reconciler (independent)
 //	DNS reconciler (independent, when DNS is configured)
 //	ingress-problems reconciler (independent): translation problems as Events
+//	ingressdaemonset reconciler: per-node replicas, reads state.Store to see nodes drain
 package manager
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -34,6 +36,7 @@ import (
 	"sluice.dev/sluice/internal/controller/admission"
 	"sluice.dev/sluice/internal/controller/binding"
 	dnsctl "sluice.dev/sluice/internal/controller/dns"
+	"sluice.dev/sluice/internal/controller/ingressdaemonset"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/problems"
@@ -88,6 +91,9 @@ type Options struct {
 	// Access says which bindings the controller may act on (namespaces,
 	// HAProxy runtime APIs, AWS target groups). Zero: every binding.
 	Access binding.Access
+	// NodeHealthImage is the image of IngressDaemonSets' health checkers
+	// that name none. Empty: nodes.DefaultHealthCheckerImage.
+	NodeHealthImage string
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -205,7 +211,21 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr)); err != nil {
+	idsr, err := ingressdaemonset.New(ingressdaemonset.Options{
+		Client:             mgr.GetClient(),
+		Snapshots:          store.Get,
+		Recorder:           recorder,
+		HealthCheckerImage: o.NodeHealthImage,
+		Allowed: func(ns string) bool {
+			return o.Access.Check(&v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns}}) == nil
+		},
+		Poll:   o.FastRequeue,
+		Logger: o.Logger.With("controller", "ingressdaemonset"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr), idsr.Setup(mgr)); err != nil {
 		return nil, err
 	}
 	if o.DNS != nil {
