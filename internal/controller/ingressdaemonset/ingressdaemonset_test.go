@@ -1,0 +1,244 @@
+package ingressdaemonset_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/controllertest"
+	"sluice.dev/sluice/internal/controller/ingressdaemonset"
+	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/lb"
+	"sluice.dev/sluice/internal/nodes"
+)
+
+const ns = controllertest.Namespace
+
+var key = types.NamespacedName{Namespace: ns, Name: "edge"}
+
+func newIDS() *v1alpha1.IngressDaemonSet {
+	two := int32(2)
+	return &v1alpha1.IngressDaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge", UID: "ids-uid", Generation: 1},
+		Spec: v1alpha1.IngressDaemonSetSpec{
+			PodsPerNode:         &two,
+			HealthCheckNodePort: 10080,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "sluice"}},
+				Spec:       corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "proxy", Image: "sluice", Args: []string{"proxy"}}}},
+			},
+		},
+	}
+}
+
+func node(name, ip string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}},
+	}
+}
+
+// world simulates what the reconciler acts on: the Deployment controller
+// rolls a Deployment out at once, and the binding lists a node's target
+// healthy while it is attached and drops it while it is detached.
+type world struct {
+	t      *testing.T
+	c      client.Client
+	ips    map[string]string
+	b      *v1alpha1.LoadBalancerBinding
+	snap   *state.Snapshot
+	detach map[string]int // node → times seen detached while its Deployment changed spec
+}
+
+func (w *world) settle(ctx context.Context) {
+	w.t.Helper()
+	var ds appsv1.DeploymentList
+	if err := w.c.List(ctx, &ds, client.InNamespace(ns)); err != nil {
+		w.t.Fatal(err)
+	}
+	for i := range ds.Items {
+		d := &ds.Items[i]
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: *d.Spec.Replicas,
+			UpdatedReplicas: *d.Spec.Replicas, ReadyReplicas: *d.Spec.Replicas, AvailableReplicas: *d.Spec.Replicas}
+		if err := w.c.Status().Update(ctx, d); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	var nl corev1.NodeList
+	if err := w.c.List(ctx, &nl); err != nil {
+		w.t.Fatal(err)
+	}
+	g := state.Group{Name: "be", Synced: true}
+	for _, n := range nl.Items {
+		if n.Annotations[v1alpha1.DefaultDetachAnnotation] == "true" {
+			continue
+		}
+		g.Targets = append(g.Targets, lb.Status{Target: lb.Target{Address: netip.MustParseAddrPort(w.ips[n.Name] + ":80")}, State: lb.Healthy})
+	}
+	w.snap = &state.Snapshot{Binding: client.ObjectKeyFromObject(w.b), Generation: w.b.Generation, Instance: true, Groups: []state.Group{g}}
+}
+
+func (w *world) reconciler(now func() time.Time) *ingressdaemonset.Reconciler {
+	r, err := ingressdaemonset.New(ingressdaemonset.Options{
+		Client: w.c, Now: now, Recorder: &controllertest.Recorder{},
+		Snapshots: func(n types.NamespacedName) *state.Snapshot {
+			if n == client.ObjectKeyFromObject(w.b) {
+				return w.snap
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return r
+}
+
+func TestRolloutNodeByNode(t *testing.T) {
+	ctx := context.Background()
+	b := controllertest.Binding("edge")
+	b.Spec.TargetType = v1alpha1.TargetInstance
+	b.Spec.Port = intstr.FromInt32(80)
+	ips := map[string]string{"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
+	c := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).
+		WithStatusSubresource(&v1alpha1.IngressDaemonSet{}, &appsv1.Deployment{}).
+		WithObjects(newIDS(), b, node("a", ips["a"]), node("b", ips["b"]), node("c", ips["c"])).Build()
+	w := &world{t: t, c: c, ips: ips, b: b}
+	clock := controllertest.NewClock()
+	r := w.reconciler(clock.Now)
+	step := func() {
+		t.Helper()
+		w.settle(ctx)
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatalf("reconcile: %v", err)
+		}
+		clock.Advance(time.Second)
+	}
+	for range 3 {
+		step()
+	}
+	var ds appsv1.DeploymentList
+	if err := c.List(ctx, &ds, client.InNamespace(ns)); err != nil || len(ds.Items) != 3 {
+		t.Fatalf("deployments: %d, %v", len(ds.Items), err)
+	}
+	var hc appsv1.DaemonSet
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge-10080"}, &hc); err != nil {
+		t.Fatalf("health checker: %v", err)
+	}
+
+	// Change the template; roll with a controller restart in the middle.
+	var ids v1alpha1.IngressDaemonSet
+	if err := c.Get(ctx, key, &ids); err != nil {
+		t.Fatal(err)
+	}
+	ids.Spec.Template.Spec.Containers[0].Args = []string{"proxy", "--v2"}
+	ids.Generation = 2
+	if err := c.Update(ctx, &ids); err != nil {
+		t.Fatal(err)
+	}
+	want := func(n string) string { return nodes.Deployment(&ids, n).Annotations[v1alpha1.AnnotationObjectHash] }
+	order := []string{}
+	for i := 0; i < 40; i++ {
+		if i == 5 {
+			r = w.reconciler(clock.Now) // a new leader, nothing in memory
+		}
+		step()
+		var nl corev1.NodeList
+		if err := c.List(ctx, &nl); err != nil {
+			t.Fatal(err)
+		}
+		detached := 0
+		for _, n := range nl.Items {
+			if n.Annotations[v1alpha1.DefaultDetachAnnotation] == "true" {
+				detached++
+			}
+		}
+		if detached > 1 {
+			t.Fatalf("step %d: %d nodes detached at once, maxDegradedNodes is 1", i, detached)
+		}
+		if err := c.List(ctx, &ds, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds.Items {
+			n := d.Spec.Template.Spec.NodeName
+			if d.Annotations[v1alpha1.AnnotationObjectHash] == want(n) && !contains(order, n) {
+				order = append(order, n)
+				var nd corev1.Node
+				if err := c.Get(ctx, types.NamespacedName{Name: n}, &nd); err != nil {
+					t.Fatal(err)
+				}
+				if nd.Annotations[v1alpha1.DefaultDetachAnnotation] != "true" {
+					t.Fatalf("node %s updated without being detached", n)
+				}
+			}
+		}
+	}
+	if err := c.Get(ctx, key, &ids); err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != 3 {
+		t.Fatalf("updated nodes %v, want all three; status %+v", order, ids.Status)
+	}
+	if err := c.Get(ctx, key, &ids); err != nil {
+		t.Fatal(err)
+	}
+	if ids.Status.Nodes != (v1alpha1.NodeCounts{Desired: 3, Ready: 3, Updated: 3}) {
+		t.Fatalf("status nodes = %+v", ids.Status.Nodes)
+	}
+	if c := meta.FindStatusCondition(ids.Status.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Reason != "Complete" {
+		t.Fatalf("progressing = %+v", c)
+	}
+}
+
+func TestFailedNodeStopsRollout(t *testing.T) {
+	ctx := context.Background()
+	ids := newIDS()
+	ids.Finalizers = []string{ingressdaemonset.Finalizer}
+	d := nodes.Deployment(ids, "a")
+	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: "pods crash"}}
+	c := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).
+		WithStatusSubresource(&v1alpha1.IngressDaemonSet{}, &appsv1.Deployment{}).
+		WithObjects(ids, d, node("a", "10.0.0.1")).Build()
+	rec := &controllertest.Recorder{}
+	r, err := ingressdaemonset.New(ingressdaemonset.Options{Client: c, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got v1alpha1.IngressDaemonSet
+	if err := c.Get(ctx, key, &got); err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonNodeFailed {
+		t.Fatalf("progressing = %+v", cond)
+	}
+	if n := rec.Count("*v1alpha1.IngressDaemonSet ingress/edge", v1alpha1.ReasonNodeFailed); n != 1 {
+		t.Fatalf("NodeFailed events = %d, want 1 (once per failure): %+v", n, rec.Events())
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
