@@ -249,7 +249,7 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	desired, problems := targets.Desired(spec, pods, nodes)
 	prev := r.opts.Store.Get(key)
 
-	snap := newSnapshot(b, spec, pods, desired)
+	snap := newSnapshot(b, spec, pods, nodes, desired)
 	snap.Problems = problemStrings(problems)
 	r.announceProblems(b, snap, prev)
 	guard, held, err := r.guard(ctx, b, nodes)
