@@ -29,6 +29,15 @@ const (
 	// controller annotated the node to detach it; the grace periods and
 	// the drain timeout count from it.
 	AnnotationDetachStarted = "sluice.dev/detach-started"
+	// AnnotationUpdatePending, on a node, is set (to "true") while the
+	// controller replaces the node's pods: `sluice node-health` fails
+	// (package nodehealth's --update-pending-annotation).
+	AnnotationUpdatePending = "sluice.dev/update-pending"
+	// AnnotationExcludedBy, on a node, says the controller added the
+	// label node.kubernetes.io/exclude-from-external-load-balancers to
+	// detach it (Instance bindings deregister the node's target at once),
+	// so it removes the label when it reattaches the node.
+	AnnotationExcludedBy = "sluice.dev/excluded-by"
 	// AnnotationDetachedBy, on a node, names the IngressDaemonSet
 	// (namespace/name) that detached it: only that one reattaches it.
 	AnnotationDetachedBy = "sluice.dev/detached-by"

@@ -232,17 +232,19 @@ func HealthChecker(ids *v1alpha1.IngressDaemonSet, image string) *appsv1.DaemonS
 	return ds
 }
 
-// NodeHealthArgs are the arguments of `sluice node-health` for ids: the
-// node's Deployment (by the $(NODE_NAME) the kubelet expands), the detach
-// annotation, the port.
+// NodeHealthArgs are the arguments of `sluice node-health` for ids (see
+// package nodehealth for the contract): the port, the replicas' selector,
+// the detach annotation and the update-pending annotation the controller
+// sets while it replaces a node's pods. The node comes from $NODE_NAME.
 func NodeHealthArgs(ids *v1alpha1.IngressDaemonSet, key, value string) []string {
 	return []string{
 		"node-health",
-		"--address=:" + strconv.Itoa(int(ids.Spec.HealthCheckNodePort)),
-		"--node=$(NODE_NAME)",
+		"--listen=:" + strconv.Itoa(int(ids.Spec.HealthCheckNodePort)),
 		"--namespace=" + ids.Namespace,
-		"--deployment=" + ids.Name + "-$(NODE_NAME)",
-		"--detach-annotation=" + key + "=" + value,
+		"--selector=" + v1alpha1.LabelIngressDaemonSet + "=" + ids.Name,
+		"--detach-annotation=" + key,
+		"--detach-value=" + value,
+		"--update-pending-annotation=" + v1alpha1.AnnotationUpdatePending,
 	}
 }
 

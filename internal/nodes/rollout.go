@@ -11,14 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/targets"
 )
 
-// Taints that mark a node as leaving: its replicas are detached and
-// removed before the node goes.
+// Taints that mark a node as leaving (as package targets reads them): its
+// replicas are detached and removed before the node goes.
 const (
-	TaintToBeDeleted      = "ToBeDeletedByClusterAutoscaler"
-	TaintKarpenterDisrupt = "karpenter.sh/disrupted"
-	LabelExcludeFromLB    = "node.kubernetes.io/exclude-from-external-load-balancers"
+	TaintToBeDeleted         = targets.TaintToBeDeleted
+	TaintKarpenterDisruption = targets.TaintKarpenterDisruption
 )
 
 // NodeLB is what the load balancer says about one node's instance target,
@@ -312,17 +312,15 @@ func (p *Plan) requeue(after time.Duration) {
 	}
 }
 
-// leaving: the node is cordoned, marked for removal (cluster autoscaler,
-// Karpenter) or excluded from load balancers.
+// leaving: the node is cordoned (kubectl drain) or marked for removal
+// (cluster autoscaler, Karpenter). The exclude-from-external-load-balancers
+// label is not leaving: the controller sets it itself to detach a node.
 func leaving(n *corev1.Node) bool {
 	if n.Spec.Unschedulable {
 		return true
 	}
-	if _, ok := n.Labels[LabelExcludeFromLB]; ok {
-		return true
-	}
 	for _, t := range n.Spec.Taints {
-		if t.Key == TaintToBeDeleted || t.Key == TaintKarpenterDisrupt {
+		if t.Key == TaintToBeDeleted || t.Key == TaintKarpenterDisruption {
 			return true
 		}
 	}

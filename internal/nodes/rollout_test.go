@@ -370,7 +370,7 @@ func TestHealthChecker(t *testing.T) {
 		t.Fatalf("daemonset: %s %+v", ds.Name, ds.Spec.Template.Spec)
 	}
 	c := ds.Spec.Template.Spec.Containers[0]
-	if c.Image != "sluice:dev" || c.Args[0] != "node-health" || !slices.Contains(c.Args, "--deployment=edge-$(NODE_NAME)") {
+	if c.Image != "sluice:dev" || c.Args[0] != "node-health" || !slices.Contains(c.Args, "--selector=sluice.dev/ingress-daemonset=edge") {
 		t.Fatalf("container: %+v", c)
 	}
 	if HealthChecker(ids(func(x *v1alpha1.IngressDaemonSet) { x.Spec.HealthCheckNodePort = 0 }), "") != nil {

@@ -37,6 +37,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/state"
 	"sluice.dev/sluice/internal/nodes"
+	"sluice.dev/sluice/internal/targets"
 )
 
 // Finalizer lets the reconciler reattach the nodes an IngressDaemonSet
@@ -197,13 +198,8 @@ func (r *Reconciler) apply(ctx context.Context, log *slog.Logger, ids *v1alpha1.
 		}
 		log.Info("deleted per-node deployment", "deployment", name)
 	}
-	key, value := nodes.DetachAnnotation(ids)
-	owner := ids.Namespace + "/" + ids.Name
 	for _, d := range plan.Detach {
-		err := r.patchNode(ctx, d.Node, map[string]any{
-			key: value, v1alpha1.AnnotationDetachStarted: now.UTC().Format(time.RFC3339), v1alpha1.AnnotationDetachedBy: owner,
-		})
-		if err != nil {
+		if err := r.detach(ctx, ids, d.Node, now); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -211,7 +207,7 @@ func (r *Reconciler) apply(ctx context.Context, log *slog.Logger, ids *v1alpha1.
 		r.event(ids, corev1.EventTypeNormal, "Detached", "Detach", "node %s detached from the load balancer", d.Node)
 	}
 	for _, n := range plan.Reattach {
-		if err := r.patchNode(ctx, n, map[string]any{key: nil, v1alpha1.AnnotationDetachStarted: nil, v1alpha1.AnnotationDetachedBy: nil}); err != nil {
+		if err := r.reattach(ctx, ids, n); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -246,10 +242,51 @@ func (r *Reconciler) updateDeployment(ctx context.Context, desired *appsv1.Deplo
 	return nil
 }
 
-// patchNode merge-patches node annotations (nil values remove).
-func (r *Reconciler) patchNode(ctx context.Context, name string, annotations map[string]any) error {
+// detach annotates the node (the detach annotation node-health and
+// node-detacher read, the update-pending mark, who and when) and, unless it
+// is there already, labels it node.kubernetes.io/exclude-from-external-
+// load-balancers, so that Instance bindings deregister its target at once.
+func (r *Reconciler) detach(ctx context.Context, ids *v1alpha1.IngressDaemonSet, name string, now time.Time) error {
+	var node corev1.Node
+	if err := r.opts.Client.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
+		return fmt.Errorf("reading node %s: %w", name, err)
+	}
+	key, value := nodes.DetachAnnotation(ids)
+	owner := owner(ids)
+	ann := map[string]any{
+		key: value, v1alpha1.AnnotationDetachStarted: now.UTC().Format(time.RFC3339),
+		v1alpha1.AnnotationDetachedBy: owner, v1alpha1.AnnotationUpdatePending: "true",
+	}
+	var lbl map[string]any
+	if _, ok := node.Labels[targets.LabelExcludeFromLB]; !ok {
+		lbl = map[string]any{targets.LabelExcludeFromLB: "true"}
+		ann[v1alpha1.AnnotationExcludedBy] = owner
+	}
+	return r.patchNode(ctx, name, ann, lbl)
+}
+
+// reattach removes what detach added.
+func (r *Reconciler) reattach(ctx context.Context, ids *v1alpha1.IngressDaemonSet, name string) error {
+	var node corev1.Node
+	if err := r.opts.Client.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	key, _ := nodes.DetachAnnotation(ids)
+	ann := map[string]any{key: nil, v1alpha1.AnnotationDetachStarted: nil, v1alpha1.AnnotationDetachedBy: nil, v1alpha1.AnnotationUpdatePending: nil}
+	var lbl map[string]any
+	if node.Annotations[v1alpha1.AnnotationExcludedBy] == owner(ids) {
+		ann[v1alpha1.AnnotationExcludedBy] = nil
+		lbl = map[string]any{targets.LabelExcludeFromLB: nil}
+	}
+	return r.patchNode(ctx, name, ann, lbl)
+}
+
+func owner(ids *v1alpha1.IngressDaemonSet) string { return ids.Namespace + "/" + ids.Name }
+
+// patchNode merge-patches node annotations and labels (nil values remove).
+func (r *Reconciler) patchNode(ctx context.Context, name string, annotations, labels map[string]any) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	patch, err := mergePatch(annotations)
+	patch, err := mergePatch(annotations, labels)
 	if err != nil {
 		return err
 	}
@@ -362,13 +399,11 @@ func (r *Reconciler) finalize(ctx context.Context, ids *v1alpha1.IngressDaemonSe
 	if !controllerutil.ContainsFinalizer(ids, Finalizer) {
 		return nil
 	}
-	key, _ := nodes.DetachAnnotation(ids)
-	owner := ids.Namespace + "/" + ids.Name
 	for _, n := range ns {
-		if n.Annotations[v1alpha1.AnnotationDetachedBy] != owner {
+		if n.Annotations[v1alpha1.AnnotationDetachedBy] != owner(ids) {
 			continue
 		}
-		if err := r.patchNode(ctx, n.Name, map[string]any{key: nil, v1alpha1.AnnotationDetachStarted: nil, v1alpha1.AnnotationDetachedBy: nil}); err != nil {
+		if err := r.reattach(ctx, ids, n.Name); err != nil {
 			return err
 		}
 	}

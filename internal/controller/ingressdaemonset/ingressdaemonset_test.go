@@ -22,6 +22,7 @@ import (
 	"sluice.dev/sluice/internal/controller/state"
 	"sluice.dev/sluice/internal/lb"
 	"sluice.dev/sluice/internal/nodes"
+	"sluice.dev/sluice/internal/targets"
 )
 
 const ns = controllertest.Namespace
@@ -179,14 +180,24 @@ func TestRolloutNodeByNode(t *testing.T) {
 				if err := c.Get(ctx, types.NamespacedName{Name: n}, &nd); err != nil {
 					t.Fatal(err)
 				}
-				if nd.Annotations[v1alpha1.DefaultDetachAnnotation] != "true" {
-					t.Fatalf("node %s updated without being detached", n)
+				if nd.Annotations[v1alpha1.DefaultDetachAnnotation] != "true" || nd.Labels[targets.LabelExcludeFromLB] != "true" ||
+					nd.Annotations[v1alpha1.AnnotationUpdatePending] != "true" {
+					t.Fatalf("node %s updated without being detached: %v %v", n, nd.Labels, nd.Annotations)
 				}
 			}
 		}
 	}
 	if err := c.Get(ctx, key, &ids); err != nil {
 		t.Fatal(err)
+	}
+	var nl corev1.NodeList
+	if err := c.List(ctx, &nl); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nl.Items {
+		if len(n.Labels)+len(n.Annotations) > 0 {
+			t.Fatalf("node %s keeps %v %v after the rollout", n.Name, n.Labels, n.Annotations)
+		}
 	}
 	if len(order) != 3 {
 		t.Fatalf("updated nodes %v, want all three; status %+v", order, ids.Status)

@@ -73,9 +73,13 @@ func nodeChanged() predicate.Predicate {
 	}}
 }
 
-// mergePatch is a JSON merge patch of metadata.annotations.
-func mergePatch(annotations map[string]any) ([]byte, error) {
-	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+// mergePatch is a JSON merge patch of metadata.annotations and labels.
+func mergePatch(annotations, labels map[string]any) ([]byte, error) {
+	md := map[string]any{"annotations": annotations}
+	if len(labels) > 0 {
+		md["labels"] = labels
+	}
+	b, err := json.Marshal(map[string]any{"metadata": md})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the annotation patch: %w", err)
 	}
