@@ -1,0 +1,412 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/test/cluster"
+)
+
+const (
+	idsName     = "edge"
+	idsLabel    = "sluice-edge" // app.kubernetes.io/name of the per-node proxies
+	idsPort     = 18080         // the proxies' traffic port on every node's address
+	idsAdmin    = 19090
+	idsHealth   = 10080 // healthCheckNodePort: sluice node-health
+	idsNodeRole = "sluice.dev/test-edge"
+)
+
+// TestIngressDaemonSet is issue 12's end-to-end proof: HAProxy in front
+// with instance targets (node address:port), an IngressDaemonSet with two
+// `sluice proxy --reuse-port` per node on the host network, fixed-rate load
+// while its template changes, a node drains, nodes come and go and the
+// controller dies mid-rollout. The last case, ids-daemonset-off, rolls an
+// ordinary DaemonSet (one proxy per node, no detachment) for comparison.
+//
+// The local cluster's nodes are fixed at start: a node "joins" the
+// IngressDaemonSet by getting its node-selector label and "leaves" by
+// being cordoned (the controller detaches it and removes its replicas)
+// and losing the label.
+func TestIngressDaemonSet(t *testing.T) {
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skip("haproxy not installed")
+	}
+	e := newClusterOf(t, "sli", cluster.Nodes(4, 2))
+	e.startHAProxy()
+	e.startController()
+	t.Cleanup(e.stopController)
+	e.create(echoObjects()...)
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		e.labelNode(n, idsNodeRole, "true")
+	}
+	e.create(nodeHealthRBAC()...)
+	e.create(e.idsBinding(), e.ingressDaemonSet())
+	e.settled(appNS, appName, 2*time.Minute)
+	e.idsSettled(3)
+	e.eventually(30*time.Second, "a request through HAProxy", func(context.Context) (bool, error) {
+		code, body, err := e.get()
+		return err == nil && code == 200 && strings.Contains(body, "echo"), err
+	})
+
+	cs := newCases(e)
+	roll := 0
+	template := func(x *v1alpha1.IngressDaemonSet) {
+		roll++
+		c := &x.Spec.Template.Spec.Containers[0]
+		c.Env = setEnv(c.Env, "ROLL", itoa(roll))
+	}
+	cs.runNoted("ids-template", true, func() string {
+		s := e.sampleDetach()
+		e.updateIDS(template)
+		e.idsSettled(3)
+		return s()
+	})
+	cs.runNoted("ids-detach-mode", true, func() string {
+		s := e.sampleDetach()
+		e.updateIDS(func(x *v1alpha1.IngressDaemonSet) {
+			one := int32(1)
+			x.Spec.UpdateStrategy.RollingUpdate = v1alpha1.RollingUpdateIngressDaemonSet{MaxUnavailableNodes: &one}
+			template(x)
+		})
+		e.idsSettled(3)
+		return s()
+	})
+	cs.runNoted("ids-drain", true, func() string {
+		s := e.sampleDetach()
+		e.drainIDSNode("node-3")
+		e.eventually(2*time.Minute, "node-3's replicas gone", func(ctx context.Context) (bool, error) {
+			err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: idsName + "-node-3"}, &appsv1.Deployment{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+		e.settled(appNS, appName, 2*time.Minute)
+		e.cordon("node-3", false)
+		e.idsSettled(3)
+		return s()
+	})
+	cs.runNoted("ids-add-remove", true, func() string {
+		s := e.sampleDetach()
+		e.labelNode("node-4", idsNodeRole, "true")
+		e.idsSettled(4)
+		e.cordon("node-1", true)
+		e.eventually(2*time.Minute, "node-1's replicas gone", func(ctx context.Context) (bool, error) {
+			err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: idsName + "-node-1"}, &appsv1.Deployment{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+		e.labelNode("node-1", idsNodeRole, "")
+		e.cordon("node-1", false)
+		e.idsSettled(3)
+		return s()
+	})
+	cs.runNoted("ids-controller-restart", true, func() string {
+		s := e.sampleDetach()
+		e.updateIDS(template)
+		e.eventually(time.Minute, "a node detached", func(ctx context.Context) (bool, error) {
+			n, err := e.detachedNodes(ctx)
+			return n > 0, err
+		})
+		e.killController()
+		time.Sleep(2 * time.Second)
+		e.startController()
+		e.idsSettled(3)
+		return s()
+	})
+	if cs.wants("ids-daemonset-off") {
+		e.swapToDaemonSet() // not measured: only the DaemonSet's rollout is
+
+		cs.runNoted("ids-daemonset-off", false, func() string {
+			e.patchDaemonSetEnv("ROLL", "ds-1")
+			e.daemonSetSettled(3)
+			return "detached_p50=- nodes_rolled=3"
+		})
+	}
+	cs.report()
+}
+
+// labelNode sets (value "" removes) a node label.
+func (e *env) labelNode(node, key, value string) {
+	e.t.Helper()
+	arg := key + "=" + value
+	if value == "" {
+		arg = key + "-"
+	}
+	e.kubectl("label", "node", node, arg, "--overwrite")
+}
+
+func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
+	out := slices.DeleteFunc(slices.Clone(env), func(v corev1.EnvVar) bool { return v.Name == name })
+	return append(out, corev1.EnvVar{Name: name, Value: value})
+}
+
+// nodeHealthRBAC lets the health checker's service account read nodes,
+// pods and Deployments (the chart's sluice-node-health ClusterRole).
+func nodeHealthRBAC() []client.Object {
+	return []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "sluice-node-health"}},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "sluice-node-health"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "sluice-node-health"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: proxyNS, Name: "sluice-node-health"}},
+		},
+	}
+}
+
+// idsBinding registers the nodes running the per-node proxies in HAProxy.
+func (e *env) idsBinding() *v1alpha1.LoadBalancerBinding {
+	return &v1alpha1.LoadBalancerBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge"},
+		Spec: v1alpha1.LoadBalancerBindingSpec{
+			Selector:   metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": idsLabel}},
+			Port:       intstr.FromInt32(idsPort),
+			TargetType: v1alpha1.TargetInstance,
+			Provider:   v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: "unix://" + e.lbSock, Backend: backend}},
+			Publish:    []v1alpha1.PublishAddress{{IP: "127.0.0.1"}},
+		},
+	}
+}
+
+// proxyTemplate is the proxies' pod template on the host network: both
+// replicas of a node listen on the node's address with SO_REUSEPORT. It
+// lists no readiness gate: on a detached node no target exists to turn it
+// True; the IngressDaemonSet controller waits for the node target itself.
+func (e *env) proxyTemplate() corev1.PodTemplateSpec {
+	tmpl := e.proxyDeployment().Spec.Template
+	tmpl.Labels = map[string]string{"app.kubernetes.io/name": idsLabel}
+	spec := &tmpl.Spec
+	spec.HostNetwork = true
+	spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	spec.ReadinessGates = nil
+	spec.TopologySpreadConstraints = nil
+	spec.Affinity = nil
+	c := &spec.Containers[0]
+	c.Args = []string{"proxy", "--reuse-port", fmt.Sprintf("--http-address=$(POD_IP):%d", idsPort), "--https-address=",
+		fmt.Sprintf("--admin-address=$(POD_IP):%d", idsAdmin), "--health-on-traffic-port",
+		"--drain-max-wait=30s", "--shutdown-timeout=10s", "--log-format=text"}
+	c.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: idsPort}, {Name: "admin", ContainerPort: idsAdmin}}
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(idsAdmin)}},
+		PeriodSeconds: 1, FailureThreshold: 1,
+	}
+	c.LivenessProbe = nil
+	return tmpl
+}
+
+func (e *env) ingressDaemonSet() *v1alpha1.IngressDaemonSet {
+	two := int32(2)
+	return &v1alpha1.IngressDaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: idsName},
+		Spec: v1alpha1.IngressDaemonSetSpec{
+			PodsPerNode:         &two,
+			NodeSelector:        map[string]string{idsNodeRole: "true"},
+			Template:            e.proxyTemplate(),
+			HealthCheckNodePort: idsHealth,
+			HealthChecker:       v1alpha1.HealthCheckerSpec{ServiceAccountName: "sluice-node-health"},
+		},
+	}
+}
+
+func (e *env) updateIDS(mutate func(*v1alpha1.IngressDaemonSet)) {
+	e.t.Helper()
+	x := &v1alpha1.IngressDaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: idsName}}
+	if err := e.update(x, func() { mutate(x) }); err != nil {
+		e.t.Fatalf("updating the IngressDaemonSet: %v", err)
+	}
+}
+
+// idsSettled waits until the IngressDaemonSet's status says n nodes run
+// the current template, all ready and attached, the rollout is complete,
+// and HAProxy has n healthy node targets.
+func (e *env) idsSettled(n int32) {
+	e.t.Helper()
+	e.eventually(4*time.Minute, fmt.Sprintf("the IngressDaemonSet settled on %d nodes", n), func(ctx context.Context) (bool, error) {
+		var x v1alpha1.IngressDaemonSet
+		if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: idsName}, &x); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(x.Status.Conditions, v1alpha1.ConditionProgressing)
+		if c != nil && c.Reason == v1alpha1.ReasonNodeFailed {
+			return false, errors.New(c.Message)
+		}
+		want := v1alpha1.NodeCounts{Desired: n, Ready: n, Updated: n}
+		if x.Status.ObservedGeneration != x.Generation || x.Status.Nodes != want || c == nil || c.Reason != "Complete" {
+			return false, fmt.Errorf("status %+v, progressing %+v", x.Status.Nodes, c)
+		}
+		return e.healthyTargets(ctx, n)
+	})
+}
+
+// healthyTargets: the binding lists n targets, all healthy.
+func (e *env) healthyTargets(ctx context.Context, n int32) (bool, error) {
+	var b v1alpha1.LoadBalancerBinding
+	if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: "edge"}, &b); err != nil {
+		return false, err
+	}
+	t := b.Status.Targets
+	return t.Healthy == n && t.Initial+t.Unhealthy+t.Draining+t.Unavailable == 0, fmt.Errorf("targets %+v", t)
+}
+
+func (e *env) detachedNodes(ctx context.Context) (int, error) {
+	var nl corev1.NodeList
+	if err := e.cl.List(ctx, &nl); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, node := range nl.Items {
+		if _, ok := node.Annotations[v1alpha1.DefaultDetachAnnotation]; ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// sampleDetach polls the nodes' detach annotation every 100ms; the
+// returned func stops and gives detached_p50 (how long a node stayed
+// detached) and nodes_rolled (nodes detached at least once).
+func (e *env) sampleDetach() func() string {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	since := map[string]time.Time{}
+	var spans []time.Duration
+	rolled := map[string]bool{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			var nl corev1.NodeList
+			if e.cl.List(ctx, &nl) == nil {
+				now := time.Now()
+				for _, n := range nl.Items {
+					_, on := n.Annotations[v1alpha1.DefaultDetachAnnotation]
+					start, was := since[n.Name]
+					switch {
+					case on && !was:
+						since[n.Name] = now
+						rolled[n.Name] = true
+					case !on && was:
+						spans = append(spans, now.Sub(start))
+						delete(since, n.Name)
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() string {
+		cancel()
+		wg.Wait()
+		p50 := "-"
+		if len(spans) > 0 {
+			sort.Slice(spans, func(i, j int) bool { return spans[i] < spans[j] })
+			p50 = fmtSeconds(spans[len(spans)/2].Seconds())
+		}
+		return fmt.Sprintf("detached_p50=%s nodes_rolled=%d", p50, len(rolled))
+	}
+}
+
+// drainIDSNode is `kubectl drain --ignore-daemonsets`: it cordons the
+// node and evicts its pods through the eviction API, again while a
+// PodDisruptionBudget refuses (429), until none but DaemonSet pods is
+// left.
+func (e *env) drainIDSNode(node string) {
+	e.t.Helper()
+	e.cordon(node, true)
+	e.eventually(3*time.Minute, "node "+node+" drained", func(ctx context.Context) (bool, error) {
+		left := 0
+		for _, ns := range []string{proxyNS, appNS} {
+			pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			if err != nil {
+				return false, err
+			}
+			for _, p := range pods.Items {
+				if ref := metav1.GetControllerOf(&p); ref != nil && ref.Kind == "DaemonSet" {
+					continue
+				}
+				left++
+				if p.DeletionTimestamp != nil {
+					continue
+				}
+				ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+				if err := e.kube.CoreV1().Pods(p.Namespace).EvictV1(ctx, ev); err != nil && !apierrors.IsTooManyRequests(err) && !apierrors.IsNotFound(err) {
+					return false, fmt.Errorf("evicting %s/%s: %w", p.Namespace, p.Name, err)
+				}
+			}
+		}
+		return left == 0, nil
+	})
+}
+
+// swapToDaemonSet replaces the IngressDaemonSet by an ordinary DaemonSet
+// of the same proxies (one per node) and waits until HAProxy has its
+// three node targets healthy.
+func (e *env) swapToDaemonSet() {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.cl.Delete(ctx, &v1alpha1.IngressDaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: idsName}}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.eventually(2*time.Minute, "the IngressDaemonSet's pods gone", func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		err := e.cl.List(ctx, &pods, client.InNamespace(proxyNS), client.MatchingLabels{"app.kubernetes.io/name": idsLabel})
+		return err == nil && len(pods.Items) == 0, err
+	})
+	tmpl := e.proxyTemplate()
+	tmpl.Spec.NodeSelector = map[string]string{idsNodeRole: "true"}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge-ds"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels},
+			Template: tmpl,
+		},
+	}
+	e.create(ds)
+	e.daemonSetSettled(3)
+}
+
+func (e *env) patchDaemonSetEnv(name, value string) {
+	e.t.Helper()
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge-ds"}}
+	if err := e.update(ds, func() {
+		c := &ds.Spec.Template.Spec.Containers[0]
+		c.Env = setEnv(c.Env, name, value)
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) daemonSetSettled(n int32) {
+	e.t.Helper()
+	e.eventually(4*time.Minute, "the DaemonSet settled", func(ctx context.Context) (bool, error) {
+		var ds appsv1.DaemonSet
+		if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: "edge-ds"}, &ds); err != nil {
+			return false, err
+		}
+		s := ds.Status
+		if s.ObservedGeneration < ds.Generation || s.UpdatedNumberScheduled != n || s.NumberReady != n || s.NumberAvailable != n {
+			return false, nil
+		}
+		return e.healthyTargets(ctx, n)
+	})
+}
