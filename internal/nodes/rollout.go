@@ -115,6 +115,12 @@ func (s *nodeState) busy() bool {
 func Compute(in Input) Plan {
 	ids := in.IDS
 	p := Plan{Waiting: map[string]string{}}
+	for _, g := range ids.Spec.Template.Spec.ReadinessGates {
+		if g.ConditionType == v1alpha1.ReadinessGateHealthy {
+			p.Problems = append(p.Problems, "the template lists the readiness gate "+v1alpha1.ReadinessGateHealthy+
+				": pods on a detached node have no target to turn it True, so a rollout with detachment stalls; remove it")
+		}
+	}
 	sel := labels.SelectorFromSet(ids.Spec.NodeSelector)
 	byNode := map[string]*appsv1.Deployment{}
 	for _, d := range in.Deployments {

@@ -385,3 +385,13 @@ func TestComputeProblems(t *testing.T) {
 		t.Fatalf("a node name too long for a label: create %v, problems %v", names(p.Create), p.Problems)
 	}
 }
+
+func TestComputeReadinessGateProblem(t *testing.T) {
+	x := ids(func(x *v1alpha1.IngressDaemonSet) {
+		x.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGateHealthy}}
+	})
+	p := Compute(Input{IDS: x, Nodes: []*corev1.Node{node("a")}, Now: now})
+	if len(p.Problems) != 1 || !strings.Contains(p.Problems[0], "readiness gate") {
+		t.Fatalf("problems = %v", p.Problems)
+	}
+}

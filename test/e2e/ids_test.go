@@ -202,7 +202,7 @@ func (e *env) proxyTemplate() corev1.PodTemplateSpec {
 	c.Args = []string{"proxy", "--reuse-port", fmt.Sprintf("--http-address=$(POD_IP):%d", idsPort), "--https-address=",
 		fmt.Sprintf("--admin-address=$(POD_IP):%d", idsAdmin), "--health-on-traffic-port",
 		"--drain-max-wait=30s", "--shutdown-timeout=10s", "--log-format=text"}
-	c.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: idsPort}, {Name: "admin", ContainerPort: idsAdmin}}
+	c.Ports = nil // host network: declared ports become host ports, one pod per node
 	c.ReadinessProbe = &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(idsAdmin)}},
 		PeriodSeconds: 1, FailureThreshold: 1,
