@@ -130,8 +130,16 @@ func Compute(in Input) Plan {
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
 	kept := map[string]bool{}
 	var states []*nodeState
+	owner := ids.Namespace + "/" + ids.Name
 	for _, n := range nodes {
-		if n.DeletionTimestamp != nil || !sel.Matches(labels.Set(n.Labels)) {
+		if n.DeletionTimestamp != nil {
+			continue
+		}
+		if !sel.Matches(labels.Set(n.Labels)) {
+			// A node that left the selector keeps nothing of ours.
+			if n.Annotations[v1alpha1.AnnotationDetachedBy] == owner {
+				p.Reattach = append(p.Reattach, n.Name)
+			}
 			continue
 		}
 		if why := checkNodeName(ids, n.Name); why != "" {
@@ -143,7 +151,7 @@ func Compute(in Input) Plan {
 			d = nil // not ours by name: leave it to the deletion below
 		}
 		s := &nodeState{node: n, deploy: d, lb: in.LB[n.Name], leaving: leaving(n), detached: Detached(ids, n),
-			ours: n.Annotations[v1alpha1.AnnotationDetachedBy] == ids.Namespace+"/"+ids.Name}
+			ours: n.Annotations[v1alpha1.AnnotationDetachedBy] == owner}
 		if d != nil {
 			kept[d.Name] = true
 			s.outdated = d.Annotations[v1alpha1.AnnotationObjectHash] != Deployment(ids, n.Name).Annotations[v1alpha1.AnnotationObjectHash]
@@ -181,7 +189,13 @@ func Compute(in Input) Plan {
 		case s.leaving:
 			p.leave(in, s)
 		case s.deploy == nil:
+			// A joining node starts detached: the load balancer gets it
+			// once every replica is ready (reattach below), not as soon as
+			// the first one is.
 			p.Create = append(p.Create, desired)
+			if !s.detached || !s.ours {
+				p.Detach = append(p.Detach, Detach{Node: name})
+			}
 			p.Counts.Desired++
 			p.Counts.Updated++
 		default:

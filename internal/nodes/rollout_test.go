@@ -98,6 +98,9 @@ func TestComputeCreatesAndDeletes(t *testing.T) {
 	if got := names(p.Create); !slices.Equal(got, []string{"edge-a", "edge-b"}) {
 		t.Fatalf("create = %v", got)
 	}
+	if got := detachNodes(p); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("joining nodes start detached: detach = %v", got)
+	}
 	if !slices.Equal(p.Delete, []string{"edge-old"}) {
 		t.Fatalf("delete = %v", p.Delete)
 	}
@@ -289,6 +292,14 @@ func TestComputeRollout(t *testing.T) {
 		lb:      map[string]NodeLB{"a": drained, "b": served},
 		del:     []string{"edge-a"},
 		counts:  v1alpha1.NodeCounts{Desired: 1, Ready: 1, Updated: 1, Detached: 1},
+	}, {
+		name:     "a node that left the selector is reattached",
+		x:        cur,
+		nodes:    []*corev1.Node{node("a", detachedAt(now), func(n *corev1.Node) { n.Labels = nil }), node("b")},
+		deploys:  []*appsv1.Deployment{deploy(cur, "b", true)},
+		lb:       map[string]NodeLB{"b": served},
+		reattach: []string{"a"},
+		counts:   v1alpha1.NodeCounts{Desired: 1, Ready: 1, Updated: 1},
 	}, {
 		name:    "node detached by node-detacher is taken over",
 		x:       cur,
