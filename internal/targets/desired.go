@@ -41,6 +41,9 @@ type Spec struct {
 	// Port is the container port, by number or name, for IP targets; the
 	// host or node port number for Instance targets.
 	Port intstr.IntOrString
+	// CheckPort is the node port health-checked instead of Port for
+	// Instance targets (lb.Target.CheckPort); 0: Port.
+	CheckPort uint16
 }
 
 // Labels and taints that take a node's targets out of load balancers.
@@ -150,7 +153,7 @@ func desiredInstance(spec Spec, pods []*corev1.Pod, nodes map[string]*corev1.Nod
 			problems = append(problems, Problem{Kind: "Node", Name: node.Name, Message: "no InternalIP address"})
 			continue
 		}
-		out = append(out, lb.Target{Address: netip.AddrPortFrom(ip, port), Zone: zone(node), ID: instanceID(node)})
+		out = append(out, lb.Target{Address: netip.AddrPortFrom(ip, port), Zone: zone(node), ID: instanceID(node), CheckPort: spec.CheckPort})
 	}
 	return dedupe(out), problems
 }
@@ -169,7 +172,7 @@ func NodeTarget(spec Spec, node *corev1.Node) (lb.Target, bool) {
 	if !ok {
 		return lb.Target{}, false
 	}
-	return lb.Target{Address: netip.AddrPortFrom(ip, uint16(spec.Port.IntVal)), Zone: zone(node), ID: instanceID(node)}, true
+	return lb.Target{Address: netip.AddrPortFrom(ip, uint16(spec.Port.IntVal)), Zone: zone(node), ID: instanceID(node), CheckPort: spec.CheckPort}, true
 }
 
 func validPort(p int32) bool { return p >= 1 && p <= 65535 }

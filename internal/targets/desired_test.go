@@ -227,12 +227,16 @@ func TestNodeTarget(t *testing.T) {
 		{"unknown node", inst, nil, ""},
 		{"IP spec", Spec{Type: IP, Port: intstr.FromInt32(8080)}, node("a", "z1", "10.0.1.1"), ""},
 		{"named port", Spec{Type: Instance, Port: intstr.FromString("http")}, node("a", "z1", "10.0.1.1"), ""},
+		{"check port", Spec{Type: Instance, Port: intstr.FromInt32(30080), CheckPort: 10254}, node("a", "z1", "10.0.1.1"), "10.0.1.1:30080 zone=z1 id=i-a check=10254\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got string
 			if tg, ok := NodeTarget(tt.spec, tt.node); ok {
 				got = dump([]lb.Target{tg}, nil)
+				if tg.CheckPort != 0 {
+					got = strings.TrimSuffix(got, "\n") + fmt.Sprintf(" check=%d\n", tg.CheckPort)
+				}
 			}
 			if got != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)

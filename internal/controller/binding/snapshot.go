@@ -20,7 +20,11 @@ import (
 const DefaultDrainTimeout = 5 * time.Minute
 
 func targetSpec(b *v1alpha1.LoadBalancerBinding) targets.Spec {
-	return targets.Spec{Type: targets.TargetType(b.Spec.TargetType), Port: b.Spec.Port}
+	spec := targets.Spec{Type: targets.TargetType(b.Spec.TargetType), Port: b.Spec.Port}
+	if p := b.Spec.HealthCheckPort; p != nil && *p >= 1 && *p <= 65535 && spec.Type == targets.Instance {
+		spec.CheckPort = uint16(*p)
+	}
+	return spec
 }
 
 // Settings returns a binding's readiness-gate and drain settings with the
