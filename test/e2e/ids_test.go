@@ -136,7 +136,7 @@ func TestIngressDaemonSet(t *testing.T) {
 
 		cs.runNoted("ids-daemonset-off", false, func() string {
 			e.patchDaemonSetEnv("ROLL", "ds-1")
-			e.daemonSetSettled(3)
+			e.edgeDaemonSetSettled(3)
 			return "detached_p50=- nodes_rolled=3"
 		})
 	}
@@ -171,16 +171,19 @@ func nodeHealthRBAC() []client.Object {
 	}
 }
 
-// idsBinding registers the nodes running the per-node proxies in HAProxy.
+// idsBinding registers the nodes running the per-node proxies in HAProxy,
+// health-checked on sluice node-health's port.
 func (e *env) idsBinding() *v1alpha1.LoadBalancerBinding {
+	check := int32(idsHealth)
 	return &v1alpha1.LoadBalancerBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge"},
 		Spec: v1alpha1.LoadBalancerBindingSpec{
-			Selector:   metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": idsLabel}},
-			Port:       intstr.FromInt32(idsPort),
-			TargetType: v1alpha1.TargetInstance,
-			Provider:   v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: "unix://" + e.lbSock, Backend: backend}},
-			Publish:    []v1alpha1.PublishAddress{{IP: "127.0.0.1"}},
+			Selector:        metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": idsLabel}},
+			Port:            intstr.FromInt32(idsPort),
+			TargetType:      v1alpha1.TargetInstance,
+			HealthCheckPort: &check,
+			Provider:        v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: "unix://" + e.lbSock, Backend: backend}},
+			Publish:         []v1alpha1.PublishAddress{{IP: "127.0.0.1"}},
 		},
 	}
 }
@@ -372,6 +375,12 @@ func (e *env) swapToDaemonSet() {
 		err := e.cl.List(ctx, &pods, client.InNamespace(proxyNS), client.MatchingLabels{"app.kubernetes.io/name": idsLabel})
 		return err == nil && len(pods.Items) == 0, err
 	})
+	// The health checker went with the IngressDaemonSet: HAProxy checks
+	// the proxies' traffic port again (the new targets get the new port).
+	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge"}}
+	if err := e.update(b, func() { b.Spec.HealthCheckPort = nil }); err != nil {
+		e.t.Fatal(err)
+	}
 	tmpl := e.proxyTemplate()
 	tmpl.Spec.NodeSelector = map[string]string{idsNodeRole: "true"}
 	ds := &appsv1.DaemonSet{
@@ -382,7 +391,7 @@ func (e *env) swapToDaemonSet() {
 		},
 	}
 	e.create(ds)
-	e.daemonSetSettled(3)
+	e.edgeDaemonSetSettled(3)
 }
 
 func (e *env) patchDaemonSetEnv(name, value string) {
@@ -396,7 +405,7 @@ func (e *env) patchDaemonSetEnv(name, value string) {
 	}
 }
 
-func (e *env) daemonSetSettled(n int32) {
+func (e *env) edgeDaemonSetSettled(n int32) {
 	e.t.Helper()
 	e.eventually(4*time.Minute, "the DaemonSet settled", func(ctx context.Context) (bool, error) {
 		var ds appsv1.DaemonSet
