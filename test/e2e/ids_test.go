@@ -284,13 +284,16 @@ func (e *env) detachedNodes(ctx context.Context) (int, error) {
 
 // sampleDetach polls the nodes' detach annotation every 100ms; the
 // returned func stops and gives detached_p50 (how long a node stayed
-// detached) and nodes_rolled (nodes detached at least once).
+// detached) and nodes_rolled (nodes detached at least once). Every case
+// rolls one node at a time (maxDegradedNodes 1 or maxUnavailableNodes 1):
+// seeing two nodes detached at once fails the test.
 func (e *env) sampleDetach() func() string {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	since := map[string]time.Time{}
 	var spans []time.Duration
 	rolled := map[string]bool{}
+	most := 0
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -310,6 +313,7 @@ func (e *env) sampleDetach() func() string {
 						delete(since, n.Name)
 					}
 				}
+				most = max(most, len(since))
 			}
 			select {
 			case <-ctx.Done():
@@ -320,6 +324,9 @@ func (e *env) sampleDetach() func() string {
 	return func() string {
 		cancel()
 		wg.Wait()
+		if most > 1 {
+			e.t.Errorf("%d nodes were detached at once; the budget is 1", most)
+		}
 		p50 := "-"
 		if len(spans) > 0 {
 			sort.Slice(spans, func(i, j int) bool { return spans[i] < spans[j] })
