@@ -253,3 +253,45 @@ func contains(s []string, v string) bool {
 	}
 	return false
 }
+
+func TestDeletionReattachesNodes(t *testing.T) {
+	ctx := context.Background()
+	ids := newIDS()
+	ids.Finalizers = []string{ingressdaemonset.Finalizer}
+	now := metav1.Now()
+	ids.DeletionTimestamp = &now
+	ours := node("a", "10.0.0.1")
+	ours.Labels = map[string]string{targets.LabelExcludeFromLB: "true"}
+	ours.Annotations = map[string]string{
+		v1alpha1.DefaultDetachAnnotation: "true", v1alpha1.AnnotationDetachedBy: "ingress/edge",
+		v1alpha1.AnnotationExcludedBy: "ingress/edge", v1alpha1.AnnotationUpdatePending: "true",
+	}
+	theirs := node("b", "10.0.0.2")
+	theirs.Labels = map[string]string{targets.LabelExcludeFromLB: "true"}
+	theirs.Annotations = map[string]string{v1alpha1.DefaultDetachAnnotation: "true"}
+	c := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).
+		WithStatusSubresource(&v1alpha1.IngressDaemonSet{}).WithObjects(ids, ours, theirs).Build()
+	r, err := ingressdaemonset.New(ingressdaemonset.Options{Client: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	var a, b corev1.Node
+	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Name: "b"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Labels)+len(a.Annotations) != 0 {
+		t.Fatalf("node a keeps %v %v", a.Labels, a.Annotations)
+	}
+	if b.Labels[targets.LabelExcludeFromLB] != "true" || b.Annotations[v1alpha1.DefaultDetachAnnotation] != "true" {
+		t.Fatalf("node b, detached by someone else, lost %v %v", b.Labels, b.Annotations)
+	}
+	if err := c.Get(ctx, key, &v1alpha1.IngressDaemonSet{}); err == nil {
+		t.Fatal("the IngressDaemonSet kept its finalizer")
+	}
+}
