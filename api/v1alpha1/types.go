@@ -69,6 +69,7 @@ type LoadBalancerBinding struct {
 }
 
 // LoadBalancerBindingSpec is what the user asks for.
+// +kubebuilder:validation:XValidation:rule="!has(self.healthCheckPort) || (has(self.targetType) && self.targetType == 'Instance')",message="healthCheckPort is for Instance targets only"
 type LoadBalancerBindingSpec struct {
 	// Selector picks the ingress pods, in the binding's namespace.
 	Selector metav1.LabelSelector `json:"selector"`
@@ -82,6 +83,20 @@ type LoadBalancerBindingSpec struct {
 	// +kubebuilder:default=IP
 	// +optional
 	TargetType TargetType `json:"targetType,omitempty"`
+
+	// HealthCheckPort, for Instance targets, is the node port the load
+	// balancer health-checks instead of the traffic port: typically the
+	// port of `sluice node-health`, which answers for every ingress
+	// replica on the node. HAProxy: servers are added with "port N"
+	// (servers added before a change keep their check port until they are
+	// registered again). AWS: the target group's HealthCheckPort is set
+	// outside sluice; the controller compares it with this value and warns
+	// (Event HealthCheckPortMismatch) when they differ. Unset: the traffic
+	// port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	HealthCheckPort *int32 `json:"healthCheckPort,omitempty"`
 
 	// Provider names the load balancer and target group.
 	Provider ProviderSpec `json:"provider"`

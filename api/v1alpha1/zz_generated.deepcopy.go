@@ -149,6 +149,11 @@ func (in *LoadBalancerBindingSpec) DeepCopyInto(out *LoadBalancerBindingSpec) {
 	*out = *in
 	in.Selector.DeepCopyInto(&out.Selector)
 	out.Port = in.Port
+	if in.HealthCheckPort != nil {
+		in, out := &in.HealthCheckPort, &out.HealthCheckPort
+		*out = new(int32)
+		**out = **in
+	}
 	in.Provider.DeepCopyInto(&out.Provider)
 	if in.ReadinessGate != nil {
 		in, out := &in.ReadinessGate, &out.ReadinessGate

@@ -3,6 +3,7 @@
 //
 //	sluice proxy       the data plane: routes Ingress traffic to pod endpoints
 //	sluice controller  the control plane: load-balancer targets, readiness gates, drain handshake
+//	sluice node-health  per-node health check of instance-mode load balancers (host network)
 //	sluice remove-bindings  deletes a release's bindings and waits for their finalizer (Helm pre-delete hook)
 //	sluice version     prints the version
 //
@@ -29,6 +30,7 @@ func commands() []command {
 	return []command{
 		{"proxy", "run the ingress data plane (reverse proxy)", runProxy},
 		{"controller", "register ingress pods in load balancers, gate readiness, drain, publish status", runController},
+		{"node-health", "per-node health check for instance-mode load balancers: 200 iff the node's ingress replicas are ready and the node is neither detaching nor about to update", runNodeHealth},
 		{"remove-bindings", "delete a release's LoadBalancerBindings and wait until the controller let them go (Helm pre-delete hook)", runRemoveBindings},
 		{"version", "print the version and exit", runVersion},
 	}

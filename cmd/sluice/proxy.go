@@ -64,6 +64,7 @@ type proxyConfig struct {
 	logLevel   string
 	requestID  bool
 	h2c        bool
+	reusePort  bool
 	maxStreams int
 	accessLog  bool
 }
@@ -97,6 +98,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", false, "log one line per request")
+	fs.BoolVar(&c.reusePort, "reuse-port", false, "set SO_REUSEPORT on every listener (traffic and admin), so several proxies on one host network share the ports (per-node replicas); set net.ipv4.tcp_migrate_req=1 on the node so a stopping replica's queued connections move to another")
 	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, as gRPC clients use) on the plain-HTTP listener")
 	fs.IntVar(&c.maxStreams, "upstream-max-streams-per-connection", 100, "most concurrent requests on one HTTP/2 connection to a pod (h2c, grpc, grpcs backends); more open another connection")
 	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
@@ -292,6 +294,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		HealthOnTrafficPort: c.healthOnTrafficPort,
 		FastHTTP1:           c.fastHTTP1,
 		H2C:                 c.h2c,
+		ReusePort:           c.reusePort,
 		Drained:             drained,
 		Ready:               loop.Ready,
 		Gatherer:            reg,

@@ -31,6 +31,10 @@ type Target struct {
 	// instance ID); "" for IP targets and for providers that identify
 	// targets by address only (HAProxy).
 	ID string
+	// CheckPort is the port the load balancer health-checks, 0 for the
+	// traffic port. Providers that set it per target (HAProxy) use it when
+	// they add the target; it does not take part in identity.
+	CheckPort uint16
 }
 
 // Same reports whether t and o denote the same registration. When both carry

@@ -102,6 +102,14 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// ReusePort sets SO_REUSEPORT on every listener (traffic and admin),
+	// so that several servers on one host can bind the same addresses:
+	// per-node replicas on the host network. The kernel spreads new
+	// connections over the group; a server that stops accepting leaves
+	// the others serving. Connections already queued on a listener that
+	// closes are reset unless the node's net.ipv4.tcp_migrate_req is 1
+	// (it hands them to another listener of the group). Off by default.
+	ReusePort bool
 }
 
 // Listener names, used in metric labels.
@@ -241,7 +249,7 @@ func (s *Server) bind() error {
 		if addr == "" {
 			return nil, nil
 		}
-		l, err := net.Listen("tcp", addr)
+		l, err := listenTCP(addr, s.o.ReusePort)
 		if err != nil {
 			return nil, fmt.Errorf("binding %s: %w", addr, err)
 		}

@@ -41,6 +41,9 @@ type Spec struct {
 	// Port is the container port, by number or name, for IP targets; the
 	// host or node port number for Instance targets.
 	Port intstr.IntOrString
+	// CheckPort is the node port health-checked instead of Port for
+	// Instance targets (lb.Target.CheckPort); 0: Port.
+	CheckPort uint16
 }
 
 // Labels and taints that take a node's targets out of load balancers.
@@ -51,6 +54,11 @@ const (
 	// TaintToBeDeleted is set by the cluster autoscaler on nodes it is
 	// about to remove.
 	TaintToBeDeleted = "ToBeDeletedByClusterAutoscaler"
+	// TaintKarpenterDisruption with the value TaintKarpenterDisrupting is
+	// set by Karpenter on a node it is about to disrupt (consolidation,
+	// drift, expiry, interruption) before it drains the node.
+	TaintKarpenterDisruption = "karpenter.sh/disruption"
+	TaintKarpenterDisrupting = "disrupting"
 	// LabelZone gives a target its zone.
 	LabelZone = "topology.kubernetes.io/zone"
 )
@@ -145,9 +153,26 @@ func desiredInstance(spec Spec, pods []*corev1.Pod, nodes map[string]*corev1.Nod
 			problems = append(problems, Problem{Kind: "Node", Name: node.Name, Message: "no InternalIP address"})
 			continue
 		}
-		out = append(out, lb.Target{Address: netip.AddrPortFrom(ip, port), Zone: zone(node), ID: instanceID(node)})
+		out = append(out, lb.Target{Address: netip.AddrPortFrom(ip, port), Zone: zone(node), ID: instanceID(node), CheckPort: spec.CheckPort})
 	}
 	return dedupe(out), problems
+}
+
+// NodeTarget is the Instance target of node: its InternalIP at the spec's
+// port, with the node's zone and instance ID, whether or not the node has
+// a pod or is leaving. Instance bindings map each selected pod to its
+// node's target with it, so that a pod can follow its node target's
+// health (readiness gate) and drain. False when the spec is not Instance
+// with a port number, or the node is unknown or has no InternalIP.
+func NodeTarget(spec Spec, node *corev1.Node) (lb.Target, bool) {
+	if spec.Type != Instance || spec.Port.Type != intstr.Int || !validPort(spec.Port.IntVal) || node == nil {
+		return lb.Target{}, false
+	}
+	ip, ok := internalIP(node)
+	if !ok {
+		return lb.Target{}, false
+	}
+	return lb.Target{Address: netip.AddrPortFrom(ip, uint16(spec.Port.IntVal)), Zone: zone(node), ID: instanceID(node), CheckPort: spec.CheckPort}, true
 }
 
 func validPort(p int32) bool { return p >= 1 && p <= 65535 }
@@ -176,7 +201,7 @@ func excluded(node *corev1.Node) bool {
 		return true
 	}
 	for _, t := range node.Spec.Taints {
-		if t.Key == TaintToBeDeleted {
+		if t.Key == TaintToBeDeleted || t.Key == TaintKarpenterDisruption && t.Value == TaintKarpenterDisrupting {
 			return true
 		}
 	}

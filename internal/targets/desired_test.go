@@ -62,6 +62,12 @@ func excludeLabel(n *corev1.Node) { n.Labels[LabelExcludeFromLB] = "" }
 func toBeDeleted(n *corev1.Node) {
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintToBeDeleted, Effect: corev1.TaintEffectNoSchedule})
 }
+func karpenterDisrupting(n *corev1.Node) {
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKarpenterDisruption, Value: TaintKarpenterDisrupting, Effect: corev1.TaintEffectNoSchedule})
+}
+func karpenterOtherValue(n *corev1.Node) {
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKarpenterDisruption, Value: "candidate", Effect: corev1.TaintEffectNoSchedule})
+}
 func cordoned(n *corev1.Node) {
 	n.Spec.Unschedulable = true
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
@@ -171,6 +177,8 @@ func TestDesiredInstance(t *testing.T) {
 		node("f", "z3", ""),
 		node("g", "z3", "10.0.1.7", noProviderID),
 		node("h", "z1", "10.0.1.8"),
+		node("k", "z1", "10.0.1.9", karpenterDisrupting),
+		node("l", "z2", "10.0.1.10", karpenterOtherValue),
 	)
 	spec := Spec{Type: Instance, Port: intstr.FromInt32(30080)}
 	pods := []*corev1.Pod{
@@ -185,10 +193,13 @@ func TestDesiredInstance(t *testing.T) {
 		pod("h-no-conditions", "h", "10.244.8.6"),
 		pod("h-terminating", "h", "10.244.8.7", readyContainers, deleting),
 		pod("x1", "x", "10.244.9.5", readyContainers),
+		pod("k1", "k", "10.244.10.5", readyContainers),
+		pod("l1", "l", "10.244.11.5", readyContainers),
 	}
 	want := `10.0.1.7:30080 zone=z3 id=
 10.0.1.1:30080 zone=z1 id=i-a
 10.0.1.2:30080 zone=z2 id=i-b
+10.0.1.10:30080 zone=z2 id=i-l
 problem: Node f: no InternalIP address
 `
 	if got := dump(Desired(spec, pods, nodes)); got != want {
@@ -198,6 +209,39 @@ problem: Node f: no InternalIP address
 	_, ps := Desired(Spec{Type: Instance, Port: intstr.FromString("http")}, pods, nodes)
 	if len(ps) != 1 || ps[0].Kind != "Spec" {
 		t.Errorf("named instance port: %v", ps)
+	}
+}
+
+func TestNodeTarget(t *testing.T) {
+	inst := Spec{Type: Instance, Port: intstr.FromInt32(30080)}
+	tests := []struct {
+		name string
+		spec Spec
+		node *corev1.Node
+		want string // "" when none
+	}{
+		{"instance", inst, node("a", "z1", "10.0.1.1"), "10.0.1.1:30080 zone=z1 id=i-a\n"},
+		{"leaving node keeps its target", inst, node("d", "z2", "10.0.1.4", toBeDeleted), "10.0.1.4:30080 zone=z2 id=i-d\n"},
+		{"no provider ID", inst, node("g", "z3", "10.0.1.7", noProviderID), "10.0.1.7:30080 zone=z3 id=\n"},
+		{"no InternalIP", inst, node("f", "z3", ""), ""},
+		{"unknown node", inst, nil, ""},
+		{"IP spec", Spec{Type: IP, Port: intstr.FromInt32(8080)}, node("a", "z1", "10.0.1.1"), ""},
+		{"named port", Spec{Type: Instance, Port: intstr.FromString("http")}, node("a", "z1", "10.0.1.1"), ""},
+		{"check port", Spec{Type: Instance, Port: intstr.FromInt32(30080), CheckPort: 10254}, node("a", "z1", "10.0.1.1"), "10.0.1.1:30080 zone=z1 id=i-a check=10254\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got string
+			if tg, ok := NodeTarget(tt.spec, tt.node); ok {
+				got = dump([]lb.Target{tg}, nil)
+				if tg.CheckPort != 0 {
+					got = strings.TrimSuffix(got, "\n") + fmt.Sprintf(" check=%d\n", tg.CheckPort)
+				}
+			}
+			if got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 

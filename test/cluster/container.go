@@ -50,6 +50,9 @@ func (w *podWorker) spawn(ctx context.Context, pod *corev1.Pod, c *container) er
 	if !ok {
 		return &configError{"ErrImagePull", fmt.Errorf("image %q is not in the local cluster's image table", c.spec.Image)}
 	}
+	if err := checkHostPorts(pod, c.spec); err != nil {
+		return &configError{"CreateContainerConfigError", err}
+	}
 	env, err := w.containerEnv(ctx, pod, c)
 	if err != nil {
 		return &configError{"CreateContainerConfigError", err}
@@ -372,6 +375,25 @@ func (w *podWorker) runInPod(ctx context.Context, spec *corev1.Container, bin st
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("running %v: %w: %s", argv, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// checkHostPorts refuses a hostPort the local cluster cannot honour. A
+// hostNetwork pod runs in its node's namespace at the node's address, so
+// its ports are host ports already (the API server defaults hostPort to
+// containerPort and rejects any other value). A pod with its own address
+// would need the node address's port forwarded to it, which the process
+// kubelet does not do: the container is refused with a reason instead of
+// running unreachable on the port it asked for.
+func checkHostPorts(pod *corev1.Pod, c corev1.Container) error {
+	if pod.Spec.HostNetwork {
+		return nil
+	}
+	for _, p := range c.Ports {
+		if p.HostPort != 0 {
+			return fmt.Errorf("container port %d asks for hostPort %d: the local cluster honours host ports only for hostNetwork pods", p.ContainerPort, p.HostPort)
+		}
 	}
 	return nil
 }

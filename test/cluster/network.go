@@ -206,6 +206,12 @@ func newNetwork(s *slot, nodes []NodeSpec) (*network, error) {
 		); err != nil {
 			return n, fmt.Errorf("creating namespace of node %s: %w", spec.Name, err)
 		}
+		// Per-node replicas on the host network share ports with
+		// SO_REUSEPORT; a replica that stops hands the connections
+		// queued on its listener to another instead of resetting them.
+		if err := ipCmd("netns", "exec", ns, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/tcp_migrate_req"); err != nil {
+			return n, fmt.Errorf("setting tcp_migrate_req on node %s: %w", spec.Name, err)
+		}
 		n.nodes[spec.Name] = nn
 	}
 	return n, nil

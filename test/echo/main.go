@@ -3,7 +3,7 @@
 // to it. It answers every request with its own identity and what it saw, so a
 // test can tell which pod served a request.
 //
-//	echo --listen :8080 --name pod-a
+//	echo --listen :8080 --name pod-a [--reuse-port]
 //
 // GET /healthz answers 200 until SIGTERM, then 503 for --shutdown-delay
 // before the server shuts down gracefully (in-flight requests finish).
@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -26,12 +27,15 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
 	listen := flag.String("listen", envOr("ECHO_LISTEN", ":8080"), "address to listen on")
 	name := flag.String("name", envOr("POD_NAME", hostname()), "name reported in responses")
 	shutdownDelay := flag.Duration("shutdown-delay", 0, "after SIGTERM, fail /healthz for this long before shutting down")
+	reusePort := flag.Bool("reuse-port", false, "set SO_REUSEPORT so several echo processes share --listen (hostNetwork pods on one node)")
 	flag.Parse()
 
 	var stopping atomic.Bool
@@ -81,7 +85,24 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	var lc net.ListenConfig
+	if *reusePort {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	ln, err := lc.Listen(context.Background(), "tcp", *listen)
+	if err != nil {
+		slog.Error("echo failed", "error", err)
+		os.Exit(1)
+	}
+	go func() { errc <- srv.Serve(ln) }()
 	slog.Info("echo listening", "address", *listen, "name", *name)
 	select {
 	case err := <-errc:

@@ -614,3 +614,55 @@ func TestAWSDiscoveredGroups(t *testing.T) {
 		t.Errorf("untagged group touched: %v", got)
 	}
 }
+
+// TestAWSHealthCheckPortMismatch: a binding's healthCheckPort is compared
+// with each target group's HealthCheckPort; a group checking another port
+// gets a Warning Event, a matching one none.
+func TestAWSHealthCheckPortMismatch(t *testing.T) {
+	e := newAWSEnv(t, "")
+	match, err := e.f.AddTargetGroup(awsfake.TargetGroup{Name: "match", Port: e.port, HealthCheckPort: "10254",
+		HealthCheckInterval: 5 * time.Second, HealthyThreshold: 2, UnhealthyThreshold: 2, DeregistrationDelay: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := e.group("other", "/healthz", 10*time.Second, nil) // traffic-port
+	e.pod("p1", "127.0.0.2")
+	b := awsBinding("b", match, other)
+	port := int32(10254)
+	b.Spec.HealthCheckPort = &port
+	if err := e.c.Create(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	e.round("b")
+	var w []string
+	for _, ev := range e.rec.Events() {
+		if ev.Reason == "HealthCheckPortMismatch" {
+			w = append(w, ev.Note)
+		}
+	}
+	if len(w) != 1 || !strings.Contains(w[0], other) || !strings.Contains(w[0], `"traffic-port"`) || strings.Contains(w[0], match) {
+		t.Fatalf("warnings %q, want one about %s", w, other)
+	}
+}
+
+func TestHealthCheckPortProblem(t *testing.T) {
+	port := int32(10254)
+	with := &v1alpha1.LoadBalancerBinding{Spec: v1alpha1.LoadBalancerBindingSpec{HealthCheckPort: &port}}
+	without := &v1alpha1.LoadBalancerBinding{}
+	for _, tc := range []struct {
+		b    *v1alpha1.LoadBalancerBinding
+		got  string
+		warn bool
+	}{
+		{with, "10254", false},
+		{with, "traffic-port", true},
+		{with, "8080", true},
+		{with, "", true},
+		{without, "traffic-port", false},
+		{without, "8080", false},
+	} {
+		if msg := binding.HealthCheckPortProblem(tc.b, "tg", tc.got); (msg != "") != tc.warn {
+			t.Errorf("port %v, group %q: %q, want warning %v", tc.b.Spec.HealthCheckPort, tc.got, msg, tc.warn)
+		}
+	}
+}

@@ -65,6 +65,15 @@ type DelayChecker interface {
 
 var _ DelayChecker = (*aws.Provider)(nil)
 
+// HealthCheckPortReader is a provider whose groups carry their own
+// health-check port, set outside sluice (AWS target groups), which the
+// binding's healthCheckPort is compared with.
+type HealthCheckPortReader interface {
+	HealthCheckPort(ctx context.Context, group string) (string, error)
+}
+
+var _ HealthCheckPortReader = (*aws.Provider)(nil)
+
 // Recorder emits Kubernetes Events (events.k8s.io EventRecorder).
 type Recorder interface {
 	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
@@ -249,7 +258,7 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	desired, problems := targets.Desired(spec, pods, nodes)
 	prev := r.opts.Store.Get(key)
 
-	snap := newSnapshot(b, spec, pods, desired)
+	snap := newSnapshot(b, spec, pods, nodes, desired)
 	snap.Problems = problemStrings(problems)
 	r.announceProblems(b, snap, prev)
 	guard, held, err := r.guard(ctx, b, nodes)
@@ -287,6 +296,7 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 		return r.failed(ctx, b, listed, snap.Err, extra...)
 	}
 	r.checkDelays(ctx, b, prov, groups, pods)
+	r.checkHealthCheckPorts(ctx, b, prov, groups)
 	addrs, err := addresses(ctx, b, prov, groups)
 	if err != nil {
 		r.log.Warn("finding load balancer addresses", "binding", key, "err", err)

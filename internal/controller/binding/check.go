@@ -3,6 +3,8 @@ package binding
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -145,6 +147,49 @@ func (r *Reconciler) checkDelays(ctx context.Context, b *v1alpha1.LoadBalancerBi
 			r.event(b, nil, corev1.EventTypeWarning, "DeregistrationDelayTooLong", "Check", err.Error())
 		default:
 			r.log.Info("checking the deregistration delay failed", "binding", key, "group", g, "err", err)
+		}
+	}
+}
+
+// HealthCheckPortProblem says why a group's health-check port (as AWS
+// states it: "traffic-port" or a number) does not match the binding's
+// healthCheckPort; "" when it does, or when the binding sets none.
+func HealthCheckPortProblem(b *v1alpha1.LoadBalancerBinding, group, got string) string {
+	want := b.Spec.HealthCheckPort
+	if want == nil || got == strconv.Itoa(int(*want)) {
+		return ""
+	}
+	return fmt.Sprintf("target group %s health-checks %q, but the binding's healthCheckPort is %d: "+
+		"set the target group's HealthCheckPort to %d (or change healthCheckPort)", group, got, *want, *want)
+}
+
+// checkHealthCheckPorts warns, with a HealthCheckPortMismatch Event on the
+// binding at most every CheckInterval per group, when a provider that owns
+// its groups' health-check port (AWS) checks another port than the
+// binding's healthCheckPort. Lookup errors are logged.
+func (r *Reconciler) checkHealthCheckPorts(ctx context.Context, b *v1alpha1.LoadBalancerBinding, prov lb.Provider, groups []string) {
+	hr, ok := prov.(HealthCheckPortReader)
+	if !ok || b.Spec.HealthCheckPort == nil {
+		return
+	}
+	key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
+	now := r.opts.Now()
+	for _, g := range groups {
+		// The port stands in for the grace period: a changed port is
+		// checked at once.
+		if !r.checks.due(checkKey{key, "healthCheckPort " + g}, time.Duration(*b.Spec.HealthCheckPort), now, r.opts.CheckInterval) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+		got, err := hr.HealthCheckPort(cctx, g)
+		cancel()
+		if err != nil {
+			r.log.Info("reading the health-check port failed", "binding", key, "group", g, "err", err)
+			continue
+		}
+		if msg := HealthCheckPortProblem(b, g, got); msg != "" {
+			r.log.Warn("health-check port mismatch", "binding", key, "group", g, "msg", msg)
+			r.event(b, nil, corev1.EventTypeWarning, "HealthCheckPortMismatch", "Check", msg)
 		}
 	}
 }

@@ -20,7 +20,11 @@ import (
 const DefaultDrainTimeout = 5 * time.Minute
 
 func targetSpec(b *v1alpha1.LoadBalancerBinding) targets.Spec {
-	return targets.Spec{Type: targets.TargetType(b.Spec.TargetType), Port: b.Spec.Port}
+	spec := targets.Spec{Type: targets.TargetType(b.Spec.TargetType), Port: b.Spec.Port}
+	if p := b.Spec.HealthCheckPort; p != nil && *p >= 1 && *p <= 65535 && spec.Type == targets.Instance {
+		spec.CheckPort = uint16(*p)
+	}
+	return spec
 }
 
 // Settings returns a binding's readiness-gate and drain settings with the
@@ -36,8 +40,11 @@ func Settings(b *v1alpha1.LoadBalancerBinding) (gate, handshake bool, timeout ti
 }
 
 // newSnapshot records which pod has which target; the reconcile adds the
-// groups as it syncs them.
-func newSnapshot(b *v1alpha1.LoadBalancerBinding, spec targets.Spec, pods []*corev1.Pod, desired []lb.Target) *state.Snapshot {
+// groups as it syncs them. In an Instance binding a pod's target is its
+// node's (targets.NodeTarget): desired while the pod is live and the node
+// target is desired; a deleting pod whose node target stays desired (the
+// node's other pods keep it) is marked TargetStays.
+func newSnapshot(b *v1alpha1.LoadBalancerBinding, spec targets.Spec, pods []*corev1.Pod, nodes map[string]*corev1.Node, desired []lb.Target) *state.Snapshot {
 	gate, handshake, timeout := Settings(b)
 	snap := &state.Snapshot{
 		Binding:       types.NamespacedName{Namespace: b.Namespace, Name: b.Name},
@@ -50,10 +57,11 @@ func newSnapshot(b *v1alpha1.LoadBalancerBinding, spec targets.Spec, pods []*cor
 	}
 	for _, p := range pods {
 		pt := state.PodTarget{UID: p.UID, Deleting: p.DeletionTimestamp != nil}
-		pt.Target, pt.HasTarget = podTarget(spec, p)
+		pt.Target, pt.HasTarget = podTarget(spec, p, nodes)
 		if i := slices.IndexFunc(desired, pt.Target.Same); pt.HasTarget && i >= 0 {
 			pt.Target.Zone = desired[i].Zone // the node's zone (the zone floor)
 			pt.Desired = live(p)
+			pt.TargetStays = snap.Instance && !pt.Desired
 		}
 		snap.Pods[p.Name] = pt
 	}
@@ -90,19 +98,18 @@ func live(p *corev1.Pod) bool {
 
 // podTarget is the target a pod has, or had before its deletion started:
 // targets.Desired on a copy of the pod that is not being deleted, with no
-// node exclusions for IP targets. Finished pods have none.
-func podTarget(spec targets.Spec, p *corev1.Pod) (lb.Target, bool) {
+// node exclusions for IP targets; its node's target for Instance targets
+// (a node target serves all the node's pods and outlives any one of them).
+// Finished pods have none.
+func podTarget(spec targets.Spec, p *corev1.Pod, nodes map[string]*corev1.Node) (lb.Target, bool) {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return lb.Target{}, false
 	}
+	if spec.Type == targets.Instance {
+		return targets.NodeTarget(spec, nodes[p.Spec.NodeName])
+	}
 	cp := *p
 	cp.DeletionTimestamp = nil
-	if spec.Type == targets.Instance {
-		// A node target serves many pods and outlives any one of them; the
-		// pod's own readiness does not decide it. Instance bindings do not
-		// map pods to targets.
-		return lb.Target{}, false
-	}
 	ts, _ := targets.Desired(spec, []*corev1.Pod{&cp}, nil)
 	if len(ts) != 1 {
 		return lb.Target{}, false
@@ -137,6 +144,9 @@ func (r *Reconciler) announceProblems(b *v1alpha1.LoadBalancerBinding, snap, pre
 func (r *Reconciler) announce(b *v1alpha1.LoadBalancerBinding, snap *state.Snapshot, groupID string,
 	current []lb.Status, plan targets.Plan, registered bool, pods []*corev1.Pod) {
 	podOf := func(t lb.Target) *corev1.Pod {
+		if snap.Instance {
+			return nil // a node target is no one pod's
+		}
 		for _, p := range pods {
 			if pt := snap.Pods[p.Name]; pt.HasTarget && pt.Target.Same(t) {
 				return p

@@ -59,7 +59,10 @@ const recheck = 2 * time.Second
 // Drained (pods being deleted, when some binding has the handshake on):
 // True once every such binding has seen the deletion and none of its
 // groups lists the pod's target any more (or lists it Unused), or its drain timeout has passed
-// since the deletionTimestamp. Instance bindings do not hold a pod's drain.
+// since the deletionTimestamp. In an Instance binding the pod's target is
+// its node's: the pod waits for the node target's drain when it was the
+// node's last live selected pod, and is drained at once when the node
+// target stays for the node's other pods (TargetStays).
 func Decide(pod *corev1.Pod, views []View, now time.Time) Decision {
 	var d Decision
 	if pod.DeletionTimestamp == nil {
@@ -105,7 +108,7 @@ func decideGate(pod *corev1.Pod, views []View) (*Condition, time.Duration) {
 			continue
 		}
 		if !pt.Desired {
-			bad = append(bad, v.Binding+": the pod is not a target (no IP yet, or its node is leaving the load balancer)")
+			bad = append(bad, v.Binding+": the pod is not a target (no IP yet, or its node is leaving the load balancer, or in instance mode: no ready selected pod on the node yet)")
 			continue
 		}
 		if msgs := notHealthy(s, pt.Target); len(msgs) > 0 {
@@ -156,7 +159,7 @@ func decideDrain(pod *corev1.Pod, views []View, now time.Time) (*Condition, time
 	}
 	elapsed := now.Sub(pod.DeletionTimestamp.Time)
 	var any bool
-	var timedOut, waiting []string
+	var timedOut, waiting, stays []string
 	wait := recheck
 	for _, v := range views {
 		if !v.Handshake {
@@ -173,15 +176,16 @@ func decideDrain(pod *corev1.Pod, views []View, now time.Time) (*Condition, time
 			waiting = append(waiting, v.Binding)
 			continue
 		}
-		if s.Instance {
-			continue
-		}
 		pt, ok := s.Pods[pod.Name]
 		if !ok || pt.UID != pod.UID || !pt.Deleting {
 			waiting = append(waiting, v.Binding) // has not seen the deletion yet
 			continue
 		}
 		if !pt.HasTarget {
+			continue
+		}
+		if pt.TargetStays {
+			stays = append(stays, v.Binding)
 			continue
 		}
 		if listedIn(s, pt.Target) {
@@ -195,6 +199,8 @@ func decideDrain(pod *corev1.Pod, views []View, now time.Time) (*Condition, time
 		return nil, max(wait, time.Millisecond)
 	case len(timedOut) > 0:
 		return &Condition{corev1.ConditionTrue, "Timeout", "drain timeout passed for " + strings.Join(timedOut, ", ")}, 0
+	case len(stays) > 0:
+		return &Condition{corev1.ConditionTrue, "NodeTargetStays", "the node's target stays registered for the node's other replicas in " + strings.Join(stays, ", ")}, 0
 	default:
 		return &Condition{corev1.ConditionTrue, "Deregistered", "no load balancer sends the pod new traffic"}, 0
 	}

@@ -116,8 +116,17 @@ func TestDecideDrain(t *testing.T) {
 	deleted := now.Add(-10 * time.Second)
 	noHandshake := view("b", snap("", false, true))
 	noHandshake.Handshake = false
-	instance := snap(lb.Healthy, false, true)
-	instance.Instance = true
+	// Instance: p1's target is its node's. The last pod on the node waits
+	// for the node target's drain; with other pods on the node the node
+	// target stays and the pod is drained at once.
+	instance := func(st lb.State, stays bool) *state.Snapshot {
+		s := snap(st, false, true)
+		s.Instance = true
+		pt := s.Pods["p1"]
+		pt.TargetStays = stays
+		s.Pods["p1"] = pt
+		return s
+	}
 	neverTarget := snap("", false, true)
 	neverTarget.Pods["p1"] = state.PodTarget{UID: "uid-p1", Deleting: true}
 	drained := func(p *corev1.Pod) {
@@ -143,7 +152,11 @@ func TestDecideDrain(t *testing.T) {
 		{"timeout in one, gone in the other", nil, []View{short, view("a", snap("", false, true))}, "True/Timeout", false},
 		{"handshake off", nil, []View{noHandshake}, "", false},
 		{"no binding", nil, nil, "", false},
-		{"instance binding does not hold the pod", nil, []View{view("b", instance)}, "True/Deregistered", false},
+		{"instance: last pod on the node waits for the node target's drain", nil, []View{view("b", instance(lb.Draining, false))}, "", true},
+		{"instance: node target drained", nil, []View{view("b", instance(lb.Unused, false))}, "True/Deregistered", false},
+		{"instance: node target deregistered", nil, []View{view("b", instance("", false))}, "True/Deregistered", false},
+		{"instance: node target stays for other pods", nil, []View{view("b", instance(lb.Healthy, true))}, "True/NodeTargetStays", false},
+		{"instance stays, IP binding still draining", nil, []View{view("a", instance(lb.Healthy, true)), view("b", snap(lb.Draining, false, true))}, "", true},
 		{"gone from one group, draining in the other", nil, []View{view("b", snapGroups(map[string]lb.State{"tg-a": "", "tg-b": lb.Draining}, false, true))}, "", true},
 		{"gone from one group, unused in the other", nil, []View{view("b", snapGroups(map[string]lb.State{"tg-a": "", "tg-b": lb.Unused}, false, true))}, "True/Deregistered", false},
 		{"pod never had a target", nil, []View{view("b", neverTarget)}, "True/Deregistered", false},

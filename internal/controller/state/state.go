@@ -41,6 +41,11 @@ type PodTarget struct {
 	Desired bool
 	// Deleting: the pod had a deletionTimestamp when the binding looked.
 	Deleting bool
+	// TargetStays (Instance bindings): the pod's target is its node's,
+	// and the node target is still wanted for the node's other selected
+	// pods. A deleting pod then has nothing to wait for: the node's
+	// target is not deregistered for it.
+	TargetStays bool
 }
 
 // Group is one load-balancer group of a binding (an HAProxy backend, an
@@ -82,8 +87,8 @@ type Snapshot struct {
 	ReadinessGate bool
 	Handshake     bool
 	DrainTimeout  time.Duration
-	// Instance: the binding registers nodes, not pods; its targets do not
-	// follow one pod's drain.
+	// Instance: the binding registers nodes, not pods; each pod's target
+	// is its node's, shared with the node's other selected pods.
 	Instance bool
 	// Groups are the binding's load-balancer groups, in the order the
 	// binding names them. Every selected pod's target belongs in each.

@@ -79,6 +79,22 @@ func (p *Provider) Check(ctx context.Context, arn string, podGrace time.Duration
 	return nil
 }
 
+// HealthCheckPort returns a target group's HealthCheckPort as AWS states
+// it: "traffic-port" or a port number (DescribeTargetGroups, cached for
+// Options.GroupTTL like the group's type).
+func (p *Provider) HealthCheckPort(ctx context.Context, arn string) (string, error) {
+	if err := validARN(arn); err != nil {
+		return "", fmt.Errorf("reading health-check port: %w", err)
+	}
+	g := p.group(arn)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := p.describe(ctx, g); err != nil {
+		return "", fmt.Errorf("reading health-check port of %s: %w", arn, err)
+	}
+	return g.healthCheckPort, nil
+}
+
 // Discover returns the ARNs, sorted, of the target groups tagged
 // sluice.dev/cluster=cluster and sluice.dev/frontend=frontend (e.g. an
 // internal and an internet-facing one). It reads every target group of the

@@ -58,6 +58,9 @@ type group struct {
 	described   time.Time
 	instance    bool // target type instance (else ip)
 	ownedWholly bool // tagged sluice.dev/owned=true
+	// healthCheckPort is the group's HealthCheckPort: "traffic-port" or
+	// a number.
+	healthCheckPort string
 
 	listed   bool // rows hold a listing
 	listedAt time.Time
@@ -100,6 +103,7 @@ func (p *Provider) describe(ctx context.Context, g *group) error {
 		return p.forget(g, fmt.Errorf("reading target group tags: %w", classify(err)))
 	}
 	g.instance = tg.TargetType == types.TargetTypeEnumInstance
+	g.healthCheckPort = aws.ToString(tg.HealthCheckPort)
 	g.ownedWholly = false
 	for _, d := range tags.TagDescriptions {
 		for _, t := range d.Tags {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,14 +30,15 @@ type fakeBackend struct {
 }
 
 type fakeServer struct {
-	name   string
-	addr   netip.AddrPort
-	admin  int
-	status string // show stat status
-	check  string // check_status
-	code   string
-	scur   int
-	since  int // srv_time_since_last_change
+	name      string
+	addr      netip.AddrPort
+	checkPort int // "port N" of add server; 0 none
+	admin     int
+	status    string // show stat status
+	check     string // check_status
+	code      string
+	scur      int
+	since     int // srv_time_since_last_change
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -127,8 +129,8 @@ func (f *fakeAPI) exec(w []string) string {
 		var s strings.Builder
 		s.WriteString("1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord srv_use_ssl srv_check_port srv_check_addr srv_agent_addr srv_agent_port\n")
 		for i, sv := range b.servers {
-			fmt.Fprintf(&s, "3 %s %d %s %s 2 %d 100 100 %d 15 3 2 6 0 0 0 - %d - 0 0 - - 0\n",
-				w[3], i+1, sv.name, sv.addr.Addr(), sv.admin, sv.since, sv.addr.Port())
+			fmt.Fprintf(&s, "3 %s %d %s %s 2 %d 100 100 %d 15 3 2 6 0 0 0 - %d - 0 %d - - 0\n",
+				w[3], i+1, sv.name, sv.addr.Addr(), sv.admin, sv.since, sv.addr.Port(), sv.checkPort)
 		}
 		return s.String() + "\n"
 	case len(w) == 5 && w[0] == "show" && w[1] == "stat":
@@ -167,7 +169,13 @@ func (f *fakeAPI) exec(w []string) string {
 				return "Already exists a server with the same name in backend.\n\n"
 			}
 		}
-		b.servers = append(b.servers, &fakeServer{name: sn, addr: ap, admin: admForcedMaint, status: "MAINT"})
+		sv := &fakeServer{name: sn, addr: ap, admin: admForcedMaint, status: "MAINT"}
+		for i := 4; i+1 < len(w); i++ {
+			if w[i] == "port" {
+				sv.checkPort, _ = strconv.Atoi(w[i+1])
+			}
+		}
+		b.servers = append(b.servers, sv)
 		return "New server registered.\n\n"
 	case len(w) == 3 && w[0] == "enable" && w[1] == "health":
 		_, _, msg := f.lookup(w[2])

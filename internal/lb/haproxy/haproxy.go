@@ -148,12 +148,13 @@ func New(o Options) (*Provider, error) {
 
 // server is one sluice-owned server as read back from HAProxy.
 type server struct {
-	name   string
-	addr   netip.AddrPort
-	admin  int
-	since  int      // seconds since the last state change, -1 unknown
-	stat   *statRow // nil if "show stat" did not list it (raced with add/del)
-	status lb.Status
+	name      string
+	addr      netip.AddrPort
+	checkPort uint16 // 0: the traffic port
+	admin     int
+	since     int      // seconds since the last state change, -1 unknown
+	stat      *statRow // nil if "show stat" did not list it (raced with add/del)
+	status    lb.Status
 }
 
 // list reads the backend's sluice-owned servers, sorted by address. When
@@ -216,7 +217,7 @@ func (p *Provider) read(ctx context.Context, backend string) (process, []server,
 		if serverName(p.prefix, ap) != r.Name {
 			continue // not ours: the name must be the name of its address
 		}
-		owned = append(owned, server{name: r.Name, addr: ap, admin: r.Admin, since: r.SinceChange})
+		owned = append(owned, server{name: r.Name, addr: ap, checkPort: r.CheckPort, admin: r.Admin, since: r.SinceChange})
 	}
 	if len(owned) == 0 {
 		return pr, nil, nil
@@ -353,9 +354,15 @@ func (p *Provider) Register(ctx context.Context, group string, ts []lb.Target) e
 	if err != nil && (addrs == nil || fatal(err)) {
 		return fmt.Errorf("registering targets in backend %s: %w", group, err)
 	}
+	checkPorts := map[netip.AddrPort]uint16{}
+	for _, t := range ts {
+		if t.CheckPort != 0 {
+			checkPorts[t.Address] = t.CheckPort
+		}
+	}
 	errs := []error{err}
 	for _, ap := range addrs {
-		err := p.register(ctx, group, ap, current)
+		err := p.register(ctx, group, ap, checkPorts[ap], current)
 		if err != nil {
 			err = fmt.Errorf("registering %v in backend %s: %w", ap, group, err)
 			if fatal(err) {
@@ -367,7 +374,7 @@ func (p *Provider) Register(ctx context.Context, group string, ts []lb.Target) e
 	return errors.Join(errs...)
 }
 
-func (p *Provider) register(ctx context.Context, group string, ap netip.AddrPort, current map[netip.AddrPort]server) error {
+func (p *Provider) register(ctx context.Context, group string, ap netip.AddrPort, checkPort uint16, current map[netip.AddrPort]server) error {
 	s, exists := current[ap]
 	ref := group + "/" + serverName(p.prefix, ap)
 	if exists {
@@ -383,10 +390,19 @@ func (p *Provider) register(ctx context.Context, group string, ap netip.AddrPort
 			return nil
 		}
 	}
-	if err := p.do(ctx, []string{"add server " + ref + " " + formatAddr(ap) + " " + p.addArgs}, msgNewServer); err != nil {
+	if err := p.do(ctx, []string{"add server " + ref + " " + formatAddr(ap) + " " + p.addArgs + withCheckPort(checkPort)}, msgNewServer); err != nil {
 		return err
 	}
 	return p.activate(ctx, ref)
+}
+
+// withCheckPort is the "add server" keyword that health-checks port
+// instead of the traffic port; "" for 0.
+func withCheckPort(port uint16) string {
+	if port == 0 {
+		return ""
+	}
+	return " port " + strconv.Itoa(int(port))
 }
 
 // activate takes a server out of maintenance with health checks on, forced

@@ -35,6 +35,8 @@ type stateRow struct {
 	// SinceChange is srv_time_since_last_change in seconds (an admin
 	// change such as entering drain resets it); -1 if absent.
 	SinceChange int
+	// CheckPort is srv_check_port (0: none or absent).
+	CheckPort uint16
 }
 
 // parseServersState parses "show servers state" output (format version 1):
@@ -89,6 +91,11 @@ func parseServersState(out string) ([]stateRow, error) {
 			return nil, fmt.Errorf("parsing servers state line %d: srv_admin_state: %w", n+3, err)
 		}
 		r.Admin = int(adm)
+		if i, ok := col["srv_check_port"]; ok {
+			if v, err := strconv.ParseUint(f[i], 10, 16); err == nil {
+				r.CheckPort = uint16(v)
+			}
+		}
 		if i, ok := col["srv_time_since_last_change"]; ok {
 			if v, err := strconv.ParseUint(f[i], 10, 31); err == nil {
 				r.SinceChange = int(v)

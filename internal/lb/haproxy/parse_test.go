@@ -26,12 +26,12 @@ func TestParseServersStateGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []stateRow{
-		{"be", "static1", netip.MustParseAddr("127.0.0.1"), 1, 5, 7},
-		{"be", "sluice-127-0-0-1-18081", netip.MustParseAddr("127.0.0.1"), 18081, 8, 3},
-		{"be", "sluice-127-0-0-1-18082", netip.MustParseAddr("127.0.0.1"), 18082, 0, 6},
-		{"be", "sluice-0000-0000-0000-0000-0000-0000-0000-0001-18081", netip.MustParseAddr("::1"), 18081, 0, 6},
-		{"be", "sluice-127-0-0-2-18081", netip.MustParseAddr("127.0.0.2"), 18081, 0, 4},
-		{"be", "other", netip.MustParseAddr("127.0.0.3"), 18081, 0, 4},
+		{"be", "static1", netip.MustParseAddr("127.0.0.1"), 1, 5, 7, 0},
+		{"be", "sluice-127-0-0-1-18081", netip.MustParseAddr("127.0.0.1"), 18081, 8, 3, 0},
+		{"be", "sluice-127-0-0-1-18082", netip.MustParseAddr("127.0.0.1"), 18082, 0, 6, 0},
+		{"be", "sluice-0000-0000-0000-0000-0000-0000-0000-0001-18081", netip.MustParseAddr("::1"), 18081, 0, 6, 0},
+		{"be", "sluice-127-0-0-2-18081", netip.MustParseAddr("127.0.0.2"), 18081, 0, 4, 0},
+		{"be", "other", netip.MustParseAddr("127.0.0.3"), 18081, 0, 4, 0},
 	}
 	if !slices.Equal(rows, want) {
 		t.Fatalf("rows:\n got %+v\nwant %+v", rows, want)

@@ -188,19 +188,19 @@ func (p *Provider) restore(ctx context.Context, backend string, s server) error 
 	add := "add server " + ref + " " + formatAddr(s.addr) + " "
 	switch {
 	case s.admin&admDrain != 0:
-		if err := p.do(ctx, []string{add + p.restoreArgs}, msgNewServer, msgExists); err != nil {
+		if err := p.do(ctx, []string{add + p.restoreArgs + withCheckPort(s.checkPort)}, msgNewServer, msgExists); err != nil {
 			return err
 		}
 		return p.do(ctx, []string{"enable health " + ref, "set server " + ref + " state drain"})
 	case s.status.State == lb.Healthy:
 		// Added at full weight: it takes traffic the moment it leaves
 		// maintenance.
-		if err := p.do(ctx, []string{add + p.restoreArgs}, msgNewServer, msgExists); err != nil {
+		if err := p.do(ctx, []string{add + p.restoreArgs + withCheckPort(s.checkPort)}, msgNewServer, msgExists); err != nil {
 			return err
 		}
 		return p.do(ctx, []string{"enable health " + ref, "set server " + ref + " state ready"})
 	default:
-		if err := p.do(ctx, []string{add + p.addArgs}, msgNewServer, msgExists); err != nil {
+		if err := p.do(ctx, []string{add + p.addArgs + withCheckPort(s.checkPort)}, msgNewServer, msgExists); err != nil {
 			return err
 		}
 		return p.activate(ctx, ref)
