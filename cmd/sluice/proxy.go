@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"sluice.dev/sluice/internal/dataplane"
 	"sluice.dev/sluice/internal/gcfloor"
 	"sluice.dev/sluice/internal/proxy"
+	"sluice.dev/sluice/internal/rebuild"
 	"sluice.dev/sluice/internal/server"
 	"sluice.dev/sluice/internal/source/kube"
 	"sluice.dev/sluice/internal/source/manifests"
@@ -209,7 +209,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	var (
-		src     dataplane.Source
+		src     rebuild.Source
 		client  kubernetes.Interface
 		podName = os.Getenv("POD_NAME")
 		podNS   = os.Getenv("POD_NAMESPACE")
@@ -253,7 +253,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		RequestID:               c.requestID,
 		MaxStreamsPerConnection: c.maxStreams,
 	})
-	loop, err := dataplane.New(dataplane.Options{
+	loop, err := rebuild.New(rebuild.Options{
 		Source:  src,
 		Updater: px,
 		Translate: translate.Options{
