@@ -28,7 +28,7 @@ import (
 	ct "sluice.dev/sluice/internal/controller/controllertest"
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/provider"
-	"sluice.dev/sluice/internal/controller/state"
+	state "sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/aws/awsfake"
