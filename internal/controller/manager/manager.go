@@ -35,9 +35,9 @@ import (
 	"sluice.dev/sluice/internal/controller/binding"
 	dnsctl "sluice.dev/sluice/internal/controller/dns"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
+	"sluice.dev/sluice/internal/controller/lbcache"
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/problems"
-	"sluice.dev/sluice/internal/controller/provider"
 	"sluice.dev/sluice/internal/controller/snapshot"
 	dnsmodel "sluice.dev/sluice/internal/dns"
 	"sluice.dev/sluice/internal/lb/aws"
@@ -149,7 +149,7 @@ func New(o Options) (ctrl.Manager, error) {
 	awsOpts.Logger = o.Logger.With("provider", "aws")
 	recorder := mgr.GetEventRecorder("sluice-controller")
 	notifier := podstatus.NewNotifier(4096)
-	providers := provider.New(provider.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster,
+	providers := lbcache.New(lbcache.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster,
 		Logger: o.Logger.With("provider", "haproxy")})
 	// The providers' HAProxy watch (restoring servers after a reload) runs
 	// on the leader only.
