@@ -6,49 +6,22 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"sluice.dev/sluice/internal/translate"
 	"sluice.dev/sluice/test/cluster"
 )
 
-// realClient connects to the cluster named by SLUICE_KUBECONFIG, or, when it
-// is unset, starts the local cluster of test/cluster (a real kube-apiserver;
-// one node, since these tests run no pods), and makes a namespace the test
+// realClient connects to the cluster named by SLUICE_KUBECONFIG, or starts
+// the local cluster of test/cluster, and makes a namespace the test
 // deletes at the end.
 func realClient(t *testing.T) (kubernetes.Interface, string) {
-	t.Helper()
-	path := os.Getenv("SLUICE_KUBECONFIG")
-	if path == "" {
-		c := cluster.StartForTest(t, cluster.Options{Nodes: cluster.Nodes(1, 1), Prefix: "slsrc"})
-		path = c.Kubeconfig()
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatalf("loading %s: %v", path, err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := "sluice-source-" + suffix()
-	ctx := context.Background()
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("deleting namespace %s: %v", ns, err)
-		}
-	})
-	return client, ns
+	return cluster.NamespaceForTest(t, "slsrc", "sluice-source")
 }
 
 func suffix() string {
