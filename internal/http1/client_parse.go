@@ -3,6 +3,7 @@ package http1
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"net/textproto"
@@ -214,6 +215,33 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 }
 
 func (b *limitedBody) Close() error { return nil }
+
+// ErrHeaderTooLarge: a response header went on past the bound of its
+// HeaderLimitReader.
+var ErrHeaderTooLarge = errors.New("upstream response header too large")
+
+// HeaderLimitReader sits between an upstream connection and its
+// bufio.Reader: it bounds a response header (Left, set before each header
+// is read and lifted once it is) and counts the bytes read (N, reset by the
+// caller for each request: none read means the upstream said nothing).
+type HeaderLimitReader struct {
+	R    io.Reader
+	Left int64 // bytes allowed before reads fail with ErrHeaderTooLarge
+	N    int64 // bytes read since the caller last reset it
+}
+
+func (r *HeaderLimitReader) Read(b []byte) (int, error) {
+	if r.Left <= 0 {
+		return 0, ErrHeaderTooLarge
+	}
+	if int64(len(b)) > r.Left {
+		b = b[:r.Left]
+	}
+	n, err := r.R.Read(b)
+	r.Left -= int64(n)
+	r.N += int64(n)
+	return n, err
+}
 
 // HeaderBuffered reports whether br holds a whole response header (up to
 // the empty line), so that parsing it reads nothing from the connection.

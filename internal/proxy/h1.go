@@ -34,7 +34,6 @@ import (
 )
 
 var (
-	errHeaderTooLarge  = errors.New("upstream response header too large")
 	errTooMany1xx      = errors.New("too many 1xx responses from upstream")
 	errConnClosedByCtx = errors.New("request canceled")
 )
@@ -54,7 +53,7 @@ type h1conn struct {
 	pl  *pool
 	c   net.Conn
 	raw syscall.RawConn // for the liveness peek; nil if unavailable
-	lr  connReader
+	lr  http1.HeaderLimitReader
 	br  *bufio.Reader // while in use
 	// stop unregisters the request context's close callback (nil if none);
 	// it reports false if the callback already ran (the connection is
@@ -69,27 +68,6 @@ type h1conn struct {
 	idleAt int64 // Unix nanoseconds, while idle
 	sent   int64 // Unix nanoseconds, when the current request was sent
 	reused bool  // served a request before the current one
-}
-
-// connReader sits between the connection and its bufio.Reader: it counts
-// the bytes read for the current response and bounds the response header.
-type connReader struct {
-	c    net.Conn
-	left int64 // bytes allowed before reads fail with errHeaderTooLarge
-	read int64 // bytes read since the request was sent
-}
-
-func (r *connReader) Read(b []byte) (int, error) {
-	if r.left <= 0 {
-		return 0, errHeaderTooLarge
-	}
-	if int64(len(b)) > r.left {
-		b = b[:r.left]
-	}
-	n, err := r.c.Read(b)
-	r.left -= int64(n)
-	r.read += int64(n)
-	return n, err
 }
 
 // h1body is the response body handed to respond: it records whether the
@@ -144,7 +122,7 @@ func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, start time.
 		}
 		hc.close()
 		p.putReader(hc)
-		if hc.reused && hc.lr.read == 0 && !http1.IsTimeout(err) && ctx.Err() == nil &&
+		if hc.reused && hc.lr.N == 0 && !http1.IsTimeout(err) && ctx.Err() == nil &&
 			(rb == nil || !rb.read.Load()) && (!wrote || idempotent(r.Method)) {
 			fresh = true
 			continue
@@ -168,7 +146,7 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 	hc.stop = nil
 	hc.br = p.brs.Get().(*bufio.Reader)
 	hc.br.Reset(&hc.lr)
-	hc.lr.read = 0
+	hc.lr.N = 0
 	hc.body = h1body{}
 
 	werr := p.writeRequest(hc, r, rb)
@@ -212,7 +190,7 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 			hc.c.SetReadDeadline(deadline)
 		}
 	}
-	hc.lr.left = p.opts.MaxResponseHeaderBytes
+	hc.lr.Left = p.opts.MaxResponseHeaderBytes
 	// The upstream has just been sent the request: its answer is not
 	// there yet. Let the goroutines of other requests run first, so that
 	// the read below more often finds the answer instead of costing a
@@ -245,9 +223,9 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 			return nil, werr == nil, errTooMany1xx
 		}
 		extend() // the final response may come much later (103 Early Hints)
-		hc.lr.left = p.opts.MaxResponseHeaderBytes
+		hc.lr.Left = p.opts.MaxResponseHeaderBytes
 	}
-	hc.lr.left = math.MaxInt64
+	hc.lr.Left = math.MaxInt64
 	if werr != nil {
 		res.Close = true // the request was not fully sent: no reuse
 	}
