@@ -9,23 +9,57 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// Port returns a TCP port that was free on host a moment ago.
+// Port returns a TCP port that was free on host a moment ago. It picks
+// below the kernel's ephemeral range (ip_local_port_range), where no
+// outgoing connection takes a port between the check and the test's bind:
+// on this shared machine, other load tests open thousands of connections
+// to loopback, and a port the kernel handed out as free (port 0) was
+// often some client's source port a moment later ("address already in
+// use"). It falls back to the kernel's choice.
 func Port(host string) (int, error) {
+	low := ephemeralLow()
+	for range 100 {
+		port := minPort + rand.IntN(low-minPort)
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port on %s: %w", host, err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// minPort is the lowest port Port picks: above the well-known services.
+const minPort = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > minPort+1000 {
+				return n
+			}
+		}
+	}
+	return 32768
 }
 
 // FreePort is Port failing the test on error.
