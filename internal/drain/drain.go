@@ -21,13 +21,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/source/kube"
 )
 
 // Condition is the Pod condition type the controller sets to True on
 // an ingress pod once its load balancers send it no new traffic. The proxy
 // waits for it before it stops accepting connections.
-const Condition = "sluice.dev/drained"
+const Condition = v1alpha1.PodConditionDrained
 
 // defaultGracePeriod is what the API server defaults
 // spec.terminationGracePeriodSeconds to.
