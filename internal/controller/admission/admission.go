@@ -5,7 +5,7 @@
 // binding with fewer healthy targets than the binding's zoneFloor. It sits
 // beside the binding reconciler and reads what that reconciler last saw:
 //
-//	eviction (API server) ─► Handler ─► bindings of the namespace (cache) + state.Store snapshots
+//	eviction (API server) ─► Handler ─► bindings of the namespace (cache) + snapshot.Store snapshots
 //	                                    ─► binding.Members ─► targets.Evictable ─► allowed / 429
 //
 // The webhook fails open: its configuration says failurePolicy Ignore, so
@@ -31,7 +31,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/binding"
-	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/targets"
 )
 
@@ -46,7 +46,7 @@ type Handler struct {
 	// Client reads the bindings of the evicted pod's namespace (cached).
 	Client client.Reader
 	// Store holds the binding reconciler's snapshots.
-	Store *state.Store
+	Store *snapshot.Store
 	// Logger: nil discards.
 	Logger *slog.Logger
 }

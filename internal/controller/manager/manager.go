@@ -4,7 +4,7 @@
 // ingress-status reconcilers; metrics and health endpoints. It is the
 // control plane's composition root, called by `sluice controller`.
 //
-//	binding reconciler ─► state.Store ─► Notifier ─► pod-status reconciler
+//	binding reconciler ─► snapshot.Store ─► Notifier ─► pod-status reconciler
 //	ingress-status reconciler (independent)
 //	DNS reconciler (independent, when DNS is configured)
 //	ingress-problems reconciler (independent): translation problems as Events
@@ -35,10 +35,10 @@ import (
 	"sluice.dev/sluice/internal/controller/binding"
 	dnsctl "sluice.dev/sluice/internal/controller/dns"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
+	"sluice.dev/sluice/internal/controller/lbcache"
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/problems"
-	"sluice.dev/sluice/internal/controller/provider"
-	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/controller/snapshot"
 	dnsmodel "sluice.dev/sluice/internal/dns"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
@@ -143,13 +143,13 @@ func New(o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding health checks: %w", err)
 	}
 
-	store, timeline := state.NewStore(), state.NewTimeline()
+	store, timeline := snapshot.NewStore(), snapshot.NewTimeline()
 	awsOpts := o.AWS
 	awsOpts.Registerer = ctrlmetrics.Registry
 	awsOpts.Logger = o.Logger.With("provider", "aws")
 	recorder := mgr.GetEventRecorder("sluice-controller")
 	notifier := podstatus.NewNotifier(4096)
-	providers := provider.New(provider.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster,
+	providers := lbcache.New(lbcache.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster,
 		Logger: o.Logger.With("provider", "haproxy")})
 	// The providers' HAProxy watch (restoring servers after a reload) runs
 	// on the leader only.

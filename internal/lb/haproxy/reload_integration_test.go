@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"sluice.dev/sluice/internal/lb"
+	"sluice.dev/sluice/test/testenv"
 )
 
 // masterWorker is HAProxy in master-worker mode ("haproxy -W -S"), the way
@@ -30,12 +31,12 @@ type masterWorker struct {
 
 func startMasterWorker(t *testing.T, extraGlobal, extraBackend string) *masterWorker {
 	t.Helper()
-	if _, err := os.Stat(haproxyBin); err != nil {
+	if _, err := testenv.HAProxyBin(); err != nil {
 		t.Skipf("no haproxy: %v", err)
 	}
 	dir := t.TempDir()
 	m := &masterWorker{haproxyEnv: &haproxyEnv{dir: dir, cfg: filepath.Join(dir, "haproxy.cfg"), sock: filepath.Join(dir, "admin.sock"),
-		front: freeAddr(t)}, master: filepath.Join(dir, "master.sock")}
+		front: testenv.FreeAddr(t, "127.0.0.1")}, master: filepath.Join(dir, "master.sock")}
 	m.args = []string{"-W", "-S", m.master}
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin expose-fd listeners
