@@ -94,6 +94,8 @@ type Provider struct {
 	proc     process             // the process seen last; zero before the first listing
 	known    map[string][]server // last listing per backend, by proc
 	restarts int
+	epoch    uint64           // restores so far: a listing begun before one is stale
+	retired  map[process]bool // processes proc replaced (a few)
 }
 
 var _ lb.Provider = (*Provider)(nil)
@@ -120,6 +122,7 @@ func New(o Options) (*Provider, error) {
 		maxDrain: cmp.Or(o.MaxDrain, 60*time.Second),
 		watch:    cmp.Or(o.WatchInterval, 250*time.Millisecond),
 		known:    map[string][]server{},
+		retired:  map[process]bool{},
 	}
 	if err := validPrefix(p.prefix); err != nil {
 		return nil, fmt.Errorf("creating haproxy provider: %w", err)
@@ -164,20 +167,30 @@ func (p *Provider) list(ctx context.Context, backend string) ([]server, error) {
 		_, owned, err := p.read(ctx, backend)
 		return owned, err
 	}
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
+		epoch := p.listing()
 		pr, owned, err := p.read(ctx, backend)
 		if err != nil {
 			return nil, err
 		}
-		stale, err := p.seen(ctx, pr)
+		stale, err := p.seen(ctx, pr, epoch)
 		if err != nil {
 			return nil, err
 		}
-		if stale && attempt == 0 {
-			continue // read what the restore left
+		if !stale {
+			return p.remember(pr, backend, owned), nil
 		}
-		p.remember(pr, backend, owned)
-		return owned, nil
+		// Read what the restore left, or ask the new process.
+		if attempt >= onAttempts {
+			return nil, fmt.Errorf("listing backend %s: %w", backend, errOtherProcess)
+		}
+		if attempt > 1 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(onPause):
+			}
+		}
 	}
 }
 
@@ -221,7 +234,12 @@ func (p *Provider) read(ctx context.Context, backend string) (process, []server,
 	if len(owned) == 0 {
 		return pr, nil, nil
 	}
-	out, err = p.c.run(ctx, "show stat "+backend+" 4 -1")
+	if p.watch > 0 {
+		// From the process that listed the servers (see on).
+		out, err = p.on(ctx, pr, "show stat "+backend+" 4 -1")
+	} else {
+		out, err = p.c.run(ctx, "show stat "+backend+" 4 -1")
+	}
 	if err != nil {
 		return pr, nil, err
 	}
@@ -395,12 +413,17 @@ func (p *Provider) activate(ctx context.Context, ref string) error {
 	if err := p.do(ctx, []string{"enable health " + ref}); err != nil {
 		return err
 	}
-	return p.do(ctx, []string{
+	return p.do(ctx, activation(ref, p.weight))
+}
+
+// activation is the command line of activate after "enable health".
+func activation(ref, weight string) []string {
+	return []string{
 		"set weight " + ref + " 0",
 		"set server " + ref + " state ready",
 		"set server " + ref + " health down",
-		"set weight " + ref + " " + p.weight,
-	})
+		"set weight " + ref + " " + weight,
+	}
 }
 
 // do runs commands on one line and classifies the answer.
