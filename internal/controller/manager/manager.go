@@ -235,6 +235,7 @@ func New(o Options) (ctrl.Manager, error) {
 		wo.Client = mgr.GetClient()
 		wo.Logger = o.Logger.With("webhook", "eviction")
 		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Store: store, Logger: wo.Logger}
+		wo.Steer = &admission.Steer{Client: mgr.GetClient(), Store: store, Logger: o.Logger.With("webhook", "zone-steer")}
 		ws, err := admission.New(wo)
 		if err != nil {
 			return nil, err
