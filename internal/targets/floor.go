@@ -100,17 +100,24 @@ func Evictable(ms []Member, pod string, floor int) (bool, string) {
 // pods will all go, and the floor then rests on the new ones. Of the short
 // zones among those the members occupy (known zones only), the one with the
 // fewest healthy members is picked (then by name): the one a scale-down
-// would empty first. floor <= 0 returns "".
+// would empty first. Only during a rollout (some member is of another
+// revision); floor <= 0 returns "".
 func SteerZone(ms []Member, sameRevision func(pod string) bool, floor int) string {
 	if floor <= 0 {
 		return ""
 	}
 	healthy := ZoneHealthy(ms)
 	same := map[string]int{}
+	rollout := false
 	for _, m := range ms {
 		if sameRevision(m.Pod) {
 			same[m.Zone]++
+		} else {
+			rollout = true
 		}
+	}
+	if !rollout {
+		return "" // a scale-up or a replacement: nothing old will go
 	}
 	best := ""
 	for zone := range healthy {

@@ -96,7 +96,13 @@ func TestSteerZone(t *testing.T) {
 			{Pod: "p/new-1", Zone: "zone-a", Healthy: true},
 			{Pod: "p/new-2", Zone: "zone-a", Healthy: true},
 			{Pod: "p/new-3", Zone: "zone-b", Healthy: true},
+			{Pod: "p/old-1", Zone: "zone-b", Healthy: true},
 		}, 2, "zone-b"},
+		{"no rollout (a scale-up): never steered", []Member{
+			{Pod: "p/new-1", Zone: "zone-a", Healthy: true},
+			{Pod: "p/new-2", Zone: "zone-a", Healthy: true},
+			{Pod: "p/new-3", Zone: "zone-b", Healthy: true},
+		}, 2, ""},
 		{"unknown zone never picked", []Member{{Pod: "p/old-1", Zone: "", Healthy: true}}, 1, ""},
 		{"ties by name", []Member{
 			{Pod: "p/old-1", Zone: "zone-b", Healthy: true},
