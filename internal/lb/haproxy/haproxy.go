@@ -74,6 +74,10 @@ type Options struct {
 	// negative turns restoring off (the provider then keeps no state and
 	// the controller's next diff re-adds the servers as new).
 	WatchInterval time.Duration
+	// OnRestore, if not nil, hears of each new process seen and the
+	// servers restored into it (it is called with the provider's lock
+	// held: it must not call the provider).
+	OnRestore func(pid, restored int, took time.Duration)
 }
 
 // Provider implements lb.Provider over HAProxy's runtime API. It is safe for
@@ -89,6 +93,7 @@ type Provider struct {
 	weight      string
 	maxDrain    time.Duration
 	watch       time.Duration // <= 0: no restoring
+	onRestore   func(pid, restored int, took time.Duration)
 
 	mu       sync.Mutex
 	proc     process             // the process seen last; zero before the first listing
@@ -118,11 +123,12 @@ func New(o Options) (*Provider, error) {
 			timeout:     cmp.Or(o.Timeout, 5*time.Second),
 			maxResponse: cmp.Or(o.MaxResponse, 16<<20),
 		},
-		prefix:   cmp.Or(o.Prefix, "sluice-"),
-		maxDrain: cmp.Or(o.MaxDrain, 60*time.Second),
-		watch:    cmp.Or(o.WatchInterval, 250*time.Millisecond),
-		known:    map[string][]server{},
-		retired:  map[process]bool{},
+		prefix:    cmp.Or(o.Prefix, "sluice-"),
+		maxDrain:  cmp.Or(o.MaxDrain, 60*time.Second),
+		watch:     cmp.Or(o.WatchInterval, 250*time.Millisecond),
+		onRestore: o.OnRestore,
+		known:     map[string][]server{},
+		retired:   map[process]bool{},
 	}
 	if err := validPrefix(p.prefix); err != nil {
 		return nil, fmt.Errorf("creating haproxy provider: %w", err)

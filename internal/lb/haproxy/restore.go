@@ -122,10 +122,15 @@ func (p *Provider) seen(ctx context.Context, pr process, epoch uint64) (bool, er
 	case p.retired[pr] && pr.start <= prev.start:
 		return true, nil
 	}
-	if err := p.restoreLocked(ctx, pr); err != nil {
+	began := time.Now()
+	restored, err := p.restoreLocked(ctx, pr)
+	if err != nil {
 		// p.proc stays the old process, so the next listing or watch tick
 		// tries the restore again instead of taking the new one as known.
 		return true, err
+	}
+	if p.onRestore != nil {
+		p.onRestore(pr.pid, restored, time.Since(began))
 	}
 	p.restarts++
 	p.epoch++
@@ -176,19 +181,21 @@ func (p *Provider) remember(pr process, backend string, servers []server) []serv
 
 // restoreLocked re-adds the remembered servers the new process pr lacks.
 // Every command goes to pr (see on). p.mu is held.
-func (p *Provider) restoreLocked(ctx context.Context, pr process) error {
+// It returns how many servers it added.
+func (p *Provider) restoreLocked(ctx context.Context, pr process) (int, error) {
 	var errs []error
+	restored := 0
 	for backend, servers := range p.known {
 		out, err := p.on(ctx, pr, "show servers state "+backend)
 		if err != nil {
-			return fmt.Errorf("restoring servers of backend %s: %w", backend, err)
+			return restored, fmt.Errorf("restoring servers of backend %s: %w", backend, err)
 		}
 		rows, err := parseServersState(out)
 		if errors.Is(err, lb.ErrGroupNotFound) {
 			continue // the new configuration dropped the backend
 		}
 		if err != nil {
-			return fmt.Errorf("restoring servers of backend %s: %w", backend, err)
+			return restored, fmt.Errorf("restoring servers of backend %s: %w", backend, err)
 		}
 		present := map[string]bool{}
 		for _, r := range rows {
@@ -203,10 +210,12 @@ func (p *Provider) restoreLocked(ctx context.Context, pr process) error {
 				if fatal(err) {
 					break
 				}
+				continue
 			}
+			restored++
 		}
 	}
-	return errors.Join(errs...)
+	return restored, errors.Join(errs...)
 }
 
 // restore adds one server back into process pr in its last known state.

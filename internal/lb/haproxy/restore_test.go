@@ -83,7 +83,12 @@ func restartFake(f *fakeAPI) {
 func TestRestoreAfterReload(t *testing.T) {
 	f := newFakeAPI(t)
 	f.backends["be"] = &fakeBackend{dynamic: true}
-	p, err := New(Options{Address: f.path})
+	heard := -1
+	p, err := New(Options{Address: f.path, OnRestore: func(pid, restored int, _ time.Duration) {
+		if pid == 101 {
+			heard = restored
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +116,8 @@ func TestRestoreAfterReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Restarts() != 1 {
-		t.Fatalf("restarts %d", p.Restarts())
+	if p.Restarts() != 1 || heard != 3 {
+		t.Fatalf("restarts %d, OnRestore heard %d restored (want 3)", p.Restarts(), heard)
 	}
 	var addrs []string
 	for _, s := range after {
