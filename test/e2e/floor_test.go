@@ -148,6 +148,9 @@ func TestFloor(t *testing.T) {
 			t.Errorf("Held after confirming: %+v", c)
 		}
 	}
+	if os.Getenv("SLUICE_E2E_KEEP") != "" {
+		t.Error("SLUICE_E2E_KEEP set: failing so that the cluster state (the controller's log) is kept")
+	}
 	cs.report()
 }
 
