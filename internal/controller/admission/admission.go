@@ -1,4 +1,5 @@
-// Package admission is the eviction webhook of the zone floor: a
+// Package admission holds the zone floor's webhooks: the zone steering of
+// a rollout's new pods (steer.go), and the eviction webhook: a
 // validating admission webhook on pods/eviction, served by the controller
 // with its own certificate, that refuses (429, so kubectl drain and the
 // cluster autoscaler retry) an eviction that would leave a zone of a
@@ -8,8 +9,9 @@
 //	eviction (API server) ─► Handler ─► bindings of the namespace (cache) + snapshot.Store snapshots
 //	                                    ─► binding.Members ─► targets.Evictable ─► allowed / 429
 //
-// The webhook fails open: its configuration says failurePolicy Ignore, so
-// while the controller is down evictions proceed. Deleting a pod is never
+// Both webhooks fail open: their configurations say failurePolicy Ignore,
+// so while the controller is down evictions proceed and pods are placed by
+// the scheduler alone. Deleting a pod is never
 // intercepted (only the eviction subresource is).
 package admission
 

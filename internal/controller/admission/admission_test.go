@@ -238,7 +238,7 @@ func TestClientConfig(t *testing.T) {
 		{"", "ns/name:9443x", false},
 		{"", "ns/a/b", false},
 	} {
-		if _, err := clientConfig(tc.url, tc.svc, nil); (err == nil) != tc.ok {
+		if _, err := clientConfig(tc.url, tc.svc, nil, Path); (err == nil) != tc.ok {
 			t.Errorf("%q %q: %v", tc.url, tc.svc, err)
 		}
 	}

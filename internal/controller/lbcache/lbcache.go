@@ -123,6 +123,10 @@ func (c *Cache) haproxy(runtimeAPI string) (lb.Provider, error) {
 	}
 	o := c.opts.HAProxy
 	o.Address = addr
+	log := c.opts.Logger
+	o.OnRestore = func(pid, restored int, took time.Duration) {
+		log.Info("new haproxy process: servers restored", "runtimeAPI", addr, "pid", pid, "restored", restored, "took", took)
+	}
 	p, err := haproxy.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("creating provider for %s: %w", runtimeAPI, err)

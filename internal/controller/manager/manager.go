@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -126,6 +127,10 @@ func New(o Options) (ctrl.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: cmp.Or(o.MetricsAddress, ":9091")},
 		HealthProbeBindAddress:        cmp.Or(o.HealthAddress, ":9092"),
+		// The webhook configurations are read directly: a cached read
+		// would watch them, and the RBAC grants only get, create, update.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
+			&admissionregistrationv1.ValidatingWebhookConfiguration{}, &admissionregistrationv1.MutatingWebhookConfiguration{}}}},
 		Cache: cache.Options{
 			SyncPeriod:       &sync,
 			DefaultTransform: cache.TransformStripManagedFields(),
@@ -235,6 +240,7 @@ func New(o Options) (ctrl.Manager, error) {
 		wo.Client = mgr.GetClient()
 		wo.Logger = o.Logger.With("webhook", "eviction")
 		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Store: store, Logger: wo.Logger}
+		wo.Steer = &admission.Steer{Client: mgr.GetClient(), Store: store, Logger: o.Logger.With("webhook", "zone-steer")}
 		ws, err := admission.New(wo)
 		if err != nil {
 			return nil, err

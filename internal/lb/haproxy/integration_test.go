@@ -324,6 +324,9 @@ func TestIntegrationRestartAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// (p lists the restored server Healthy at once; a provider that did
+	// not restore it waits for its first check in the new process.)
+	waitState(t, overTCP, good.addr, lb.Healthy)
 	if st, err := overTCP.Targets(ctx, "be"); err != nil || len(st) != 1 || st[0].State != lb.Healthy {
 		t.Fatalf("targets over TCP: %+v %v", st, err)
 	}
