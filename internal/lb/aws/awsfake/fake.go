@@ -222,6 +222,9 @@ func (f *Fake) Close() error {
 	f.stop()
 	err := f.srv.Close()
 	f.mu.Lock()
+	for _, l := range f.elb.listeners {
+		l.closeTraffic()
+	}
 	for _, g := range f.groups {
 		g.closeListener()
 		for _, t := range g.targets {
