@@ -252,3 +252,17 @@ func decodeMarker(m string) (int, *apiError) {
 	}
 	return n, nil
 }
+
+// LoadBalancerARNs lists the load balancers, in creation order.
+func (f *Fake) LoadBalancerARNs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.elb.order)
+}
+
+// TargetGroupARNs lists the target groups, in creation order.
+func (f *Fake) TargetGroupARNs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.order)
+}

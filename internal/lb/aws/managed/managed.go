@@ -157,8 +157,8 @@ func Base(cluster, namespace, name, uid string) string {
 // SetName is the name of a set's load balancer and target group.
 func SetName(base string, set int64) string { return base + "-" + strconv.FormatInt(set, 10) }
 
-// tgProtocol is the target group protocol for a load balancer type.
-func tgProtocol(typ string) string {
+// TargetProtocol is the target group protocol for a load balancer type.
+func TargetProtocol(typ string) string {
 	if typ == "application" {
 		return "HTTP"
 	}

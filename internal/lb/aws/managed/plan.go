@@ -193,8 +193,8 @@ func immutable(d Desired, s *set) []string {
 		if s.tg.TargetType != d.TargetType {
 			out = append(out, fmt.Sprintf("target type %s → %s", s.tg.TargetType, d.TargetType))
 		}
-		if s.tg.Protocol != tgProtocol(d.Type) && (s.lb == nil || s.lb.Type == d.Type) {
-			out = append(out, fmt.Sprintf("target group protocol %s → %s", s.tg.Protocol, tgProtocol(d.Type)))
+		if s.tg.Protocol != TargetProtocol(d.Type) && (s.lb == nil || s.lb.Type == d.Type) {
+			out = append(out, fmt.Sprintf("target group protocol %s → %s", s.tg.Protocol, TargetProtocol(d.Type)))
 		}
 	}
 	return out

@@ -40,7 +40,7 @@ func desired(t *testing.T, b *v1alpha1.LoadBalancerBinding, certs ...string) Des
 func created(d Desired, n int64, certs ...string) Found {
 	return Found{
 		LoadBalancers: []LoadBalancer{{ARN: fmt.Sprint("lb-", n), Name: SetName(d.Base, n), Type: d.Type, Scheme: d.Scheme, Set: n}},
-		TargetGroups: []TargetGroup{{ARN: fmt.Sprint("tg-", n), Name: SetName(d.Base, n), Protocol: tgProtocol(d.Type), TargetType: d.TargetType,
+		TargetGroups: []TargetGroup{{ARN: fmt.Sprint("tg-", n), Name: SetName(d.Base, n), Protocol: TargetProtocol(d.Type), TargetType: d.TargetType,
 			Port: d.Port, Set: n, Owned: true, Attributes: d.Attributes, Healthy: 1}},
 		Listeners: []FoundListener{{ARN: fmt.Sprint("ln-", n), LoadBalancer: fmt.Sprint("lb-", n), Port: 443, Protocol: "TLS",
 			TargetGroup: fmt.Sprint("tg-", n), Certificates: certs}},
