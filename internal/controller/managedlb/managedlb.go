@@ -78,6 +78,9 @@ type Options struct {
 	Cluster string
 	// Serving selects the Ingresses of a binding (as for Ingress status).
 	Serving ingressstatus.ServingOptions
+	// Allowed says which bindings the controller may act on (the binding
+	// reconciler reports the others). Nil: every binding.
+	Allowed func(*v1alpha1.LoadBalancerBinding) bool
 	// Recorder emits Events. Nil: none.
 	Recorder Recorder
 	// Registerer receives the metrics. Nil: not registered.
@@ -143,6 +146,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("reading binding %s: %w", req.NamespacedName, err)
+	}
+	if r.opts.Allowed != nil && !r.opts.Allowed(&b) {
+		return reconcile.Result{}, nil
 	}
 	if !Managed(&b) {
 		// Never managed, or managed dropped from the spec: what was

@@ -99,7 +99,9 @@ func TestBuild(t *testing.T) {
 		{"in sync: nothing", d, created(d, 3, "c1", "c2"), nil, 0, 0},
 		{"restart with the same state: nothing (never recreate)", desired(t, binding(9, nil), "c1", "c2"), created(d, 3, "c1", "c2"), nil, 0, 0},
 		{"deregistration delay: modified in place",
-			desired(t, binding(5, func(m *v1alpha1.ManagedLoadBalancer) { m.TargetGroupAttributes.DeregistrationDelaySeconds = ptr.To[int32](5) }), "c1", "c2"),
+			desired(t, binding(5, func(m *v1alpha1.ManagedLoadBalancer) {
+				m.TargetGroupAttributes.DeregistrationDelaySeconds = ptr.To[int32](5)
+			}), "c1", "c2"),
 			created(d, 3, "c1", "c2"), []string{"ModifyTargetGroupAttributes tg-3 deregistration_delay.timeout_seconds=5"}, 0, 0},
 		{"health check: modified in place",
 			desired(t, binding(5, func(m *v1alpha1.ManagedLoadBalancer) { m.HealthCheck.Path = "/healthz" }), "c1", "c2"),
