@@ -32,6 +32,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	ct "sluice.dev/sluice/internal/controller/controllertest"
 	"sluice.dev/sluice/test/cluster"
+	"sluice.dev/sluice/test/load"
 )
 
 const (
@@ -70,6 +71,7 @@ type env struct {
 	ctlArgs  []string // extra controller flags
 	ctlEnv   []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
 	backends []string // extra HAProxy backends (no servers), set before startHAProxy
+	loadOpts func(*load.Options) // adjusts the load of every case (e.g. https through a TLS listener); nil: none
 }
 
 func repoRoot(t *testing.T) string {
