@@ -203,7 +203,9 @@ func TestAWSManagedLB(t *testing.T) {
 	})
 	cs.runNoted("awslb-delay", true, func() string {
 		b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: lbmName}}
-		if err := e.update(b, func() { b.Spec.Provider.AWS.Managed.TargetGroupAttributes.DeregistrationDelaySeconds = awssdk.Int32(20) }); err != nil {
+		if err := e.update(b, func() {
+			b.Spec.Provider.AWS.Managed.TargetGroupAttributes.DeregistrationDelaySeconds = awssdk.Int32(20)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		e.eventually(60*time.Second, "deregistration delay 20s on the same target group", func(ctx context.Context) (bool, error) {

@@ -66,11 +66,11 @@ type env struct {
 	haproxy  *exec.Cmd
 	mu       sync.Mutex
 	ctl      *exec.Cmd
-	ctlAddr  string   // metrics address
-	ctlStart int      // controller starts, for the log file name
-	ctlArgs  []string // extra controller flags
-	ctlEnv   []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
-	backends []string // extra HAProxy backends (no servers), set before startHAProxy
+	ctlAddr  string              // metrics address
+	ctlStart int                 // controller starts, for the log file name
+	ctlArgs  []string            // extra controller flags
+	ctlEnv   []string            // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
+	backends []string            // extra HAProxy backends (no servers), set before startHAProxy
 	loadOpts func(*load.Options) // adjusts the load of every case (e.g. https through a TLS listener); nil: none
 }
 
