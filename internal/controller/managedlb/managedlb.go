@@ -148,6 +148,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("reading binding %s: %w", req.NamespacedName, err)
 	}
 	if r.opts.Allowed != nil && !r.opts.Allowed(&b) {
+		// The binding reconciler reports it; a deleted one only loses
+		// our finalizer (deleting its load balancer would be acting on it).
+		if b.DeletionTimestamp != nil {
+			return reconcile.Result{}, r.release(ctx, &b)
+		}
 		return reconcile.Result{}, nil
 	}
 	if !Managed(&b) {

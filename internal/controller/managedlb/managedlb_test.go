@@ -328,3 +328,27 @@ func TestReplaceConfirmed(t *testing.T) {
 		t.Fatalf("old set not replaced: calls %v groups %v condition %+v", e.fake.Calls(), e.fake.TargetGroupARNs(), condition(e.binding()))
 	}
 }
+
+// TestErrorsRetried: an AWS error is reported (condition, Event) and
+// returned for backoff; the next reconcile goes on from what exists.
+func TestErrorsRetried(t *testing.T) {
+	b := managedBinding()
+	b.Spec.Provider.AWS.Managed.Listeners = []v1alpha1.ManagedListener{{Port: 80, Protocol: "TCP"}}
+	e := newEnv(t, b)
+	r := e.reconciler()
+	e.fake.SetFaults(awsfake.Faults{ServerError: 1, Actions: []string{"CreateLoadBalancer"}})
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "web"}}); err == nil {
+		t.Fatal("no error returned for backoff")
+	}
+	if c := condition(e.binding()); c.Status != metav1.ConditionFalse || c.Reason != "ProviderError" {
+		t.Fatalf("condition %+v", c)
+	}
+	if e.rec.Count("LoadBalancerBinding "+ns+"/web", "ProviderError") != 1 {
+		t.Fatalf("events %v", e.rec.Events())
+	}
+	e.fake.SetFaults(awsfake.Faults{})
+	e.reconcile(r)
+	if c := condition(e.binding()); c.Status != metav1.ConditionTrue || e.fake.Calls()["CreateTargetGroup"] != 1 {
+		t.Fatalf("after the fault: condition %+v, calls %v", c, e.fake.Calls())
+	}
+}
