@@ -76,12 +76,12 @@ func TestAWSManagedLB(t *testing.T) {
 	e.create(echoObjects()...)
 	e.create(hostIngress("second", secondHost))
 	e.kubectl("patch", "ingressclass", "sluice", "--type=merge", "-p", `{"spec":{"parameters":{"name":"`+lbmName+`"}}}`)
+	// The managed binding before the proxies: their readiness gate opens
+	// once they are healthy in the target group sluice creates.
+	e.create(managedBindingObject())
 	e.create(e.proxyDeployment())
 	e.settled(appNS, appName, 2*time.Minute)
-	e.settled(proxyNS, proxyName, 2*time.Minute)
-
-	// Create the managed binding; wait for the listener and traffic.
-	e.create(managedBindingObject())
+	e.settled(proxyNS, proxyName, 3*time.Minute)
 	var st v1alpha1.ManagedStatus
 	e.eventually(60*time.Second, "the managed load balancer, target group and listener", func(ctx context.Context) (bool, error) {
 		b, err := e.managedBinding(ctx)
