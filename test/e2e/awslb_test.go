@@ -18,6 +18,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	appsv1 "k8s.io/api/apps/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,7 +74,18 @@ func TestAWSManagedLB(t *testing.T) {
 	e.ctlEnv = fakeAWSEnv()
 	e.startController()
 	t.Cleanup(e.stopController)
-	e.create(echoObjects()...)
+	// The echo pods' readiness probe with a little slack: with one try of
+	// one second, all three flap NotReady together when the shared machine
+	// stalls, and the proxies then answer 503 (seen at load average 16),
+	// which says nothing about the load balancer under test.
+	echo := echoObjects()
+	for _, o := range echo {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			p := d.Spec.Template.Spec.Containers[0].ReadinessProbe
+			p.TimeoutSeconds, p.FailureThreshold = 3, 3
+		}
+	}
+	e.create(echo...)
 	e.create(hostIngress("second", secondHost))
 	e.kubectl("patch", "ingressclass", "sluice", "--type=merge", "-p", `{"spec":{"parameters":{"name":"`+lbmName+`"}}}`)
 	// The managed binding before the proxies: their readiness gate opens
@@ -226,6 +238,14 @@ func TestAWSManagedLB(t *testing.T) {
 	// Deletion: no load (the load balancer is meant to go away).
 	if cs.wants("awslb-delete") {
 		start := time.Now()
+		// The proxies still run: the safety floor holds the deletion of
+		// a binding whose pods exist until it is confirmed.
+		b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: lbmName}}
+		if err := e.update(b, func() {
+			b.Annotations = map[string]string{v1alpha1.AnnotationConfirmDeregister: strconv.FormatInt(b.Generation, 10)}
+		}); err != nil {
+			t.Fatal(err)
+		}
 		if err := e.cl.Delete(context.Background(), managedBindingObject()); err != nil {
 			t.Fatal(err)
 		}
