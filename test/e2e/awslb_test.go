@@ -181,12 +181,16 @@ func TestAWSManagedLB(t *testing.T) {
 		return note("ingress_hostname=" + dns)
 	})
 	cs.runNoted("awslb-third-cert", true, func() string {
+		defBefore, _, _ := f.ListenerCertificates(first.ListenerARNs[0])
 		certThird, _ := f.AddCertificate(awsfake.Certificate{Domain: thirdHost})
 		e.create(hostIngress("third", thirdHost))
 		e.eventually(60*time.Second, "the third certificate on the listener", func(context.Context) (bool, error) {
-			_, others, _ := f.ListenerCertificates(first.ListenerARNs[0])
-			return slices.Contains(others, certThird), nil
+			def, others, _ := f.ListenerCertificates(first.ListenerARNs[0])
+			return slices.Contains(append(others, def), certThird), nil
 		})
+		if def, _, _ := f.ListenerCertificates(first.ListenerARNs[0]); def != defBefore {
+			t.Errorf("the default certificate moved from %s to %s", defBefore, def)
+		}
 		if _, cn, err := tlsGet(addr, thirdHost); err != nil || cn != thirdHost {
 			t.Errorf("%s served certificate %q (%v)", thirdHost, cn, err)
 		}

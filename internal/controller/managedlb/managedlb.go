@@ -188,6 +188,10 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	found, err := cloud.Find(ctx, r.opts.Cluster, b.Name, string(b.UID))
+	if err != nil {
+		return r.failed(ctx, b, nil, "ProviderError", err)
+	}
 	st := &v1alpha1.ManagedStatus{}
 	var chosen []string
 	if secure(b) {
@@ -195,7 +199,7 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 		if err != nil {
 			return r.failed(ctx, b, nil, "CertificatesUnavailable", err)
 		}
-		sel := managed.Select(hosts, all, r.opts.Now())
+		sel := managed.Select(hosts, all, r.opts.Now(), currentDefault(found))
 		chosen = sel.Certificates
 		st.Certificates = sel.Certificates
 		st.HostsWithoutCertificate = append(slices.Clone(sel.Uncovered), sel.Excess...)
@@ -210,11 +214,11 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 		return reconcile.Result{}, r.writeStatus(ctx, b, st, "InvalidSpec", err)
 	}
 	var plan managed.Plan
-	var found managed.Found
-	for range r.opts.Rounds {
-		found, err = cloud.Find(ctx, r.opts.Cluster, b.Name, string(b.UID))
-		if err != nil {
-			return r.failed(ctx, b, st, "ProviderError", err)
+	for round := range r.opts.Rounds {
+		if round > 0 {
+			if found, err = cloud.Find(ctx, r.opts.Cluster, b.Name, string(b.UID)); err != nil {
+				return r.failed(ctx, b, st, "ProviderError", err)
+			}
 		}
 		plan = managed.Build(d, found)
 		if len(plan.Actions) == 0 {
@@ -319,6 +323,24 @@ func (r *Reconciler) hosts(ctx context.Context, b *v1alpha1.LoadBalancerBinding)
 	}
 	serving := ingressstatus.NewServing(classes.Items, []v1alpha1.LoadBalancerBinding{*b}, r.opts.Serving)
 	return serving.Hosts(b, ings.Items), nil
+}
+
+// currentDefault is the default certificate of the newest set's first
+// TLS/HTTPS listener ("" when none): Select keeps it first.
+func currentDefault(f managed.Found) string {
+	var newest int64 = -1
+	var lbARN string
+	for _, l := range f.LoadBalancers {
+		if l.Set > newest {
+			newest, lbARN = l.Set, l.ARN
+		}
+	}
+	for _, l := range f.Listeners {
+		if l.LoadBalancer == lbARN && len(l.Certificates) > 0 {
+			return l.Certificates[0]
+		}
+	}
+	return ""
 }
 
 func secure(b *v1alpha1.LoadBalancerBinding) bool {

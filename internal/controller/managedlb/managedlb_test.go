@@ -189,9 +189,10 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.reconcile(r)
+	before := def
 	def, others, _ = e.fake.ListenerCertificates(st.ListenerARNs[0])
-	if !slices.Contains(append(others, def), certC) {
-		t.Fatalf("third certificate not attached: %s %v", def, others)
+	if !slices.Contains(append(others, def), certC) || def != before {
+		t.Fatalf("third certificate not attached, or the default moved: %s %v (default before %s)", def, others, before)
 	}
 
 	// Deregistration delay: modified in place.

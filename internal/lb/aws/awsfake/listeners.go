@@ -380,7 +380,7 @@ func (f *Fake) addListenerCertificates(r *http.Request, w *xw) *apiError {
 		if _, ok := f.elb.certs[c]; !ok {
 			return senderErr("CertificateNotFound", "Certificate '%s' not found", c)
 		}
-		if c != l.def && !slices.Contains(next, c) {
+		if !slices.Contains(next, c) { // the default may be listed again, as on AWS
 			next = append(next, c)
 		}
 	}

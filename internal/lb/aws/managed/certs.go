@@ -78,10 +78,12 @@ func usable(c Cert, now time.Time) bool {
 // Select chooses the certificates for hosts: per host, the usable
 // certificate with the best match (exact over wildcard), then the latest
 // expiry, then the smallest ARN. The certificates chosen are ordered by how
-// many hosts they cover (most first), then ARN; the first is the default.
+// many hosts they cover (most first), then ARN; the first is the default,
+// except that keep (the listener's current default, "" for none) stays
+// first while it is chosen, so that adding a host never moves the default.
 // Beyond MaxCertificates, the hosts left without a kept certificate are
 // Excess.
-func Select(hosts []string, certs []Cert, now time.Time) Selection {
+func Select(hosts []string, certs []Cert, now time.Time, keep string) Selection {
 	var ok []Cert
 	for _, c := range certs {
 		if usable(c, now) {
@@ -126,7 +128,7 @@ func Select(hosts []string, certs []Cert, now time.Time) Selection {
 		arns = append(arns, a)
 	}
 	slices.SortFunc(arns, func(a, b string) int {
-		return cmp.Or(cmp.Compare(chosen[b], chosen[a]), cmp.Compare(a, b))
+		return cmp.Or(boolRank(b == keep, a == keep), cmp.Compare(chosen[b], chosen[a]), cmp.Compare(a, b))
 	})
 	if len(arns) > MaxCertificates {
 		kept := arns[:MaxCertificates]
@@ -161,4 +163,16 @@ func normalizeHosts(hosts []string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// boolRank orders true before false (for a descending sort key).
+func boolRank(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
 }

@@ -69,11 +69,30 @@ func TestSelect(t *testing.T) {
 			[]Cert{c("e", year, "a.example.com")}, []string{"e"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Select(tc.hosts, tc.certs, now)
+			got := Select(tc.hosts, tc.certs, now, "")
 			if !slices.Equal(got.Certificates, tc.want) || !slices.Equal(got.Uncovered, tc.uncovered) {
 				t.Errorf("Select = %+v, want certificates %v uncovered %v", got, tc.want, tc.uncovered)
 			}
 		})
+	}
+}
+
+func TestSelectKeepsDefault(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := func(arn, name string) Cert {
+		return Cert{ARN: arn, Names: []string{name}, Status: "ISSUED", NotAfter: now.AddDate(1, 0, 0)}
+	}
+	certs := []Cert{c("b", "b.test"), c("c", "c.test"), c("a", "a.test")}
+	if got := Select([]string{"b.test", "c.test"}, certs, now, "").Certificates; !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("without a current default: %v", got)
+	}
+	// A new host whose certificate sorts first does not move the default.
+	if got := Select([]string{"a.test", "b.test", "c.test"}, certs, now, "b").Certificates; !slices.Equal(got, []string{"b", "a", "c"}) {
+		t.Fatalf("with current default b: %v", got)
+	}
+	// A default no longer chosen gives way.
+	if got := Select([]string{"a.test"}, certs, now, "b").Certificates; !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("default not chosen: %v", got)
 	}
 }
 
@@ -86,14 +105,14 @@ func TestSelectLimit(t *testing.T) {
 		hosts = append(hosts, h)
 		certs = append(certs, Cert{ARN: fmt.Sprintf("arn-%02d", i), Names: []string{h}, Status: "ISSUED", NotAfter: now.AddDate(1, 0, 0)})
 	}
-	got := Select(hosts, certs, now)
+	got := Select(hosts, certs, now, "")
 	if len(got.Certificates) != MaxCertificates || len(got.Excess) != 5 || got.Certificates[0] != "arn-00" || got.Excess[0] != "h25.example.com" {
 		t.Fatalf("Select = %+v", got)
 	}
 	// Deterministic whatever the input order.
 	slices.Reverse(hosts)
 	slices.Reverse(certs)
-	again := Select(hosts, certs, now)
+	again := Select(hosts, certs, now, "")
 	if !slices.Equal(got.Certificates, again.Certificates) || !slices.Equal(got.Excess, again.Excess) {
 		t.Fatalf("order changed the selection: %v vs %v", got, again)
 	}
@@ -119,7 +138,7 @@ func FuzzCovers(f *testing.F) {
 			}
 		}
 		now := time.Now()
-		sel := Select([]string{host}, []Cert{{ARN: "x", Names: []string{name}, Status: "ISSUED", NotAfter: now.AddDate(1, 0, 0)}}, now)
+		sel := Select([]string{host}, []Cert{{ARN: "x", Names: []string{name}, Status: "ISSUED", NotAfter: now.AddDate(1, 0, 0)}}, now, "")
 		if strings.TrimSpace(host) == host && len(sel.Certificates) != 1 {
 			t.Fatalf("Select(%q) with a covering %q = %+v", host, name, sel)
 		}

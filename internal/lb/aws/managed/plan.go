@@ -337,34 +337,45 @@ func listenerChanges(want Listener, have FoundListener, tg string, certs []strin
 	if want.Secure() && def == "" && have.Protocol != want.Protocol {
 		return nil // cannot become TLS without a certificate: reported by the caller
 	}
-	if len(why) > 0 {
-		a := Action{Kind: ModifyListener, ARN: have.ARN, Listener: want, TargetGroup: tg, Reason: fmt.Sprint(why)}
-		if want.Secure() && def != "" {
-			a.Certificates = []string{def}
-		}
-		out = append(out, a)
+	modify := Action{Kind: ModifyListener, ARN: have.ARN, Listener: want, TargetGroup: tg, Reason: fmt.Sprint(why)}
+	if want.Secure() && def != "" {
+		modify.Certificates = []string{def}
 	}
-	if !want.Secure() {
+	if !want.Secure() || have.Protocol != "TLS" && have.Protocol != "HTTPS" {
+		// Not secure, or becoming secure: the listener takes extra
+		// certificates only once it is TLS/HTTPS (next round).
+		if len(why) > 0 {
+			out = append(out, modify)
+		}
 		return out
 	}
+	// Never a moment without a certificate a host uses: add first (the
+	// old default too, when it stays chosen and a new default replaces
+	// it), then change the default, then remove what is no longer chosen.
 	var others []string
 	if len(have.Certificates) > 1 {
 		others = have.Certificates[1:]
 	}
+	attached := append([]string{haveDef}, others...)
 	var add, remove []string
 	for _, c := range certs[min(1, len(certs)):] {
-		if !slices.Contains(others, c) {
+		if !slices.Contains(attached, c) {
 			add = append(add, c)
 		}
 	}
+	if haveDef != "" && haveDef != def && slices.Contains(certs, haveDef) && !slices.Contains(others, haveDef) {
+		add = append(add, haveDef)
+	}
 	for _, c := range others {
-		if !slices.Contains(certs, c) || c == def {
+		if !slices.Contains(certs, c) && !slices.Contains(remove, c) {
 			remove = append(remove, c)
 		}
 	}
-	// Add before remove: a host is never without a certificate.
 	if len(add) > 0 {
 		out = append(out, Action{Kind: AddListenerCertificates, ARN: have.ARN, Certificates: add, Reason: "new certificates"})
+	}
+	if len(why) > 0 {
+		out = append(out, modify)
 	}
 	if len(remove) > 0 {
 		out = append(out, Action{Kind: RemoveListenerCertificates, ARN: have.ARN, Certificates: remove, Reason: "certificates no longer chosen"})

@@ -108,6 +108,8 @@ func TestBuild(t *testing.T) {
 			created(d, 3, "c1", "c2"), []string{"ModifyTargetGroup tg-3"}, 0, 0},
 		{"default certificate renewed: modified in place", desired(t, binding(3, nil), "c3", "c2"), created(d, 3, "c1", "c2"),
 			[]string{"ModifyListener ln-3 c3"}, 0, 0},
+		{"new default while the old one stays chosen: the old one is added first", desired(t, binding(3, nil), "c3", "c1"), created(d, 3, "c1", "c2"),
+			[]string{"AddListenerCertificates ln-3 c1", "ModifyListener ln-3 c3", "RemoveListenerCertificates ln-3 c2"}, 0, 0},
 		{"other certificate renewed: the new one added before the old one is removed", desired(t, binding(3, nil), "c1", "c3"), created(d, 3, "c1", "c2"),
 			[]string{"AddListenerCertificates ln-3 c3", "RemoveListenerCertificates ln-3 c2"}, 0, 0},
 		{"listener port removed", desired(t, binding(5, func(m *v1alpha1.ManagedLoadBalancer) { m.Listeners[0].Port = 8443 }), "c1", "c2"),
