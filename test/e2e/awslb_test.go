@@ -88,6 +88,20 @@ func TestAWSManagedLB(t *testing.T) {
 	e.create(echo...)
 	e.create(hostIngress("second", secondHost))
 	e.kubectl("patch", "ingressclass", "sluice", "--type=merge", "-p", `{"spec":{"parameters":{"name":"`+lbmName+`"}}}`)
+	// The API server's CEL rules refuse an inconsistent managed spec.
+	for what, mut := range map[string]func(*v1alpha1.ManagedLoadBalancer){
+		"an HTTP listener on a network load balancer": func(m *v1alpha1.ManagedLoadBalancer) { m.Listeners[0].Protocol = "HTTP" },
+		"both subnets and subnet tags":                func(m *v1alpha1.ManagedLoadBalancer) { m.SubnetTags = map[string]string{"k": "v"} },
+		"a sluice.dev/ tag":                           func(m *v1alpha1.ManagedLoadBalancer) { m.Tags["sluice.dev/cluster"] = "x" },
+	} {
+		bad := managedBindingObject()
+		bad.Name = "invalid"
+		mut(bad.Spec.Provider.AWS.Managed)
+		if err := e.cl.Create(context.Background(), bad); !apierrors.IsInvalid(err) {
+			t.Errorf("%s: created (%v), want Invalid", what, err)
+			_ = e.cl.Delete(context.Background(), bad)
+		}
+	}
 	// The managed binding before the proxies: their readiness gate opens
 	// once they are healthy in the target group sluice creates.
 	e.create(managedBindingObject())
