@@ -256,15 +256,16 @@ func TestAWSManagedLB(t *testing.T) {
 	// Deletion: no load (the load balancer is meant to go away).
 	if cs.wants("awslb-delete") {
 		start := time.Now()
-		// The proxies still run: the safety floor holds the deletion of
-		// a binding whose pods exist until it is confirmed.
+		if err := e.cl.Delete(context.Background(), managedBindingObject()); err != nil {
+			t.Fatal(err)
+		}
+		// The proxies still run: the safety floor holds the deletion of a
+		// binding whose pods exist until it is confirmed (with the
+		// generation the deletion gave it).
 		b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: lbmName}}
 		if err := e.update(b, func() {
 			b.Annotations = map[string]string{v1alpha1.AnnotationConfirmDeregister: strconv.FormatInt(b.Generation, 10)}
 		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.cl.Delete(context.Background(), managedBindingObject()); err != nil {
 			t.Fatal(err)
 		}
 		e.eventually(2*time.Minute, "the binding gone", func(ctx context.Context) (bool, error) {
