@@ -247,6 +247,9 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	case len(plan.Actions) > 0 || len(plan.Waiting) > 0:
 		msg := strings.Join(append(plan.Waiting, "changes still in progress"), "; ")
 		return reconcile.Result{RequeueAfter: r.opts.Settle}, r.writeStatus(ctx, b, st, "Progressing", errors.New(msg))
+	case secure(b) && len(chosen) == 0:
+		msg := "no certificate chosen (no Ingress host of the binding's classes has a usable ACM certificate): the TLS/HTTPS listeners wait"
+		return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.writeStatus(ctx, b, st, "CertificatesMissing", errors.New(msg))
 	case len(st.HostsWithoutCertificate) > 0:
 		msg := "no usable ACM certificate (ISSUED, valid for 7 more days) covers " + strings.Join(st.HostsWithoutCertificate, ", ")
 		return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.writeStatus(ctx, b, st, "CertificatesMissing", errors.New(msg))

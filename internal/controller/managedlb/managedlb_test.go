@@ -353,3 +353,21 @@ func TestErrorsRetried(t *testing.T) {
 		t.Fatalf("after the fault: condition %+v, calls %v", c, e.fake.Calls())
 	}
 }
+
+// TestNoCertificateYet: a TLS listener waits for a certificate, and the
+// condition says so; the group and load balancer exist meanwhile.
+func TestNoCertificateYet(t *testing.T) {
+	e := newEnv(t, managedBinding(), class(), ingress("a", "a.example.com"))
+	r := e.reconciler()
+	e.reconcile(r)
+	b := e.binding()
+	if c := condition(b); c.Reason != "CertificatesMissing" || len(b.Status.Managed.ListenerARNs) != 0 ||
+		!slices.Equal(b.Status.Managed.HostsWithoutCertificate, []string{"a.example.com"}) || e.fake.Calls()["CreateLoadBalancer"] != 1 {
+		t.Fatalf("condition %+v, status %+v, calls %v", c, b.Status.Managed, e.fake.Calls())
+	}
+	_, _ = e.fake.AddCertificate(awsfake.Certificate{Domain: "a.example.com"})
+	e.reconcile(r)
+	if b := e.binding(); condition(b).Status != metav1.ConditionTrue || len(b.Status.Managed.ListenerARNs) != 1 {
+		t.Fatalf("with the certificate: %+v %+v", condition(b), b.Status.Managed)
+	}
+}
