@@ -133,6 +133,9 @@ func New(o Options) (*Reconciler, error) {
 	return &Reconciler{opts: o, log: o.Logger, actions: actions}, nil
 }
 
+// Actions is the sluice_managed_lb_actions_total counter (for tests).
+func (r *Reconciler) Actions() *prometheus.CounterVec { return r.actions }
+
 // Managed reports whether a binding asks for a managed load balancer.
 func Managed(b *v1alpha1.LoadBalancerBinding) bool {
 	return b.Spec.Provider.AWS != nil && b.Spec.Provider.AWS.Managed != nil

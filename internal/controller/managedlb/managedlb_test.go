@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -369,5 +372,38 @@ func TestNoCertificateYet(t *testing.T) {
 	e.reconcile(r)
 	if b := e.binding(); condition(b).Status != metav1.ConditionTrue || len(b.Status.Managed.ListenerARNs) != 1 {
 		t.Fatalf("with the certificate: %+v %+v", condition(b), b.Status.Managed)
+	}
+}
+
+// TestNameTaken: a load balancer of someone else under the name sluice
+// would use is never adopted (no tags of ours): the create fails with
+// DuplicateLoadBalancerName, reported and counted, and the foreign one is
+// left alone.
+func TestNameTaken(t *testing.T) {
+	b := managedBinding()
+	b.Spec.Provider.AWS.Managed.Listeners = []v1alpha1.ManagedListener{{Port: 80, Protocol: "TCP"}}
+	e := newEnv(t, b)
+	foreign, err := e.fake.AddLoadBalancer(awsfake.LoadBalancer{Name: managed.SetName(managed.Base("prod", ns, "web", "uid-web"), 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	r, err := managedlb.New(managedlb.Options{Client: e.c, Clouds: managedlb.Clouds(controllertest.AWSOptions(e.fake.URL())),
+		Cluster: "prod", Recorder: e.rec, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "web"}})
+	if err == nil || !strings.Contains(err.Error(), "DuplicateLoadBalancerName") {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if c := condition(e.binding()); c.Reason != "ProviderError" || !strings.Contains(c.Message, "DuplicateLoadBalancerName") {
+		t.Fatalf("condition %+v", c)
+	}
+	if n := testutil.ToFloat64(r.Actions().WithLabelValues("CreateLoadBalancer", "error")); n != 1 {
+		t.Fatalf("metric CreateLoadBalancer/error = %v", n)
+	}
+	if !slices.Equal(e.fake.LoadBalancerARNs(), []string{foreign.ARN}) {
+		t.Fatalf("load balancers %v", e.fake.LoadBalancerARNs())
 	}
 }
