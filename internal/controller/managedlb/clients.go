@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/acm"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
 	"sluice.dev/sluice/internal/awsretry"
@@ -61,7 +62,12 @@ func Clouds(o lbaws.Options) func(ctx context.Context, region string) (Cloud, er
 				ao.BaseEndpoint = aws.String(o.Endpoint)
 			}
 		})
-		c := NewSDKCloud(e, a)
+		x := ec2.NewFromConfig(cfg, func(xo *ec2.Options) {
+			if o.Endpoint != "" {
+				xo.BaseEndpoint = aws.String(o.Endpoint)
+			}
+		})
+		c := NewSDKCloud(e, a, x)
 		byRegion[region] = c
 		return c, nil
 	}

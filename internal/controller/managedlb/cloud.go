@@ -46,6 +46,8 @@ var _ ELB = (*elbv2.Client)(nil)
 type SDKCloud struct {
 	ELB ELB
 	ACM acm.ListCertificatesAPIClient
+	// EC2 finds subnets by tag (spec.subnetTags). Nil: not supported.
+	EC2 EC2
 	// Describe reads one certificate's full list of names (a listing
 	// holds at most 100). Nil: the listing's names are used.
 	Describe func(context.Context, *acm.DescribeCertificateInput, ...func(*acm.Options)) (*acm.DescribeCertificateOutput, error)
@@ -54,8 +56,8 @@ type SDKCloud struct {
 var _ Cloud = (*SDKCloud)(nil)
 
 // NewSDKCloud wraps the SDK clients.
-func NewSDKCloud(e *elbv2.Client, a *acm.Client) *SDKCloud {
-	return &SDKCloud{ELB: e, ACM: a, Describe: a.DescribeCertificate}
+func NewSDKCloud(e *elbv2.Client, a *acm.Client, x EC2) *SDKCloud {
+	return &SDKCloud{ELB: e, ACM: a, EC2: x, Describe: a.DescribeCertificate}
 }
 
 // tagged reads the tags of arns, 20 at a time.
@@ -293,7 +295,7 @@ func (c *SDKCloud) Apply(ctx context.Context, d managed.Desired, a managed.Actio
 		_, err = c.ELB.CreateTargetGroup(ctx, in)
 	case managed.CreateLoadBalancer:
 		if len(d.Subnets) == 0 {
-			return fmt.Errorf("creating load balancer %s: %w", a.Name, ErrSubnetDiscovery)
+			return fmt.Errorf("creating load balancer %s: %w", a.Name, managed.ErrNoSubnets)
 		}
 		_, err = c.ELB.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: aws.String(a.Name), Type: types.LoadBalancerTypeEnum(d.Type),
 			Scheme: types.LoadBalancerSchemeEnum(d.Scheme), Subnets: d.Subnets, Tags: elbTags(d.Tags, a.Set)})
@@ -345,7 +347,3 @@ func (c *SDKCloud) Apply(ctx context.Context, d managed.Desired, a managed.Actio
 	}
 	return nil
 }
-
-// ErrSubnetDiscovery: spec.subnetTags needs ec2:DescribeSubnets, which
-// this build does not call yet.
-var ErrSubnetDiscovery = errors.New("subnet discovery by tag is not supported yet: list spec.provider.aws.managed.subnets")

@@ -58,6 +58,8 @@ type Cloud interface {
 	Apply(ctx context.Context, d managed.Desired, a managed.Action) error
 	// Certificates lists the ACM certificates.
 	Certificates(ctx context.Context) ([]managed.Cert, error)
+	// Subnets lists the subnets carrying every one of tags.
+	Subnets(ctx context.Context, tags map[string]string) ([]managed.Subnet, error)
 }
 
 // Recorder emits Kubernetes Events.
@@ -215,6 +217,20 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	d, err := managed.DesiredFor(b, r.opts.Cluster, chosen)
 	if err != nil {
 		return reconcile.Result{}, r.writeStatus(ctx, b, st, "InvalidSpec", err)
+	}
+	if len(d.SubnetTags) > 0 {
+		found, err := cloud.Subnets(ctx, d.SubnetTags)
+		if err != nil {
+			return r.failed(ctx, b, st, "ProviderError", err)
+		}
+		subnets, vpc, err := managed.PickSubnets(found)
+		if err != nil {
+			return r.failed(ctx, b, st, "SubnetsNotFound", fmt.Errorf("finding subnets tagged %v: %w", d.SubnetTags, err))
+		}
+		d.Subnets = subnets
+		if d.VPCID == "" {
+			d.VPCID = vpc
+		}
 	}
 	var plan managed.Plan
 	for round := range r.opts.Rounds {

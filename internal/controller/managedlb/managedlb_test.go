@@ -407,3 +407,46 @@ func TestNameTaken(t *testing.T) {
 		t.Fatalf("load balancers %v", e.fake.LoadBalancerARNs())
 	}
 }
+
+// TestSubnetTags: subnets found by tag, one per zone, and their VPC.
+func TestSubnetTags(t *testing.T) {
+	b := managedBinding()
+	m := b.Spec.Provider.AWS.Managed
+	m.Subnets, m.SubnetTags = nil, map[string]string{"kubernetes.io/role/elb": "1"}
+	m.Listeners = []v1alpha1.ManagedListener{{Port: 80, Protocol: "TCP"}}
+	e := newEnv(t, b)
+	r := e.reconciler()
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "web"}}); err == nil {
+		t.Fatal("no subnet: no error")
+	}
+	if c := condition(e.binding()); c.Reason != "SubnetsNotFound" || e.fake.Calls()["CreateLoadBalancer"] != 0 {
+		t.Fatalf("condition %+v calls %v", c, e.fake.Calls())
+	}
+	for _, s := range []awsfake.Subnet{
+		{ID: "subnet-b1", Zone: "us-east-1b", VPC: "vpc-9", Tags: m.SubnetTags},
+		{ID: "subnet-a1", Zone: "us-east-1a", VPC: "vpc-9", Tags: m.SubnetTags},
+		{ID: "subnet-a2", Zone: "us-east-1a", VPC: "vpc-9", Tags: m.SubnetTags},
+		{ID: "subnet-other", Zone: "us-east-1c", VPC: "vpc-9"},
+	} {
+		if err := e.fake.AddSubnet(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.reconcile(r)
+	if c := condition(e.binding()); c.Status != metav1.ConditionTrue {
+		t.Fatalf("condition %+v", c)
+	}
+	c := elbv2.New(elbv2.Options{Region: "us-east-1", BaseEndpoint: aws.String(e.fake.URL()),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")})
+	out, err := c.DescribeLoadBalancers(context.Background(), &elbv2.DescribeLoadBalancersInput{})
+	if err != nil || len(out.LoadBalancers) != 1 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	var got []string
+	for _, z := range out.LoadBalancers[0].AvailabilityZones {
+		got = append(got, aws.ToString(z.SubnetId))
+	}
+	if !slices.Equal(got, []string{"subnet-a1", "subnet-b1"}) {
+		t.Fatalf("subnets %v", got)
+	}
+}

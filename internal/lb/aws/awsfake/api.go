@@ -78,6 +78,10 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	action := r.Form.Get("Action")
 	f.log.Debug("aws fake request", "action", action, "requestID", reqID)
+	if r.Form.Get("Version") == ec2Version {
+		f.serveEC2(w, r, reqID)
+		return
+	}
 	if v := r.Form.Get("Version"); v != apiVersion {
 		f.writeError(w, reqID, senderErr("InvalidAction", "Version %q is not supported", v))
 		return

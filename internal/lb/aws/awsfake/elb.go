@@ -62,6 +62,7 @@ type elbState struct {
 	lorder    []string             // listener ARNs in creation order
 	certs     map[string]*cert     // ACM certificates by ARN (acm.go)
 	corder    []string             // certificate ARNs in creation order
+	subnets   []Subnet             // EC2 subnets (ec2.go)
 }
 
 // canonicalZones are AWS's canonical hosted zone IDs of load balancer DNS

@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/acm"
 	acmtypes "github.com/aws/aws-sdk-go-v2/service/acm/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	"github.com/aws/smithy-go"
@@ -286,6 +288,7 @@ func FuzzManagedAPI(f *testing.F) {
 		"Action=DeleteTargetGroup&Version=2015-12-01&TargetGroupArn=TG",
 		"Action=DeleteListener&Version=2015-12-01&ListenerArn=LN",
 		"Action=DeleteLoadBalancer&Version=2015-12-01&LoadBalancerArn=LB",
+		"Action=DescribeSubnets&Version=2016-11-15&Filter.1.Name=tag:k&Filter.1.Value.1=v&SubnetId.1=subnet-a",
 		"ACM{\"CertificateStatuses\":[\"ISSUED\"],\"MaxItems\":1}",
 		"ACD{\"CertificateArn\":\"CERT\"}",
 	} {
@@ -335,4 +338,35 @@ func FuzzManagedAPI(f *testing.F) {
 			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)
 		}
 	})
+}
+
+func TestDescribeSubnets(t *testing.T) {
+	f := start(t, 1)
+	for _, s := range []Subnet{
+		{ID: "subnet-a", Zone: "us-east-1a", VPC: "vpc-1", Tags: map[string]string{"kubernetes.io/role/elb": "1", "cluster": "c1"}},
+		{ID: "subnet-b", Zone: "us-east-1b", VPC: "vpc-1", Tags: map[string]string{"kubernetes.io/role/elb": "1", "cluster": "c1"}},
+		{ID: "subnet-x", Zone: "us-east-1a", VPC: "vpc-1", Tags: map[string]string{"kubernetes.io/role/elb": "1", "cluster": "c2"}},
+	} {
+		if err := f.AddSubnet(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := ec2.New(ec2.Options{Region: "us-east-1", BaseEndpoint: aws.String(f.URL()),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""), Retryer: connectionRetries()})
+	out, err := c.DescribeSubnets(context.Background(), &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:kubernetes.io/role/elb"), Values: []string{"1"}}, {Name: aws.String("tag:cluster"), Values: []string{"c1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range out.Subnets {
+		got = append(got, aws.ToString(s.SubnetId)+"/"+aws.ToString(s.AvailabilityZone)+"/"+aws.ToString(s.VpcId))
+	}
+	if !slices.Equal(got, []string{"subnet-a/us-east-1a/vpc-1", "subnet-b/us-east-1b/vpc-1"}) || len(out.Subnets[0].Tags) != 2 {
+		t.Fatalf("subnets %v", got)
+	}
+	_, err = c.DescribeSubnets(context.Background(), &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: aws.String("owner-id"), Values: []string{"x"}}}})
+	if code(err) != "InvalidParameterValue" {
+		t.Fatalf("unknown filter: %v", err)
+	}
 }

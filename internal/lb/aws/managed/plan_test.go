@@ -168,3 +168,16 @@ func TestDesiredFor(t *testing.T) {
 		t.Fatal("no cluster accepted")
 	}
 }
+
+func TestPickSubnets(t *testing.T) {
+	got, vpc, err := PickSubnets([]Subnet{{"subnet-c", "zone-b", "vpc-1"}, {"subnet-b", "zone-a", "vpc-1"}, {"subnet-a", "zone-b", "vpc-1"}})
+	if err != nil || vpc != "vpc-1" || !slices.Equal(got, []string{"subnet-b", "subnet-a"}) {
+		t.Fatalf("PickSubnets = %v %s %v", got, vpc, err)
+	}
+	if _, _, err := PickSubnets([]Subnet{{"subnet-a", "zone-a", "vpc-1"}, {"subnet-b", "zone-b", "vpc-2"}}); err == nil {
+		t.Fatal("two VPCs accepted")
+	}
+	if _, _, err := PickSubnets(nil); err == nil {
+		t.Fatal("no subnets accepted")
+	}
+}
