@@ -57,6 +57,16 @@ func TestAWSManagedLB(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
+	// Subnets found by tag (one per zone; the untagged one is not used).
+	for _, sn := range []awsfake.Subnet{
+		{ID: "subnet-0a", Zone: "zone-a", VPC: "vpc-e2e", Tags: map[string]string{"kubernetes.io/role/elb": "1"}},
+		{ID: "subnet-0b", Zone: "zone-b", VPC: "vpc-e2e", Tags: map[string]string{"kubernetes.io/role/elb": "1"}},
+		{ID: "subnet-0c", Zone: "zone-a", VPC: "vpc-e2e"},
+	} {
+		if err := f.AddSubnet(sn); err != nil {
+			t.Fatal(err)
+		}
+	}
 	certApp, _ := f.AddCertificate(awsfake.Certificate{Domain: appHost})
 	certSecond, _ := f.AddCertificate(awsfake.Certificate{Domain: "second.test", SANs: []string{"*.second.test"}})
 	// Something sluice did not create, tagged with the same cluster: it
@@ -91,7 +101,7 @@ func TestAWSManagedLB(t *testing.T) {
 	// The API server's CEL rules refuse an inconsistent managed spec.
 	for what, mut := range map[string]func(*v1alpha1.ManagedLoadBalancer){
 		"an HTTP listener on a network load balancer": func(m *v1alpha1.ManagedLoadBalancer) { m.Listeners[0].Protocol = "HTTP" },
-		"both subnets and subnet tags":                func(m *v1alpha1.ManagedLoadBalancer) { m.SubnetTags = map[string]string{"k": "v"} },
+		"both subnets and subnet tags":                func(m *v1alpha1.ManagedLoadBalancer) { m.Subnets = []string{"subnet-0a"} },
 		"a sluice.dev/ tag":                           func(m *v1alpha1.ManagedLoadBalancer) { m.Tags["sluice.dev/cluster"] = "x" },
 	} {
 		bad := managedBindingObject()
@@ -298,7 +308,7 @@ func managedBindingObject() *v1alpha1.LoadBalancerBinding {
 			Port:       intstr.FromString("http"),
 			TargetType: v1alpha1.TargetIP,
 			Provider: v1alpha1.ProviderSpec{AWS: &v1alpha1.AWSProvider{Managed: &v1alpha1.ManagedLoadBalancer{
-				Type: "network", Scheme: "internet-facing", Subnets: []string{"subnet-a", "subnet-b"}, VPCID: "vpc-e2e",
+				Type: "network", Scheme: "internet-facing", SubnetTags: map[string]string{"kubernetes.io/role/elb": "1"},
 				Listeners:             []v1alpha1.ManagedListener{{Port: 443, Protocol: "TLS"}},
 				HealthCheck:           v1alpha1.ManagedHealthCheck{Path: "/healthz", IntervalSeconds: 10, HealthyThreshold: 2, UnhealthyThreshold: 2},
 				TargetGroupAttributes: &v1alpha1.TargetGroupAttributes{DeregistrationDelaySeconds: awssdk.Int32(30)},
