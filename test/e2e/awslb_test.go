@@ -183,6 +183,12 @@ func TestAWSManagedLB(t *testing.T) {
 		if c := f.Calls(); c["CreateLoadBalancer"] != 1 || c["CreateTargetGroup"] != 1 || c["CreateListener"] != 1 {
 			t.Errorf("create calls %v, want one of each", c)
 		}
+		lbs, err := sdk.DescribeLoadBalancers(context.Background(), &elbv2.DescribeLoadBalancersInput{LoadBalancerArns: []string{first.LoadBalancerARN}})
+		if err != nil || len(lbs.LoadBalancers) != 1 || len(lbs.LoadBalancers[0].AvailabilityZones) != 2 ||
+			awssdk.ToString(lbs.LoadBalancers[0].AvailabilityZones[0].SubnetId) != "subnet-0a" ||
+			awssdk.ToString(lbs.LoadBalancers[0].AvailabilityZones[1].SubnetId) != "subnet-0b" {
+			t.Errorf("load balancer subnets: %+v (%v), want subnet-0a and subnet-0b (found by tag)", lbs, err)
+		}
 		return note(fmt.Sprintf("certificates=%d", len(got)))
 	})
 	cs.runNoted("awslb-traffic", true, func() string {
