@@ -30,6 +30,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	ct "sluice.dev/sluice/internal/controller/controllertest"
 	"sluice.dev/sluice/test/cluster"
+	"sluice.dev/sluice/test/load"
 	"sluice.dev/sluice/test/testenv"
 )
 
@@ -64,11 +65,12 @@ type env struct {
 	haproxy  *testenv.Process
 	mu       sync.Mutex
 	ctl      *exec.Cmd
-	ctlAddr  string   // metrics address
-	ctlStart int      // controller starts, for the log file name
-	ctlArgs  []string // extra controller flags
-	ctlEnv   []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
-	backends []string // extra HAProxy backends (no servers), set before startHAProxy
+	ctlAddr  string              // metrics address
+	ctlStart int                 // controller starts, for the log file name
+	ctlArgs  []string            // extra controller flags
+	ctlEnv   []string            // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
+	backends []string            // extra HAProxy backends (no servers), set before startHAProxy
+	loadOpts func(*load.Options) // adjusts the load of every case (e.g. https through a TLS listener); nil: none
 }
 
 func repoRoot(t *testing.T) string {

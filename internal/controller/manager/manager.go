@@ -37,6 +37,7 @@ import (
 	dnsctl "sluice.dev/sluice/internal/controller/dns"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
 	"sluice.dev/sluice/internal/controller/lbcache"
+	"sluice.dev/sluice/internal/controller/managedlb"
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/problems"
 	"sluice.dev/sluice/internal/controller/snapshot"
@@ -210,7 +211,20 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr)); err != nil {
+	mr, err := managedlb.New(managedlb.Options{
+		Client:     mgr.GetClient(),
+		Clouds:     managedlb.Clouds(awsOpts),
+		Cluster:    o.AWSCluster,
+		Serving:    ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
+		Allowed:    allowed,
+		Recorder:   recorder,
+		Registerer: ctrlmetrics.Registry,
+		Logger:     o.Logger.With("controller", "managedlb"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr), mr.Setup(mgr)); err != nil {
 		return nil, err
 	}
 	if o.DNS != nil {
