@@ -28,15 +28,41 @@ scripts/install-deps.sh
 # test/chart (unit stage) and TestHelm (e2e).
 scripts/helm.sh >/dev/null
 
+# The Kubernetes binaries (about 10 min cold, cached after) are needed only by
+# the e2e stage: build them in the background while the static and unit
+# stages run, and wait for them before the integration stage, whose load
+# tests must not compete with a compiler for the 2 cores.
+kube_pid=""
+kube_out=$(mktemp)
+kube_log=$(mktemp)
+# Its own process group (setsid), so an early exit stops the compilers too.
+trap 'rm -f "$kube_out" "$kube_log"; [[ -n "$kube_pid" ]] && kill -- "-$kube_pid" 2>/dev/null; true' EXIT
+if want e2e && [[ $(id -u) == 0 ]]; then
+	setsid scripts/kube-binaries.sh >"$kube_out" 2>"$kube_log" &
+	kube_pid=$!
+fi
+wait_kube() {
+	[[ -n "$kube_pid" ]] || return 0
+	stamp "waiting for the Kubernetes binaries"
+	if ! wait "$kube_pid"; then
+		kube_pid=""
+		cat "$kube_log" >&2
+		echo "building the Kubernetes binaries failed" >&2
+		exit 1
+	fi
+	kube_pid=""
+	SLUICE_KUBE_BIN=$(cat "$kube_out")
+	export SLUICE_KUBE_BIN
+}
+
 if want static; then
 	stamp "static checks"
 	unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
 	if [[ -n "$unformatted" ]]; then
 		echo "gofmt needed on:"; echo "$unformatted"; exit 1
 	fi
-	go vet ./...
-	go vet -tags integration ./...
-	go vet -tags e2e ./...
+	# One pass over every file: no file excludes a tag that another needs.
+	go vet -tags integration,e2e,image ./...
 fi
 
 if want unit; then
@@ -46,6 +72,8 @@ if want unit; then
 	# once more with net/http serving plain HTTP as well.
 	go test -count=1 ./internal/server -args -fast-http1=false
 fi
+
+wait_kube
 
 if want integration; then
 	pkgs=$(tagged integration)
@@ -63,9 +91,6 @@ if want e2e; then
 			echo "e2e tests need root (network namespaces); run as root or set TEST_STAGES" >&2
 			exit 1
 		fi
-		stamp "building Kubernetes binaries (cached after the first time)"
-		SLUICE_KUBE_BIN=$(scripts/kube-binaries.sh)
-		export SLUICE_KUBE_BIN
 		stamp "e2e tests: $(echo $pkgs)"
 		# One package at a time: each starts its own control plane.
 		go test -count=1 -p 1 -tags e2e -timeout 25m $pkgs

@@ -165,6 +165,7 @@ type HAProxyProvider struct {
 }
 
 // AWSProvider addresses ELBv2 target groups.
+// +kubebuilder:validation:XValidation:rule="!has(self.managed) || !has(self.targetGroupARNs) || size(self.targetGroupARNs) == 0",message="a managed load balancer has its own target group: targetGroupARNs must be empty"
 type AWSProvider struct {
 	// TargetGroupARNs lists target groups by ARN.
 	// +optional
@@ -172,6 +173,12 @@ type AWSProvider struct {
 	// Region overrides the region from the environment.
 	// +optional
 	Region string `json:"region,omitempty"`
+	// Managed makes sluice create and own the load balancer, its
+	// listeners and the target group (tagged with the cluster and the
+	// binding), find ACM certificates for TLS/HTTPS listeners, and delete
+	// them with the binding. Needs the controller's --aws-cluster.
+	// +optional
+	Managed *ManagedLoadBalancer `json:"managed,omitempty"`
 }
 
 // DrainSpec configures the drain handshake.
@@ -222,6 +229,10 @@ type LoadBalancerBindingStatus struct {
 	// groups). Kept while discovery fails.
 	// +optional
 	Addresses []LoadBalancerAddress `json:"addresses,omitempty"`
+	// Managed is what sluice created or adopted for
+	// spec.provider.aws.managed.
+	// +optional
+	Managed *ManagedStatus `json:"managed,omitempty"`
 }
 
 // LoadBalancerAddress is one address of the load balancer in front of a

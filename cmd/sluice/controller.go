@@ -70,7 +70,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.DurationVar(&c.haproxyCheckInterval, "haproxy-check-interval", time.Second, "health-check interval of the HAProxy servers sluice adds")
 	fs.DurationVar(&c.haproxyMaxDrain, "haproxy-max-drain", 60*time.Second, "longest an HAProxy server stays in drain while it still has sessions")
 	fs.DurationVar(&c.haproxyWatchInterval, "haproxy-watch-interval", 250*time.Millisecond, "how often HAProxy's runtime API is asked whether a reload or restart forgot sluice's servers, which are then restored in their last state (negative: off)")
-	fs.StringVar(&c.webhookAddress, "eviction-webhook-address", "", `address of the zone floor's eviction webhook (HTTPS, e.g. ":9443"; "": off)`)
+	fs.StringVar(&c.webhookAddress, "eviction-webhook-address", "", `address of the zone floor's webhooks, eviction and zone steering of new pods (HTTPS, e.g. ":9443"; "": off)`)
 	fs.StringVar(&c.webhookCertDir, "eviction-webhook-cert-dir", "", "directory keeping the webhook's generated CA and serving certificate (default: memory, new at each start)")
 	fs.StringVar(&c.webhookService, "eviction-webhook-service", "", "Service in front of the controller that the API server calls: namespace/name[:port]")
 	fs.StringVar(&c.webhookURL, "eviction-webhook-url", "", "instead of a Service, the https:// URL the API server calls (a controller outside the cluster)")

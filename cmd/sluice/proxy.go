@@ -22,9 +22,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"sluice.dev/sluice/internal/dataplane"
+	"sluice.dev/sluice/internal/drain"
 	"sluice.dev/sluice/internal/gcfloor"
 	"sluice.dev/sluice/internal/proxy"
+	"sluice.dev/sluice/internal/rebuild"
 	"sluice.dev/sluice/internal/server"
 	"sluice.dev/sluice/internal/source/kube"
 	"sluice.dev/sluice/internal/source/manifests"
@@ -211,7 +212,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	var (
-		src     dataplane.Source
+		src     rebuild.Source
 		client  kubernetes.Interface
 		podName = os.Getenv("POD_NAME")
 		podNS   = os.Getenv("POD_NAMESPACE")
@@ -255,7 +256,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		RequestID:               c.requestID,
 		MaxStreamsPerConnection: c.maxStreams,
 	})
-	loop, err := dataplane.New(dataplane.Options{
+	loop, err := rebuild.New(rebuild.Options{
 		Source:  src,
 		Updater: px,
 		Translate: translate.Options{
@@ -271,7 +272,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 
 	var drained <-chan struct{}
 	if client != nil && podName != "" && podNS != "" {
-		drained = kube.WatchDrained(ctx, client, podNS, podName, log)
+		drained = drain.Watch(ctx, client, podNS, podName, log)
 		go warnGracePeriod(ctx, client, podNS, podName, c, log)
 	} else if c.manifests == "" {
 		log.Info("POD_NAME/POD_NAMESPACE not set: draining ends by --drain-max-wait or --drain-quiet-period only")
@@ -388,7 +389,7 @@ func kubeConfig(path string) (*rest.Config, error) {
 func warnGracePeriod(ctx context.Context, client kubernetes.Interface, ns, name string, c *proxyConfig, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	grace, err := kube.PodGracePeriod(ctx, client, ns, name)
+	grace, err := drain.GracePeriod(ctx, client, ns, name)
 	if err != nil {
 		log.Warn("cannot read own pod's terminationGracePeriodSeconds", "error", err)
 		return

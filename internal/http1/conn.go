@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -414,7 +413,7 @@ func (c *conn) startBackgroundRead(x *exchange, cancel context.CancelFunc) {
 			c.cr.pending, c.cr.has = b[0], true
 			return
 		}
-		if c.bgAbort.Load() && isTimeout(err) {
+		if c.bgAbort.Load() && IsTimeout(err) {
 			return
 		}
 		if err == nil {
@@ -442,11 +441,6 @@ func (c *conn) stopBackgroundRead(x *exchange) {
 	c.bgMu.Unlock()
 	// The next wait sets a deadline again.
 	c.deadline = aLongTimeAgo
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // exchange is the state of one request on a connection, allocated once.
@@ -586,7 +580,7 @@ func hasToken(v, token string) bool {
 		if end := sp + len(token); end != len(v) && !isTokenBoundary(v[end]) {
 			continue
 		}
-		if strings.EqualFold(v[sp:sp+len(token)], token) {
+		if asciiEqualFold(v[sp:sp+len(token)], token) {
 			return true
 		}
 	}

@@ -166,17 +166,14 @@ func (w *response) writeBody(p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	bw := w.bw
+	var err error
 	if w.chunked {
-		bw.Write(strconv.AppendUint(bw.AvailableBuffer(), uint64(len(p)), 16))
-		bw.WriteString("\r\n")
+		err = writeChunk(w.bw, p)
+	} else {
+		_, err = w.bw.Write(p)
 	}
-	if _, err := bw.Write(p); err != nil {
+	if err != nil {
 		w.err = err
-		return
-	}
-	if w.chunked {
-		bw.WriteString("\r\n")
 	}
 }
 
@@ -233,12 +230,10 @@ func (w *response) endHeader(done bool) {
 		w.cl = w.written
 		fallthrough
 	case w.cl >= 0:
-		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), w.cl, 10))
-		bw.WriteString("\r\n")
+		writeContentLength(bw, w.cl)
 	case !w.head:
 		w.chunked = true
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		bw.WriteString(chunkedField)
 	}
 	// Closing: the handler's Connection field gives way to "close",
 	// except on a protocol switch.
@@ -326,7 +321,7 @@ func (w *response) finish() {
 		w.endHeader(true)
 	}
 	if w.chunked && w.err == nil {
-		w.bw.WriteString("0\r\n")
+		w.bw.WriteString(lastChunk)
 		w.writeTrailers()
 		w.bw.WriteString("\r\n")
 	}

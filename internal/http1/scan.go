@@ -23,7 +23,7 @@ const (
 // rejects what is malformed. scanHead only has to find, in a header that
 // parses, every request line and field that the fast loop leaves to
 // net/http; handing off more than needed is always safe. Field names are
-// compared without regard to case, as net/textproto canonicalizes them.
+// compared without regard to ASCII case, as net/textproto canonicalizes them.
 func scanHead(buf []byte) (n int, reason string) {
 	pos := 0
 	for line := 0; ; line++ {
@@ -55,24 +55,15 @@ func scanHead(buf []byte) (n int, reason string) {
 			continue // malformed: ReadRequest will say so
 		}
 		switch {
-		case bytes.EqualFold(name, upgrade):
+		case asciiEqualFold(name, "Upgrade"):
 			reason = reasonUpgrade
-		case bytes.EqualFold(name, expect):
+		case asciiEqualFold(name, "Expect"):
 			reason = reasonExpect
-		case bytes.EqualFold(name, transferEncoding):
+		case asciiEqualFold(name, "Transfer-Encoding"):
 			reason = reasonTransferEncoding
 		}
 	}
 }
-
-var (
-	http11           = []byte(" HTTP/1.1")
-	colon            = []byte(":")
-	space            = []byte(" ")
-	upgrade          = []byte("Upgrade")
-	expect           = []byte("Expect")
-	transferEncoding = []byte("Transfer-Encoding")
-)
 
 // leadingCRLF counts the CR and LF bytes at the start of b, as net/http
 // skips them after a POST (RFC 9112 section 2.2 tolerance).
@@ -89,7 +80,7 @@ func leadingCRLF(b []byte) int {
 func hasField(head []byte, name string) bool {
 	for l := range bytes.Lines(head) {
 		n, _, ok := bytes.Cut(l, colon)
-		if ok && bytes.EqualFold(n, []byte(name)) {
+		if ok && asciiEqualFold(n, name) {
 			return true
 		}
 	}

@@ -1,6 +1,11 @@
-// Package http1 is sluice's own HTTP/1.1 server connection loop for plain
-// keep-alive traffic, the common case on an ingress behind a load
-// balancer. net/http's server costs a background read, a context, and
+// Package http1 is sluice's HTTP/1.1 wire: its own server connection loop
+// for plain keep-alive traffic, the common case on an ingress behind a load
+// balancer, and the wire half of the upstream client (WriteRequest,
+// ResponseReader; the proxy keeps the connection pool, deadlines and
+// retries). Both share the parsing, framing, chunked bodies and timeout
+// test (wire.go).
+//
+// The server loop: net/http's server costs a background read, a context, and
 // several goroutine hand-offs per request; this loop serves each request
 // on the connection's goroutine with one read and one write when the
 // traffic allows it.
@@ -16,7 +21,9 @@
 // fuzz test holds the two to that.
 //
 // Data flow: listener → Server.ServeConn → scanHead → http.ReadRequest →
-// handler (internal/proxy) → response (framing, Date, Connection) → conn.
+// handler (internal/proxy) → response (framing, Date, Connection) → conn;
+// and upstream: internal/proxy → WriteRequest → pod → ResponseReader.Parse
+// (or http.ReadResponse) → internal/proxy.
 package http1
 
 import (

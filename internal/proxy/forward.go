@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +11,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"sluice.dev/sluice/internal/http1"
 	"sluice.dev/sluice/internal/route"
 )
 
@@ -144,7 +143,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			continue
 		}
 		status, msg := http.StatusBadGateway, bodyBadGateway
-		if isTimeout(err) || kind != kindConnect && isGRPC(r) && grpcDeadlinePassed(r, start) {
+		if http1.IsTimeout(err) || kind != kindConnect && isGRPC(r) && grpcDeadlinePassed(r, start) {
 			status, msg = http.StatusGatewayTimeout, bodyTimeout
 		}
 		o.status = status
@@ -161,7 +160,7 @@ func clientBodyFailed(err error, rb *replayBody) bool {
 	if rb.failed() {
 		return true
 	}
-	var be *bodyReadError
+	var be *http1.BodyReadError
 	return errors.As(err, &be)
 }
 
@@ -245,28 +244,10 @@ func classify(err error) int {
 	if errors.As(err, &ce) {
 		return kindConnect
 	}
-	if isTimeout(err) {
+	if http1.IsTimeout(err) {
 		return kindTimeout
 	}
 	return kindReset
-}
-
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// hopHeader reports whether the canonical header key k is hop-by-hop
-// (RFC 9110 section 7.6.1, plus the non-standard ones proxies drop).
-func hopHeader(k string) bool {
-	switch k {
-	case "Connection", "Keep-Alive", "Proxy", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
-		return true
-	}
-	return strings.HasPrefix(k, "Proxy-")
 }
 
 func forwardedHeader(k string) bool {
@@ -291,7 +272,7 @@ func (p *Proxy) rewriteRequestHeader(r *http.Request, ip string, trusted bool) (
 	}
 	keepTE := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
 	for k := range h {
-		if hopHeader(k) || (!trusted && forwardedHeader(k)) ||
+		if http1.HopHeader(k) || (!trusted && forwardedHeader(k)) ||
 			(len(conn) > 0 && httpguts.HeaderValuesContainsToken(conn, k)) {
 			delete(h, k)
 		}
@@ -361,7 +342,7 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 	h := w.Header()
 	conn := res.Header["Connection"]
 	for k, vv := range res.Header {
-		if hopHeader(k) || (len(conn) > 0 && httpguts.HeaderValuesContainsToken(conn, k)) {
+		if http1.HopHeader(k) || (len(conn) > 0 && httpguts.HeaderValuesContainsToken(conn, k)) {
 			continue
 		}
 		if old, ok := h[k]; ok {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice.dev/sluice/internal/http1"
 	"sluice.dev/sluice/internal/route"
 )
 
@@ -87,7 +88,7 @@ func FuzzRewriteRequestHeader(f *testing.F) {
 				if h.Get("Te") != "trailers" {
 					t.Fatalf("Te = %q", h.Get("Te"))
 				}
-			case hopHeader(k):
+			case http1.HopHeader(k):
 				t.Fatalf("hop-by-hop %s kept", k)
 			case k == "Forwarded":
 				t.Fatalf("untrusted Forwarded kept")

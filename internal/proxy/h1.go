@@ -9,7 +9,9 @@ package proxy
 // (http.ReadResponse) and, once the body has been copied to the client,
 // returns the connection to the pool. Only plain requests take this path
 // (see fastPath); upgrades, 100-continue and request trailers stay on the
-// Transport.
+// Transport. The bytes on the wire are internal/http1's (WriteRequest,
+// ResponseReader), shared with the server loop; the pool, deadlines and
+// retries are here.
 //
 // Unlike the Transport, the request body is written before the response is
 // read: an upstream that answers early (a 413) is heard once the body is
@@ -18,7 +20,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -26,18 +27,14 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"strconv"
 	"syscall"
 	"time"
 
-	"golang.org/x/net/http/httpguts"
+	"sluice.dev/sluice/internal/http1"
 )
 
 var (
-	errHeaderTooLarge  = errors.New("upstream response header too large")
 	errTooMany1xx      = errors.New("too many 1xx responses from upstream")
-	errBodyLength      = errors.New("request body shorter than its Content-Length")
-	errInvalidHeader   = errors.New("invalid request header field")
 	errConnClosedByCtx = errors.New("request canceled")
 )
 
@@ -56,7 +53,7 @@ type h1conn struct {
 	pl  *pool
 	c   net.Conn
 	raw syscall.RawConn // for the liveness peek; nil if unavailable
-	lr  connReader
+	lr  http1.HeaderLimitReader
 	br  *bufio.Reader // while in use
 	// stop unregisters the request context's close callback (nil if none);
 	// it reports false if the callback already ran (the connection is
@@ -65,35 +62,12 @@ type h1conn struct {
 	// deadline is set while a read deadline may be pending.
 	deadline bool
 	body     h1body
-	// res, hdr and lim are reused by parseResponse from one response to
-	// the next: a response lives only until finish.
-	res    http.Response
-	hdr    http.Header
-	lim    limitedBody
+	// rr parses the common responses, reusing one Response from one
+	// response to the next: a response lives only until finish.
+	rr     http1.ResponseReader
 	idleAt int64 // Unix nanoseconds, while idle
 	sent   int64 // Unix nanoseconds, when the current request was sent
 	reused bool  // served a request before the current one
-}
-
-// connReader sits between the connection and its bufio.Reader: it counts
-// the bytes read for the current response and bounds the response header.
-type connReader struct {
-	c    net.Conn
-	left int64 // bytes allowed before reads fail with errHeaderTooLarge
-	read int64 // bytes read since the request was sent
-}
-
-func (r *connReader) Read(b []byte) (int, error) {
-	if r.left <= 0 {
-		return 0, errHeaderTooLarge
-	}
-	if int64(len(b)) > r.left {
-		b = b[:r.left]
-	}
-	n, err := r.c.Read(b)
-	r.left -= int64(n)
-	r.read += int64(n)
-	return n, err
 }
 
 // h1body is the response body handed to respond: it records whether the
@@ -148,7 +122,7 @@ func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, start time.
 		}
 		hc.close()
 		p.putReader(hc)
-		if hc.reused && hc.lr.read == 0 && !isTimeout(err) && ctx.Err() == nil &&
+		if hc.reused && hc.lr.N == 0 && !http1.IsTimeout(err) && ctx.Err() == nil &&
 			(rb == nil || !rb.read.Load()) && (!wrote || idempotent(r.Method)) {
 			fresh = true
 			continue
@@ -172,12 +146,12 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 	hc.stop = nil
 	hc.br = p.brs.Get().(*bufio.Reader)
 	hc.br.Reset(&hc.lr)
-	hc.lr.read = 0
+	hc.lr.N = 0
 	hc.body = h1body{}
 
 	werr := p.writeRequest(hc, r, rb)
 	if werr != nil {
-		if _, ok := werr.(*bodyReadError); ok || werr == errInvalidHeader {
+		if _, ok := werr.(*http1.BodyReadError); ok || werr == http1.ErrInvalidHeader {
 			return nil, false, werr
 		}
 	}
@@ -216,7 +190,7 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 			hc.c.SetReadDeadline(deadline)
 		}
 	}
-	hc.lr.left = p.opts.MaxResponseHeaderBytes
+	hc.lr.Left = p.opts.MaxResponseHeaderBytes
 	// The upstream has just been sent the request: its answer is not
 	// there yet. Let the goroutines of other requests run first, so that
 	// the read below more often finds the answer instead of costing a
@@ -224,19 +198,19 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 	// else to run, this returns at once.
 	runtime.Gosched()
 	_, err = hc.br.Peek(1)
-	if err != nil && short && isTimeout(err) {
+	if err != nil && short && http1.IsTimeout(err) {
 		extend()
 		_, err = hc.br.Peek(1)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	if short && !headerBuffered(hc.br) {
+	if short && !http1.HeaderBuffered(hc.br) {
 		extend() // the rest of the header may come later
 	}
 	for i := 0; ; i++ {
 		var ok bool
-		if res, ok = hc.parseResponse(hc.br, r); !ok {
+		if res, ok = hc.rr.Parse(hc.br, r); !ok {
 			res, err = http.ReadResponse(hc.br, r)
 		}
 		if err != nil {
@@ -249,9 +223,9 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 			return nil, werr == nil, errTooMany1xx
 		}
 		extend() // the final response may come much later (103 Early Hints)
-		hc.lr.left = p.opts.MaxResponseHeaderBytes
+		hc.lr.Left = p.opts.MaxResponseHeaderBytes
 	}
-	hc.lr.left = math.MaxInt64
+	hc.lr.Left = math.MaxInt64
 	if werr != nil {
 		res.Close = true // the request was not fully sent: no reuse
 	}
@@ -267,15 +241,6 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 	res.Body = &hc.body
 	return res, true, nil
 }
-
-// headerBuffered reports whether br holds a whole response header (up to
-// the empty line), so that parsing it reads nothing from the connection.
-func headerBuffered(br *bufio.Reader) bool {
-	b, _ := br.Peek(br.Buffered())
-	return bytes.Contains(b, lfcrlf) || bytes.Contains(b, lflf)
-}
-
-var lfcrlf, lflf = []byte("\n\r\n"), []byte("\n\n")
 
 // watch closes hc when ctx is done (the client went away), until finish.
 func (hc *h1conn) watch(ctx context.Context) {
@@ -313,16 +278,9 @@ func (p *Proxy) putReader(hc *h1conn) {
 	}
 }
 
-// bodyReadError is a failure reading the client's request body.
-type bodyReadError struct{ err error }
-
-func (e *bodyReadError) Error() string { return "reading request body: " + e.err.Error() }
-func (e *bodyReadError) Unwrap() error { return e.err }
-
-// writeRequest writes r's request line, header and body to hc with a
-// pooled bufio.Writer. The header was rewritten by rewriteRequestHeader;
-// hop-by-hop fields are skipped here again, and the body is framed by
-// Content-Length when known and chunked otherwise.
+// writeRequest writes r and its body (rb, nil for none) to hc with a
+// pooled bufio.Writer and copy buffer (http1.WriteRequest). The header was
+// rewritten by rewriteRequestHeader.
 func (p *Proxy) writeRequest(hc *h1conn, r *http.Request, rb *replayBody) error {
 	bw := p.bws.Get().(*bufio.Writer)
 	bw.Reset(hc.c)
@@ -330,140 +288,13 @@ func (p *Proxy) writeRequest(hc *h1conn, r *http.Request, rb *replayBody) error 
 		bw.Reset(nil)
 		p.bws.Put(bw)
 	}()
-
-	bw.WriteString(r.Method)
-	bw.WriteByte(' ')
-	writeRequestURI(bw, r)
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	host := r.Host
-	if host == "" {
-		host = hc.pl.addr
-	}
-	if !httpguts.ValidHostHeader(host) {
-		return errInvalidHeader
-	}
-	bw.WriteString(host)
-	bw.WriteString("\r\n")
-	for k, vv := range r.Header {
-		switch k {
-		case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
-			continue
-		case "User-Agent":
-			// As net/http: one value, none if empty.
-			if len(vv) > 0 && vv[0] != "" {
-				vv = vv[:1]
-			} else {
-				continue
-			}
-		case "Te":
-		default:
-			if hopHeader(k) {
-				continue
-			}
-		}
-		if !httpguts.ValidHeaderFieldName(k) {
-			return errInvalidHeader
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return errInvalidHeader
-			}
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(v)
-			bw.WriteString("\r\n")
-		}
-	}
-	switch {
-	case rb == nil:
-		switch r.Method {
-		case http.MethodPost, http.MethodPut, http.MethodPatch:
-			bw.WriteString("Content-Length: 0\r\n")
-		}
-	case r.ContentLength > 0:
-		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), r.ContentLength, 10))
-		bw.WriteString("\r\n")
-	default:
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
-	}
-	bw.WriteString("\r\n")
+	var body io.Reader
+	var buf []byte
 	if rb != nil {
-		if err := p.writeBody(bw, rb, r.ContentLength); err != nil {
-			return err
-		}
+		body = rb
+		bp := p.bufs.Get().(*[]byte)
+		defer p.bufs.Put(bp)
+		buf = *bp
 	}
-	return bw.Flush()
-}
-
-// writeRequestURI writes the origin-form target as net/http.Transport
-// would (URL.RequestURI), without allocating in the common case.
-func writeRequestURI(bw *bufio.Writer, r *http.Request) {
-	u := r.URL
-	if u.Opaque != "" || u.Scheme != "" && u.Host == "" {
-		bw.WriteString(u.RequestURI())
-		return
-	}
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	bw.WriteString(path)
-	if u.ForceQuery || u.RawQuery != "" {
-		bw.WriteByte('?')
-		bw.WriteString(u.RawQuery)
-	}
-}
-
-// writeBody copies the request body: exactly n bytes if n > 0, chunked
-// otherwise.
-func (p *Proxy) writeBody(bw *bufio.Writer, body io.Reader, n int64) error {
-	bp := p.bufs.Get().(*[]byte)
-	defer p.bufs.Put(bp)
-	buf := *bp
-	chunked := n <= 0
-	var sent int64
-	for {
-		if !chunked && int64(len(buf)) > n-sent {
-			buf = buf[:n-sent]
-		}
-		nr, rerr := 0, error(nil)
-		if len(buf) > 0 {
-			nr, rerr = body.Read(buf)
-		} else {
-			rerr = io.EOF
-		}
-		if nr > 0 {
-			sent += int64(nr)
-			if chunked {
-				bw.Write(strconv.AppendUint(bw.AvailableBuffer(), uint64(nr), 16))
-				bw.WriteString("\r\n")
-			}
-			if _, err := bw.Write(buf[:nr]); err != nil {
-				return err
-			}
-			if chunked {
-				// A body of unknown length may be a stream: send each
-				// piece now, as net/http.Transport does.
-				bw.WriteString("\r\n")
-				if err := bw.Flush(); err != nil {
-					return err
-				}
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return &bodyReadError{err: rerr}
-		}
-	}
-	if chunked {
-		_, err := bw.WriteString("0\r\n\r\n")
-		return err
-	}
-	if sent < n {
-		return &bodyReadError{err: errBodyLength}
-	}
-	return nil
+	return http1.WriteRequest(bw, r, hc.pl.addr, body, buf)
 }

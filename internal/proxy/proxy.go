@@ -6,7 +6,8 @@
 // round-robin, consistent header hash, cookie affinity; passive health) and
 // forwards the request over a per-endpoint keep-alive pool, retrying safe
 // failures on another endpoint. Plain HTTP/1.1 exchanges run synchronously
-// on the handler's goroutine (h1.go); upgrades and the rarer protocol
+// on the handler's goroutine (h1.go: the pool, deadlines and retries; the
+// bytes on the wire are internal/http1's); upgrades and the rarer protocol
 // features go through net/http.Transport.
 //
 // Upstream state (in-flight counts, passive-health counters, idle

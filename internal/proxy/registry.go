@@ -121,7 +121,7 @@ func (p *pool) dial(ctx context.Context) (*h1conn, error) {
 		return nil, &connectError{err: err}
 	}
 	hc := &h1conn{pl: p, c: c}
-	hc.lr.c = c
+	hc.lr.R = c
 	if sc, ok := c.(syscall.Conn); ok {
 		hc.raw, _ = sc.SyscallConn()
 	}

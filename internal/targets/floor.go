@@ -92,3 +92,41 @@ func Evictable(ms []Member, pod string, floor int) (bool, string) {
 	return false, fmt.Sprintf("evicting %s would leave zone %q with %d healthy load-balancer targets, below the floor of %d; "+
 		"the eviction can go ahead once another target in that zone is healthy", pod, cmp.Or(me.Zone, "(unknown)"), left, floor)
 }
+
+// SteerZone picks the zone a new pod should be placed in for the floor,
+// or "" when any zone will do. sameRevision tells the members of the new
+// pod's revision (its ReplicaSet) from the others. A zone is short when it
+// holds fewer than floor live pods of that revision: in a rollout its older
+// pods will all go, and the floor then rests on the new ones. Of the short
+// zones among those the members occupy (known zones only), the one with the
+// fewest healthy members is picked (then by name): the one a scale-down
+// would empty first. Only during a rollout (some member is of another
+// revision); floor <= 0 returns "".
+func SteerZone(ms []Member, sameRevision func(pod string) bool, floor int) string {
+	if floor <= 0 {
+		return ""
+	}
+	healthy := ZoneHealthy(ms)
+	same := map[string]int{}
+	rollout := false
+	for _, m := range ms {
+		if sameRevision(m.Pod) {
+			same[m.Zone]++
+		} else {
+			rollout = true
+		}
+	}
+	if !rollout {
+		return "" // a scale-up or a replacement: nothing old will go
+	}
+	best := ""
+	for zone := range healthy {
+		if zone == "" || same[zone] >= floor {
+			continue
+		}
+		if best == "" || healthy[zone] < healthy[best] || healthy[zone] == healthy[best] && zone < best {
+			best = zone
+		}
+	}
+	return best
+}

@@ -60,3 +60,58 @@ func TestEvictable(t *testing.T) {
 		}
 	}
 }
+
+func TestSteerZone(t *testing.T) {
+	// The rollout of the issue: zone-a holds two old pods, zone-b one;
+	// the new revision's pods are named new-*.
+	old := []Member{
+		{Pod: "p/old-1", Zone: "zone-a", Healthy: true},
+		{Pod: "p/old-2", Zone: "zone-b", Healthy: true},
+		{Pod: "p/old-3", Zone: "zone-a", Healthy: true},
+	}
+	isNew := func(pod string) bool { return strings.HasPrefix(pod, "p/new-") }
+	for _, tc := range []struct {
+		name  string
+		ms    []Member
+		floor int
+		want  string
+	}{
+		{"first surge pod: the zone with the fewest healthy", old, 1, "zone-b"},
+		{"floor off", old, 0, ""},
+		{"second surge pod: zone-a has no new pod yet", []Member{
+			{Pod: "p/old-3", Zone: "zone-a", Healthy: true},
+			{Pod: "p/new-1", Zone: "zone-b", Healthy: true},
+		}, 1, "zone-a"},
+		{"a new pod on its way counts", []Member{
+			{Pod: "p/old-2", Zone: "zone-b", Healthy: true},
+			{Pod: "p/old-3", Zone: "zone-a", Healthy: true},
+			{Pod: "p/new-1", Zone: "zone-b", Healthy: false},
+		}, 1, "zone-a"},
+		{"every zone has its new pods", []Member{
+			{Pod: "p/old-3", Zone: "zone-a", Healthy: true},
+			{Pod: "p/new-1", Zone: "zone-b", Healthy: true},
+			{Pod: "p/new-2", Zone: "zone-a", Healthy: true},
+		}, 1, ""},
+		{"floor 2", []Member{
+			{Pod: "p/new-1", Zone: "zone-a", Healthy: true},
+			{Pod: "p/new-2", Zone: "zone-a", Healthy: true},
+			{Pod: "p/new-3", Zone: "zone-b", Healthy: true},
+			{Pod: "p/old-1", Zone: "zone-b", Healthy: true},
+		}, 2, "zone-b"},
+		{"no rollout (a scale-up): never steered", []Member{
+			{Pod: "p/new-1", Zone: "zone-a", Healthy: true},
+			{Pod: "p/new-2", Zone: "zone-a", Healthy: true},
+			{Pod: "p/new-3", Zone: "zone-b", Healthy: true},
+		}, 2, ""},
+		{"unknown zone never picked", []Member{{Pod: "p/old-1", Zone: "", Healthy: true}}, 1, ""},
+		{"ties by name", []Member{
+			{Pod: "p/old-1", Zone: "zone-b", Healthy: true},
+			{Pod: "p/old-2", Zone: "zone-a", Healthy: true},
+		}, 1, "zone-a"},
+		{"no members", nil, 1, ""},
+	} {
+		if got := SteerZone(tc.ms, isNew, tc.floor); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -43,6 +43,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"sluice.dev/sluice/test/testenv"
 )
 
 // NodeSpec describes one simulated node.
@@ -320,7 +322,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.log.Info("api server ready", "after", time.Since(began).Round(time.Millisecond))
 
-	kcmPort, err := freePort("127.0.0.1")
+	kcmPort, err := testenv.Port("127.0.0.1")
 	if err != nil {
 		return err
 	}
@@ -328,7 +330,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	schedPort, err := freePort("127.0.0.1")
+	schedPort, err := testenv.Port("127.0.0.1")
 	if err != nil {
 		return err
 	}

@@ -14,17 +14,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// freePort asks the kernel for a free TCP port on host.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+	"sluice.dev/sluice/test/testenv"
+)
 
 // startControlPlaneProcess starts one control-plane binary with its log in
 // logs/NAME.log and records it for Stop.
@@ -48,11 +40,11 @@ func (c *Cluster) startControlPlaneProcess(name, path string, args ...string) (*
 }
 
 func (c *Cluster) startEtcd() (*process, string, error) {
-	client, err := freePort("127.0.0.1")
+	client, err := testenv.Port("127.0.0.1")
 	if err != nil {
 		return nil, "", err
 	}
-	peer, err := freePort("127.0.0.1")
+	peer, err := testenv.Port("127.0.0.1")
 	if err != nil {
 		return nil, "", err
 	}

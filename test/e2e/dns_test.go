@@ -55,6 +55,9 @@ const (
 // ones change): with SLUICE_E2E_CASES, include dns-publish. dns-route53
 // comes last: it restarts the controller with --dns-provider route53.
 func TestDNS(t *testing.T) {
+	// Its cases mostly wait (record TTLs, delete delays), with no load, so it
+	// runs beside TestZeroDowntime, on its own cluster, to shorten make test.
+	t.Parallel()
 	if _, err := os.Stat("/usr/sbin/named"); err != nil {
 		t.Skip("named (bind9) not installed")
 	}

@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +30,8 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	ct "sluice.dev/sluice/internal/controller/controllertest"
 	"sluice.dev/sluice/test/cluster"
+	"sluice.dev/sluice/test/load"
+	"sluice.dev/sluice/test/testenv"
 )
 
 const (
@@ -62,14 +62,15 @@ type env struct {
 	lbBack   string   // extra lines of haproxy's backend section
 	restarts int      // HAProxy restarts (names of new master sockets)
 	lbAPI    string   // an extra runtime API address (ipv4@HOST:PORT) when set before startHAProxy, for controllers in pods
-	haproxy  *exec.Cmd
+	haproxy  *testenv.Process
 	mu       sync.Mutex
 	ctl      *exec.Cmd
-	ctlAddr  string   // metrics address
-	ctlStart int      // controller starts, for the log file name
-	ctlArgs  []string // extra controller flags
-	ctlEnv   []string // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
-	backends []string // extra HAProxy backends (no servers), set before startHAProxy
+	ctlAddr  string              // metrics address
+	ctlStart int                 // controller starts, for the log file name
+	ctlArgs  []string            // extra controller flags
+	ctlEnv   []string            // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
+	backends []string            // extra HAProxy backends (no servers), set before startHAProxy
+	loadOpts func(*load.Options) // adjusts the load of every case (e.g. https through a TLS listener); nil: none
 }
 
 func repoRoot(t *testing.T) string {
@@ -207,22 +208,12 @@ func (e *env) eventually(timeout time.Duration, what string, cond func(ctx conte
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startHAProxy runs HAProxy on 127.0.0.1 with an empty dynamic backend
 // that the controller fills through the runtime API.
 func (e *env) startHAProxy() {
 	e.t.Helper()
-	e.lbPort = freePort(e.t)
-	e.grpcPort = freePort(e.t)
+	e.lbPort = testenv.FreePort(e.t, "127.0.0.1")
+	e.grpcPort = testenv.FreePort(e.t, "127.0.0.1")
 	e.lbSock = filepath.Join(e.dir, "haproxy.sock")
 	extra := ""
 	if e.lbAPI != "" {
@@ -261,25 +252,7 @@ backend %s
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(e.dir, "haproxy.log"))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	cmd := exec.Command("haproxy", append([]string{"-db", "-f", path}, e.lbArgs...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.haproxy = cmd
-	stopOnCleanup(e.t, cmd, logf)
-	e.eventually(10*time.Second, "haproxy runtime API", func(context.Context) (bool, error) {
-		c, err := net.Dial("unix", e.lbSock)
-		if err != nil {
-			return false, err
-		}
-		c.Close()
-		return true, nil
-	})
+	e.haproxy = testenv.StartHAProxy(e.t, testenv.HAProxy{Config: path, Args: e.lbArgs, Socket: e.lbSock, LogDir: e.dir})
 }
 
 // startController runs `sluice controller` on the host with the admin
@@ -290,7 +263,7 @@ func (e *env) startController() {
 	defer e.mu.Unlock()
 	e.ctlStart++
 	if e.ctlAddr == "" {
-		e.ctlAddr = fmt.Sprintf("127.0.0.1:%d", freePort(e.t))
+		e.ctlAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(e.t, "127.0.0.1"))
 	}
 	logf, err := os.OpenFile(filepath.Join(e.c.Dir(), "logs", fmt.Sprintf("sluice-controller-%d.log", e.ctlStart)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -298,7 +271,7 @@ func (e *env) startController() {
 	}
 	cmd := exec.Command(e.sluice, "controller", "--kubeconfig", e.c.Kubeconfig(),
 		"--leader-election-namespace", proxyNS, "--metrics-address", e.ctlAddr,
-		"--health-address", fmt.Sprintf("127.0.0.1:%d", freePort(e.t)), "--log-level", "debug")
+		"--health-address", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(e.t, "127.0.0.1")), "--log-level", "debug")
 	cmd.Args = append(cmd.Args, e.ctlArgs...)
 	if e.ctlEnv != nil {
 		for _, kv := range os.Environ() {
@@ -545,20 +518,3 @@ func (e *env) get() (int, string, error) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-// stopOnCleanup stops cmd by its PID when the test ends (SIGTERM, SIGKILL
-// after 5 s), then closes its log.
-func stopOnCleanup(t *testing.T, cmd *exec.Cmd, logf io.Closer) {
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	})
-}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,20 +21,28 @@ import (
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/aws/awsfake"
 	"sluice.dev/sluice/internal/targets"
+	"sluice.dev/sluice/test/testenv"
 )
 
 // TestFloorAWS rolls the proxies behind the fake NLB with cross-zone load
 // balancing off and two zones, zone-b holding a single proxy replica
 // (three replicas, nodes node-1 and node-3 in zone-a, node-2 in zone-b;
-// maxSurge 1, maxUnavailable 0, topology spread by zone, DoNotSchedule). The load goes
-// to zone-b's load-balancer node only, as from clients that cached its
+// maxSurge 1, maxUnavailable 0, the default soft topology spread by zone,
+// ScheduleAnyway). zone-b's node carries a PreferNoSchedule taint during
+// the rollouts, as a fuller or costlier zone would: the scheduler then
+// puts every surge pod it may place freely in zone-a. The load goes to
+// zone-b's load-balancer node only, as from clients that cached its
 // address: whenever zone-b has no healthy target, they get resets. The
 // provider is sampled every 100 ms for min_zone_healthy (zone-b's fewest
 // healthy targets).
 //
-//   - floor-rollout: zoneFloor 1 (the default): failed=0.
-//   - floor-rollout-off: zoneFloor 0 and no pod-deletion-cost, for
-//     comparison (failures reported, not asserted).
+//   - floor-rollout: zoneFloor 1 (the default): the steering webhook puts
+//     the first surge pod in zone-b (pod-deletion-cost alone could not:
+//     it orders deletions, it does not place pods); failed=0.
+//   - floor-rollout-off: zoneFloor 0 (no steering, no pod-deletion-cost),
+//     for comparison: every surge pod lands in zone-a, and the ReplicaSet
+//     finally deletes zone-b's last pod (failures reported, not
+//     asserted).
 func TestFloorAWS(t *testing.T) {
 	e := newCluster(t, "sfa")
 	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}})
@@ -63,32 +72,32 @@ func TestFloorAWS(t *testing.T) {
 	if e.lbPort, err = strconv.Atoi(port); err != nil {
 		t.Fatal(err)
 	}
-	e.ctlArgs = []string{"--aws-endpoint", f.URL()}
+	hook := testenv.FreeAddr(t, "127.0.0.1")
+	e.ctlArgs = []string{"--aws-endpoint", f.URL(),
+		"--eviction-webhook-address=" + hook, "--eviction-webhook-url=https://" + hook,
+		"--eviction-webhook-cert-dir=" + filepath.Join(e.dir, "webhook")}
 	e.ctlEnv = fakeAWSEnv()
 	e.startController()
 	t.Cleanup(e.stopController)
 
 	e.create(echoObjects()...)
 	e.awsBinding(arn)
-	// The spread by zone as a hard constraint: a surge pod then lands in
-	// the zone with fewer replicas. (With ScheduleAnyway every surge pod
-	// may land in zone-a; the old zone-b pod is then the ReplicaSet's last
-	// choice, but still a choice it finally makes: the floor orders
-	// deletions, it cannot place pods.)
-	d := e.proxyDeployment()
-	for i := range d.Spec.Template.Spec.TopologySpreadConstraints {
-		d.Spec.Template.Spec.TopologySpreadConstraints[i].WhenUnsatisfiable = corev1.DoNotSchedule
-	}
-	e.create(d)
+	e.create(e.proxyDeployment())
+	e.eventually(30*time.Second, "the zone steering webhook configured", func(ctx context.Context) (bool, error) {
+		_, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "sluice-zone-steer", metav1.GetOptions{})
+		return err == nil, nil
+	})
 	e.settled(appNS, appName, 2*time.Minute)
 	e.settled(proxyNS, proxyName, 2*time.Minute)
 	e.eventually(60*time.Second, "a request through zone-b's node", func(context.Context) (bool, error) {
 		code, body, err := e.get()
 		return err == nil && code == 200 && strings.Contains(body, "echo"), err
 	})
+	e.oneIn(t, f, arn, "zone-b")
 	if n := zoneHealthy(f, arn, "zone-b"); n != 1 {
 		t.Fatalf("zone-b holds %d healthy targets, want the single replica: %+v", n, f.Targets(arn))
 	}
+	e.preferNoSchedule(t, "zone-b")
 
 	cs := newCases(e)
 	roll := func() {
@@ -203,4 +212,21 @@ func (e *env) oneIn(t *testing.T, f *awsfake.Fake, arn, zone string) {
 	e.eventually(60*time.Second, zone+" healthy", func(context.Context) (bool, error) {
 		return zoneHealthy(f, arn, zone) >= 1, nil
 	})
+}
+
+// preferNoSchedule taints zone's nodes PreferNoSchedule until the test
+// ends.
+func (e *env) preferNoSchedule(t *testing.T, zone string) {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "topology.kubernetes.io/zone=" + zone})
+	if err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("nodes of %s: %v", zone, err)
+	}
+	for _, n := range nodes.Items {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "e2e.sluice.dev/fuller", Effect: corev1.TaintEffectPreferNoSchedule})
+		if _, err := e.kube.CoreV1().Nodes().Update(ctx, &n, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("tainting %s: %v", n.Name, err)
+		}
+	}
 }

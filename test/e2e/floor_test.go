@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,6 +24,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/test/cluster"
+	"sluice.dev/sluice/test/testenv"
 )
 
 // TestFloor runs the safety-floor cases through HAProxy in master-worker
@@ -55,7 +55,7 @@ func TestFloor(t *testing.T) {
 		"\n    stats socket " + xfer + " mode 600 level admin expose-fd listeners"
 	e.lbBack = "    http-request lua.sluice_wait_servers " + backend
 	e.startHAProxy()
-	hook := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	hook := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "127.0.0.1"))
 	e.ctlArgs = []string{"--haproxy-watch-interval=100ms",
 		"--eviction-webhook-address=" + hook, "--eviction-webhook-url=https://" + hook,
 		"--eviction-webhook-cert-dir=" + filepath.Join(e.dir, "webhook")}
@@ -87,11 +87,11 @@ func TestFloor(t *testing.T) {
 		})
 		time.Sleep(3 * time.Second)
 	})
-	// Not strict yet: on main this case lost 0, 972 and 1190 of 7500
-	// requests in three runs (the servers came back through a fresh
-	// registration, not the restore; cause not found). Its failures are
-	// reported, and issue 13 stays open for it.
-	cs.runWith("floor-haproxy-restart", false, e.sampleZones(), func() {
+	// While the new and the old process both accept on the runtime API
+	// socket, the restore must still land in the new one (it once landed
+	// in the old one: 972 and 1190 of 7500 requests lost in two of three
+	// runs).
+	cs.runWith("floor-haproxy-restart", true, e.sampleZones(), func() {
 		time.Sleep(2 * time.Second)
 		e.restartHAProxy(t, xfer)
 		time.Sleep(3 * time.Second)
@@ -147,6 +147,9 @@ func TestFloor(t *testing.T) {
 		if c, _ := e.bindingCondition(context.Background(), v1alpha1.ConditionHeld); c.Status != metav1.ConditionFalse {
 			t.Errorf("Held after confirming: %+v", c)
 		}
+	}
+	if os.Getenv("SLUICE_E2E_KEEP") != "" {
+		t.Error("SLUICE_E2E_KEEP set: failing so that the cluster state (the controller's log) is kept")
 	}
 	cs.report()
 }
@@ -269,30 +272,18 @@ func (e *env) restartHAProxy(t *testing.T, xfer string) {
 	t.Helper()
 	old, before := e.haproxy, e.haproxyPid(t)
 	e.restarts++
-	logf, err := os.OpenFile(filepath.Join(e.dir, "haproxy.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
 	master := filepath.Join(e.dir, fmt.Sprintf("haproxy-master-%d.sock", e.restarts))
-	cmd := exec.Command("haproxy", "-db", "-f", filepath.Join(e.dir, "haproxy.cfg"), "-W", "-S", master, "-x", xfer)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	e.haproxy = cmd
-	stopOnCleanup(t, cmd, logf)
+	e.haproxy = testenv.StartHAProxy(t, testenv.HAProxy{Config: filepath.Join(e.dir, "haproxy.cfg"),
+		Args: []string{"-W", "-S", master, "-x", xfer}, LogDir: e.dir})
 	e.eventually(30*time.Second, "the new haproxy answering", func(context.Context) (bool, error) {
 		pid := e.haproxyPid(t)
 		return pid != 0 && pid != before, nil
 	})
-	_ = old.Process.Signal(syscall.SIGUSR1)
-	done := make(chan struct{})
-	go func() { _ = old.Wait(); close(done) }()
+	_ = old.Cmd.Process.Signal(syscall.SIGUSR1)
 	select {
-	case <-done:
+	case <-old.Done():
 	case <-time.After(30 * time.Second):
-		_ = old.Process.Kill()
-		<-done
+		old.Stop(0)
 	}
 }
 

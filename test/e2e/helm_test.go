@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/test/testenv"
 )
 
 const (
@@ -48,7 +49,7 @@ func TestHelm(t *testing.T) {
 	}
 	e := bootCluster(t, "slh")
 	h := &helmEnv{env: e, bin: helmBinary(t, e.root), chart: filepath.Join(e.root, "deploy/helm/sluice")}
-	api := freePortOn(t, e.c.BridgeIP().String())
+	api := testenv.FreeAddr(t, e.c.BridgeIP().String())
 	e.lbAPI = "ipv4@" + api
 	e.startHAProxy()
 	h.values = filepath.Join(e.dir, "values.yaml")
@@ -140,16 +141,6 @@ func helmBinary(t *testing.T, root string) string {
 		t.Fatalf("installing helm (scripts/helm.sh): %v", err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func freePortOn(t *testing.T, host string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (h *helmEnv) helm(args ...string) string {

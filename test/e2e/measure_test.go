@@ -259,13 +259,17 @@ func (e *env) measure(name string, action func()) caseResult {
 		defer wg.Done()
 		tail := 1
 		for {
-			r, err := load.Run(context.Background(), load.Options{
+			o := load.Options{
 				Target: fmt.Sprintf("http://127.0.0.1:%d", e.lbPort), Host: appHost,
 				Rate: rate, Duration: 5 * time.Second, KeepAliveFraction: 0.5,
 				// A stall of the shared machine is latency, not a lost
 				// request: leave room for several seconds of it.
 				Timeout: 15 * time.Second, MaxInFlight: 10000,
-			})
+			}
+			if e.loadOpts != nil {
+				e.loadOpts(&o)
+			}
+			r, err := load.Run(context.Background(), o)
 			if err != nil {
 				e.t.Errorf("load: %v", err)
 				return

@@ -25,6 +25,8 @@ import (
 // The last repeats the proxy rollout with the readiness gate and the drain
 // handshake off, for comparison (its failures are reported, not asserted).
 func TestZeroDowntime(t *testing.T) {
+	// Beside TestDNS (no load, mostly waiting) on another cluster.
+	t.Parallel()
 	e := newEnv(t)
 	e.create(echoObjects()...)
 	e.binding(true)

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice.dev/sluice/test/testenv"
 )
 
 const root = "../.."
@@ -71,12 +73,12 @@ func TestImage(t *testing.T) {
 	}
 	go func() { _ = echo.Serve(l) }()
 	t.Cleanup(func() { _ = echo.Close() })
-	port := freePort(t)
+	port := testenv.FreePort(t, "127.0.0.1")
 	manifests, _ := filepath.Abs(filepath.Join(root, "examples/manifests"))
 	name := fmt.Sprintf("sluice-image-test-%d", os.Getpid())
 	if out, err := podman(t, "run", "-d", "--name", name, "--network", "host", "-v", manifests+":/manifests:ro",
 		"oci-archive:"+archive, "proxy", "--manifests", "/manifests", "--http-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--https-address", "", "--admin-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))); err != nil {
+		"--https-address", "", "--admin-address", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "127.0.0.1"))); err != nil {
 		t.Fatalf("podman run proxy: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { _, _ = podman(t, "rm", "-f", "-t", "5", name) })
@@ -97,16 +99,6 @@ func TestImage(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func lastLine(s string) string {

@@ -279,7 +279,7 @@ func TestEndpointChurnBrokenFails(t *testing.T) {
 	f := newFleet(t, 2, 3, "--retries", "0")
 	wait := startLoad(t, churnLoad(f, 4*time.Second, fromPool("app")))
 	time.Sleep(2 * time.Second)
-	f.app.procs[0].signal(t, syscall.SIGKILL)
+	f.app.procs[0].Signal(t, syscall.SIGKILL)
 	f.e.write("app-slice.yaml", f.app.slice([]int{1, 2}))
 	res := wait()
 	report(t, "endpoint-churn-broken: requests=%d failed=%d | %s", res.Sent, res.Failed, res)

@@ -28,6 +28,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"sluice.dev/sluice/test/grpcecho"
+
+	"sluice.dev/sluice/test/testenv"
 )
 
 // selfSigned returns a CA-capable self-signed certificate for names, as
@@ -89,7 +91,7 @@ func TestDataPlaneProtocols(t *testing.T) {
 
 	// gRPC backends: two endpoints of Service grpc.
 	gips := e.loopbacks(2)
-	gport := freePortOn(t, gips)
+	gport := testenv.FreePortOnAll(t, gips)
 	servers := make([]*grpcecho.Server, 2)
 	for i, ip := range gips {
 		gs := grpc.NewServer()
@@ -107,13 +109,13 @@ func TestDataPlaneProtocols(t *testing.T) {
 		fmt.Fprintf(w, "%s %s %s", r.Proto, sni, r.Header.Get("X-Request-Id"))
 	}
 	hip := e.loopbacks(1)
-	hport := freePortOn(t, hip)
+	hport := testenv.FreePortOnAll(t, hip)
 	h2c := &http.Server{Handler: http.HandlerFunc(seen), Protocols: new(http.Protocols)}
 	h2c.Protocols.SetUnencryptedHTTP2(true)
 	go h2c.Serve(listenOn(t, fmt.Sprintf("%s:%d", hip[0], hport)))
 	t.Cleanup(func() { h2c.Close() })
 	tip := e.loopbacks(1)
-	tport := freePortOn(t, tip)
+	tport := testenv.FreePortOnAll(t, tip)
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)

@@ -152,16 +152,16 @@ func runWithStop(t *testing.T, f *fleet, sig syscall.Signal) (load.Result, stopO
 	stop := make(chan struct{})
 	downC := f.lb.watchDown(victim.name, stop)
 	t0 := time.Now()
-	victim.proc.signal(t, sig)
-	out := stopOutcome{exitCode: victim.proc.wait(30 * time.Second), downAfter: -1}
-	if victim.proc.exited() {
-		out.drain = victim.proc.endedAt.Sub(t0)
+	victim.proc.Signal(t, sig)
+	out := stopOutcome{exitCode: victim.proc.Wait(30 * time.Second), downAfter: -1}
+	if victim.proc.Exited() {
+		out.drain = victim.proc.EndedAt().Sub(t0)
 	}
 	select {
 	case at, ok := <-downC:
 		if ok {
 			out.downAfter = at.Sub(t0)
-			out.downBefore = victim.proc.exited() && at.Before(victim.proc.endedAt)
+			out.downBefore = victim.proc.Exited() && at.Before(victim.proc.EndedAt())
 		}
 	case <-time.After(5 * time.Second):
 	}
@@ -238,9 +238,9 @@ func TestRollingRestart(t *testing.T) {
 	time.Sleep(time.Second)
 	var drains []string
 	for _, p := range f.proxies {
-		p.proc.signal(t, syscall.SIGTERM)
+		p.proc.Signal(t, syscall.SIGTERM)
 		t0 := time.Now()
-		if code := p.proc.wait(20 * time.Second); code != 0 {
+		if code := p.proc.Wait(20 * time.Second); code != 0 {
 			t.Fatalf("%s exited with %d after SIGTERM, want 0", p.name, code)
 		}
 		drains = append(drains, fmt.Sprintf("%.2fs", time.Since(t0).Seconds()))
@@ -279,7 +279,7 @@ func TestDrainQuietPeriodWithTrafficPortChecks(t *testing.T) {
 	}
 	f.lb = e.startHAProxy(f.proxies...)
 	res, out := runWithStop(t, f, syscall.SIGTERM)
-	reason := stopReason(f.proxies[1].proc.logPath)
+	reason := stopReason(f.proxies[1].proc.LogPath)
 	report(t, "drain-traffic-port-checks: requests=%d failed=%d drain=%.2fs down_after=%.2fs reason=%q",
 		res.Sent, res.Failed, out.drain.Seconds(), out.downAfter.Seconds(), reason)
 	if !strings.HasPrefix(reason, "no new connection") {

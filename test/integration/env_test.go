@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sluice.dev/sluice/test/testenv"
 )
 
 // env is one test's world: a temp dir with the manifests directory the
@@ -77,12 +79,12 @@ type pool struct {
 	service string
 	ips     []string
 	port    int
-	procs   []*process // by index; nil until started
+	procs   []*testenv.Process // by index; nil until started
 }
 
 func (e *env) pool(service string, size int) *pool {
 	ips := e.loopbacks(size)
-	return &pool{e: e, service: service, ips: ips, port: freePortOn(e.t, ips), procs: make([]*process, size)}
+	return &pool{e: e, service: service, ips: ips, port: testenv.FreePortOnAll(e.t, ips), procs: make([]*testenv.Process, size)}
 }
 
 func (p *pool) name(i int) string { return fmt.Sprintf("%s-%d", p.service, i) }
@@ -99,10 +101,10 @@ func (p *pool) start(i int) {
 // stop sends SIGTERM to backend i and checks it exits 0 (echo finishes its
 // in-flight requests first).
 func (p *pool) stop(i int) error {
-	if err := p.procs[i].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.procs[i].Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return fmt.Errorf("stopping %s: %w", p.name(i), err)
 	}
-	if code := p.procs[i].wait(35 * time.Second); code != 0 {
+	if code := p.procs[i].Wait(35 * time.Second); code != 0 {
 		return fmt.Errorf("%s exited with %d after SIGTERM", p.name(i), code)
 	}
 	return nil
@@ -131,7 +133,7 @@ type sluiceProxy struct {
 	// checkTraffic makes HAProxy health-check the traffic port instead of
 	// the admin port (start the proxy with --health-on-traffic-port).
 	checkTraffic bool
-	proc         *process
+	proc         *testenv.Process
 	starts       int // processes started so far under this name
 }
 
@@ -143,7 +145,7 @@ func (sp *sluiceProxy) admin(path string) string {
 // extra flags come after the defaults, so they override them.
 func (e *env) startProxy(name string, extra ...string) *sluiceProxy {
 	e.t.Helper()
-	sp := &sluiceProxy{name: name, http: freePort(e.t, "127.0.0.1"), https: freePort(e.t, "127.0.0.1"), admn: freePort(e.t, "127.0.0.1"), flags: extra}
+	sp := &sluiceProxy{name: name, http: testenv.FreePort(e.t, "127.0.0.1"), https: testenv.FreePort(e.t, "127.0.0.1"), admn: testenv.FreePort(e.t, "127.0.0.1"), flags: extra}
 	e.restartProxy(sp)
 	return sp
 }

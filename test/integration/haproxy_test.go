@@ -13,6 +13,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"sluice.dev/sluice/test/testenv"
 )
 
 // haproxy is HAProxy in front of the test's proxies, as the external load
@@ -21,7 +23,7 @@ import (
 type haproxy struct {
 	port int    // frontend, on 127.0.0.1
 	sock string // runtime API (stats socket, level admin)
-	proc *process
+	proc *testenv.Process
 }
 
 // server is one HAProxy server line: a proxy's traffic port and the port
@@ -67,7 +69,7 @@ backend proxies
 // waits until it reports every server UP.
 func (e *env) startHAProxy(proxies ...*sluiceProxy) *haproxy {
 	e.t.Helper()
-	h := &haproxy{port: freePort(e.t, "127.0.0.1"), sock: filepath.Join(e.dir, "haproxy.sock")}
+	h := &haproxy{port: testenv.FreePort(e.t, "127.0.0.1"), sock: filepath.Join(e.dir, "haproxy.sock")}
 	data := struct {
 		Sock    string
 		Port    int
@@ -88,8 +90,7 @@ func (e *env) startHAProxy(proxies ...*sluiceProxy) *haproxy {
 	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
 		e.t.Fatalf("writing haproxy.cfg: %v", err)
 	}
-	// -db: stay in the foreground, so the test owns the PID.
-	h.proc = start(e.t, e.logs, "haproxy", bin.haproxy, "-db", "-f", cfg)
+	h.proc = testenv.StartHAProxy(e.t, testenv.HAProxy{Config: cfg, Socket: h.sock, LogDir: e.logs})
 	for _, p := range proxies {
 		h.waitStatus(e.t, p.name, "UP", 10*time.Second)
 	}

@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"sluice.dev/sluice/test/testenv"
 )
 
 // binaries are built once per test binary by TestMain and only read after.
 type binaries struct {
-	sluice, echo, haproxy string
+	sluice, echo string
 }
 
 var bin binaries
@@ -43,15 +45,8 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
-	bin.haproxy = os.Getenv("SLUICE_HAPROXY")
-	if bin.haproxy == "" {
-		bin.haproxy = "/usr/sbin/haproxy"
-		if p, err := exec.LookPath("haproxy"); err == nil {
-			bin.haproxy = p
-		}
-	}
-	if _, err := os.Stat(bin.haproxy); err != nil {
-		fmt.Fprintf(os.Stderr, "haproxy not found (%v): run scripts/install-deps.sh\n", err)
+	if _, err := testenv.HAProxyBin(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()

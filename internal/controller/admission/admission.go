@@ -1,15 +1,17 @@
-// Package admission is the eviction webhook of the zone floor: a
+// Package admission holds the zone floor's webhooks: the zone steering of
+// a rollout's new pods (steer.go), and the eviction webhook: a
 // validating admission webhook on pods/eviction, served by the controller
 // with its own certificate, that refuses (429, so kubectl drain and the
 // cluster autoscaler retry) an eviction that would leave a zone of a
 // binding with fewer healthy targets than the binding's zoneFloor. It sits
 // beside the binding reconciler and reads what that reconciler last saw:
 //
-//	eviction (API server) ─► Handler ─► bindings of the namespace (cache) + state.Store snapshots
+//	eviction (API server) ─► Handler ─► bindings of the namespace (cache) + snapshot.Store snapshots
 //	                                    ─► binding.Members ─► targets.Evictable ─► allowed / 429
 //
-// The webhook fails open: its configuration says failurePolicy Ignore, so
-// while the controller is down evictions proceed. Deleting a pod is never
+// Both webhooks fail open: their configurations say failurePolicy Ignore,
+// so while the controller is down evictions proceed and pods are placed by
+// the scheduler alone. Deleting a pod is never
 // intercepted (only the eviction subresource is).
 package admission
 
@@ -31,7 +33,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/binding"
-	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/targets"
 )
 
@@ -46,7 +48,7 @@ type Handler struct {
 	// Client reads the bindings of the evicted pod's namespace (cached).
 	Client client.Reader
 	// Store holds the binding reconciler's snapshots.
-	Store *state.Store
+	Store *snapshot.Store
 	// Logger: nil discards.
 	Logger *slog.Logger
 }

@@ -22,7 +22,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	ct "sluice.dev/sluice/internal/controller/controllertest"
-	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 )
 
@@ -31,18 +31,18 @@ import (
 func twoZones(t *testing.T) (*Handler, client.Client) {
 	t.Helper()
 	c := ct.NewClient(interceptor.Funcs{}, ct.Binding("b"))
-	store := state.NewStore()
-	snap := &state.Snapshot{Binding: types.NamespacedName{Namespace: ct.Namespace, Name: "b"}, Pods: map[string]state.PodTarget{}}
-	g := state.Group{Name: ct.Backend, Synced: true}
+	store := snapshot.NewStore()
+	snap := &snapshot.Snapshot{Binding: types.NamespacedName{Namespace: ct.Namespace, Name: "b"}, Pods: map[string]snapshot.PodTarget{}}
+	g := snapshot.Group{Name: ct.Backend, Synced: true}
 	for i, p := range []struct {
 		name, zone string
 		st         lb.State
 	}{{"a1", "zone-a", lb.Healthy}, {"a2", "zone-a", lb.Healthy}, {"b1", "zone-b", lb.Healthy}, {"b2", "zone-b", lb.Initial}} {
 		tg := lb.Target{Address: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, 0, byte(i + 1)}), 8080), Zone: p.zone}
-		snap.Pods[p.name] = state.PodTarget{Target: tg, HasTarget: true, Desired: true}
+		snap.Pods[p.name] = snapshot.PodTarget{Target: tg, HasTarget: true, Desired: true}
 		g.Targets = append(g.Targets, lb.Status{Target: tg, State: p.st})
 	}
-	snap.Groups = []state.Group{g}
+	snap.Groups = []snapshot.Group{g}
 	store.Put(snap)
 	return &Handler{Client: c, Store: store}, c
 }
@@ -238,7 +238,7 @@ func TestClientConfig(t *testing.T) {
 		{"", "ns/name:9443x", false},
 		{"", "ns/a/b", false},
 	} {
-		if _, err := clientConfig(tc.url, tc.svc, nil); (err == nil) != tc.ok {
+		if _, err := clientConfig(tc.url, tc.svc, nil, Path); (err == nil) != tc.ok {
 			t.Errorf("%q %q: %v", tc.url, tc.svc, err)
 		}
 	}

@@ -47,6 +47,11 @@ type Options struct {
 	Client client.Client
 	// Handler answers the reviews. Required.
 	Handler http.Handler
+	// Steer, if not nil, answers pod creation reviews at SteerPath, and
+	// the server keeps the MutatingWebhookConfiguration SteerConfigName
+	// (default "sluice-zone-steer") too.
+	Steer           http.Handler
+	SteerConfigName string
 	// RenewEvery is how often the certificates are checked for renewal.
 	// Default 1h.
 	RenewEvery time.Duration
@@ -74,10 +79,11 @@ func New(o Options) (*Server, error) {
 	case (o.URL == "") == (o.Service == ""):
 		return nil, errors.New("creating the eviction webhook: exactly one of URL and Service")
 	}
-	if _, err := clientConfig(o.URL, o.Service, nil); err != nil {
+	if _, err := clientConfig(o.URL, o.Service, nil, Path); err != nil {
 		return nil, err
 	}
 	o.ConfigName = cmp.Or(o.ConfigName, "sluice-eviction-floor")
+	o.SteerConfigName = cmp.Or(o.SteerConfigName, "sluice-zone-steer")
 	o.RenewEvery = cmp.Or(o.RenewEvery, time.Hour)
 	if o.Now == nil {
 		o.Now = time.Now
@@ -103,6 +109,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, s.opts.Handler)
+	if s.opts.Steer != nil {
+		mux.Handle(SteerPath, s.opts.Steer)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.getCertificate}}
 	errc := make(chan error, 1)
@@ -133,11 +142,17 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 }
 
-// configure creates or updates the ValidatingWebhookConfiguration.
+// configure creates or updates the ValidatingWebhookConfiguration, and
+// the MutatingWebhookConfiguration of Steer.
 func (s *Server) configure(ctx context.Context) error {
-	cc, err := clientConfig(s.opts.URL, s.opts.Service, s.certs.bundle())
+	cc, err := clientConfig(s.opts.URL, s.opts.Service, s.certs.bundle(), Path)
 	if err != nil {
 		return err
+	}
+	if s.opts.Steer != nil {
+		if err := s.configureSteer(ctx); err != nil {
+			return err
+		}
 	}
 	want := webhooks(cc)
 	var cur admissionregistrationv1.ValidatingWebhookConfiguration
@@ -184,14 +199,75 @@ func webhooks(cc admissionregistrationv1.WebhookClientConfig) []admissionregistr
 	}}
 }
 
-// clientConfig builds the webhook's clientConfig from URL or Service.
-func clientConfig(url, service string, ca []byte) (admissionregistrationv1.WebhookClientConfig, error) {
+// configureSteer creates or updates the MutatingWebhookConfiguration.
+func (s *Server) configureSteer(ctx context.Context) error {
+	cc, err := clientConfig(s.opts.URL, s.opts.Service, s.certs.bundle(), SteerPath)
+	if err != nil {
+		return err
+	}
+	name := s.opts.SteerConfigName
+	want := steerWebhooks(cc)
+	var cur admissionregistrationv1.MutatingWebhookConfiguration
+	err = s.opts.Client.Get(ctx, client.ObjectKey{Name: name}, &cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "sluice-controller"}}, Webhooks: want}
+		if err := s.opts.Client.Create(ctx, cfg); err != nil {
+			return fmt.Errorf("creating webhook configuration %s: %w", name, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading webhook configuration %s: %w", name, err)
+	}
+	cur.Webhooks = want
+	if err := s.opts.Client.Update(ctx, &cur); err != nil {
+		return fmt.Errorf("updating webhook configuration %s: %w", name, err)
+	}
+	return nil
+}
+
+// SteerWebhookName names the one webhook of the steering configuration.
+const SteerWebhookName = "steer.floor.sluice.dev"
+
+// steerWebhooks is the steering configuration's one webhook: CREATE of
+// pods carrying pod-template-hash (made by a ReplicaSet), failurePolicy
+// Ignore (fail open), no side effects.
+func steerWebhooks(cc admissionregistrationv1.WebhookClientConfig) []admissionregistrationv1.MutatingWebhook {
+	ignore := admissionregistrationv1.Ignore
+	none := admissionregistrationv1.SideEffectClassNone
+	equivalent := admissionregistrationv1.Equivalent
+	never := admissionregistrationv1.NeverReinvocationPolicy
+	scope := admissionregistrationv1.NamespacedScope
+	timeout := int32(5)
+	return []admissionregistrationv1.MutatingWebhook{{
+		Name:         SteerWebhookName,
+		ClientConfig: cc,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+				Resources: []string{"pods"}, Scope: &scope},
+		}},
+		ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: "pod-template-hash", Operator: metav1.LabelSelectorOpExists}}},
+		FailurePolicy:           &ignore,
+		MatchPolicy:             &equivalent,
+		SideEffects:             &none,
+		ReinvocationPolicy:      &never,
+		TimeoutSeconds:          &timeout,
+		AdmissionReviewVersions: []string{"v1"},
+	}}
+}
+
+// clientConfig builds the webhook's clientConfig from URL or Service,
+// for the handler at path.
+func clientConfig(url, service string, ca []byte, path string) (admissionregistrationv1.WebhookClientConfig, error) {
 	cc := admissionregistrationv1.WebhookClientConfig{CABundle: ca}
 	if url != "" {
 		if !strings.HasPrefix(url, "https://") {
 			return cc, fmt.Errorf("eviction webhook URL %q: must start with https://", url)
 		}
-		u := strings.TrimSuffix(url, "/") + Path
+		u := strings.TrimSuffix(url, "/") + path
 		cc.URL = &u
 		return cc, nil
 	}
@@ -208,7 +284,6 @@ func clientConfig(url, service string, ca []byte) (admissionregistrationv1.Webho
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return cc, fmt.Errorf("eviction webhook service %q: want namespace/name or namespace/name:port", service)
 	}
-	path := Path
 	cc.Service = &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name, Path: &path, Port: &port}
 	return cc, nil
 }

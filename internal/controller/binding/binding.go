@@ -35,8 +35,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sluice.dev/sluice/api/v1alpha1"
-	"sluice.dev/sluice/internal/controller/provider"
-	"sluice.dev/sluice/internal/controller/state"
+	provider "sluice.dev/sluice/internal/controller/lbcache"
+	state "sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/targets"

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"sluice.dev/sluice/api/v1alpha1"
-	"sluice.dev/sluice/internal/controller/provider"
+	provider "sluice.dev/sluice/internal/controller/lbcache"
 )
 
 // ReasonGroupConflict is the condition reason and Event of a binding refused

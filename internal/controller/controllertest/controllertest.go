@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"sluice.dev/sluice/api/v1alpha1"
-	"sluice.dev/sluice/internal/controller/provider"
+	"sluice.dev/sluice/internal/controller/lbcache"
 	"sluice.dev/sluice/internal/lb"
 	lbfake "sluice.dev/sluice/internal/lb/fake"
 )
@@ -63,7 +63,7 @@ func NewClient(funcs interceptor.Funcs, objs ...client.Object) client.WithWatch 
 // backend is its group, an AWS spec's target group ARNs are its groups (so
 // that the fake provider needs groups of those names). A spec with neither
 // or both is lb.ErrInvalid, an AWS spec without ARNs
-// provider.ErrNotSupported.
+// lbcache.ErrNotSupported.
 type Providers struct{ P *lbfake.Provider }
 
 // For implements the reconciler's provider source.
@@ -74,7 +74,7 @@ func (p Providers) For(_ context.Context, b *v1alpha1.LoadBalancerBinding) (lb.P
 		return p.P, []string{spec.HAProxy.Backend}, nil
 	case spec.AWS != nil && spec.HAProxy == nil:
 		if len(spec.AWS.TargetGroupARNs) == 0 {
-			return nil, nil, fmt.Errorf("discovering target groups: %w", provider.ErrNotSupported)
+			return nil, nil, fmt.Errorf("discovering target groups: %w", lbcache.ErrNotSupported)
 		}
 		return p.P, spec.AWS.TargetGroupARNs, nil
 	default:

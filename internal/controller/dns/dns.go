@@ -282,7 +282,7 @@ func (r *Reconciler) syncZone(ctx context.Context, z model.Zone, all []model.Wan
 			}
 		}
 	}
-	r.reportStatuses(ings, plan.Statuses, failed)
+	r.reportStatuses(z, ings, plan.Statuses, failed)
 	return res, err
 }
 
@@ -347,12 +347,27 @@ func (r *Reconciler) reportProblems(ings map[model.Ref]*networkingv1.Ingress, pr
 	}
 }
 
-// reportStatuses emits Events for names: published, foreign record,
-// deletion pending, deleting, and failed changes.
-func (r *Reconciler) reportStatuses(ings map[model.Ref]*networkingv1.Ingress, sts []model.Status, failed map[string]error) {
+// reportStatuses emits Events for the names of zone z: published, foreign
+// record, deletion pending, deleting, and failed changes. The plan holds
+// every name of the zone that is wanted or ours, so a name it no longer
+// holds (deleted, or never ours) is forgotten: the map stays as large as
+// the zones' names.
+func (r *Reconciler) reportStatuses(z model.Zone, ings map[model.Ref]*networkingv1.Ingress, sts []model.Status, failed map[string]error) {
+	prefix := "name " + z.Name + " "
+	keys := make(map[string]bool, len(sts))
+	defer func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for k := range r.reported {
+			if strings.HasPrefix(k, prefix) && !keys[k] {
+				delete(r.reported, k)
+			}
+		}
+	}()
 	for _, st := range sts {
 		ing := ings[st.Owner]
-		key := "name " + st.Name
+		key := prefix + st.Name
+		keys[key] = true
 		if err := failed[st.Name]; err != nil {
 			r.report(key, ing, corev1.EventTypeWarning, "DNSChangeFailed", fmt.Sprintf("changing the records of %s failed (retried): %v", st.Name, err))
 			continue

@@ -197,6 +197,11 @@ func TestDeleteAfterDelay(t *testing.T) {
 	if e.a("www.example.com") != nil || e.owner("www.example.com") != nil {
 		t.Fatal("www.example.com still there after its Ingress was deleted and the delay passed")
 	}
+	// The deleted names are forgotten once the zone no longer holds them.
+	e.mustReconcile()
+	if n := e.r.ReportedNames(); n != 0 {
+		t.Errorf("the reconciler still remembers reports for %d names after every name was deleted", n)
+	}
 }
 
 func TestForeignRecordUntouched(t *testing.T) {

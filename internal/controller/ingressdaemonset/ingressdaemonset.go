@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sluice.dev/sluice/api/v1alpha1"
-	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/nodes"
 	"sluice.dev/sluice/internal/targets"
 )
@@ -49,9 +49,9 @@ type Options struct {
 	// Client reads and writes the objects. Required.
 	Client client.Client
 	// Snapshots returns a binding's last snapshot (the binding
-	// reconciler's state.Store.Get). Nil: no binding is ever synced, so
+	// reconciler's snapshot.Store.Get). Nil: no binding is ever synced, so
 	// nodes served by an Instance binding wait for its drain timeout.
-	Snapshots func(types.NamespacedName) *state.Snapshot
+	Snapshots func(types.NamespacedName) *snapshot.Snapshot
 	// Recorder receives Events (node failed, detached, reattached). Nil:
 	// none.
 	Recorder Recorder
@@ -92,7 +92,7 @@ func New(o Options) (*Reconciler, error) {
 		o.Now = time.Now
 	}
 	if o.Snapshots == nil {
-		o.Snapshots = func(types.NamespacedName) *state.Snapshot { return nil }
+		o.Snapshots = func(types.NamespacedName) *snapshot.Snapshot { return nil }
 	}
 	log := o.Logger
 	if log == nil {

@@ -19,7 +19,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/controllertest"
 	"sluice.dev/sluice/internal/controller/ingressdaemonset"
-	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 	"sluice.dev/sluice/internal/nodes"
 	"sluice.dev/sluice/internal/targets"
@@ -59,7 +59,7 @@ type world struct {
 	c      client.Client
 	ips    map[string]string
 	b      *v1alpha1.LoadBalancerBinding
-	snap   *state.Snapshot
+	snap   *snapshot.Snapshot
 	detach map[string]int // node → times seen detached while its Deployment changed spec
 }
 
@@ -81,20 +81,20 @@ func (w *world) settle(ctx context.Context) {
 	if err := w.c.List(ctx, &nl); err != nil {
 		w.t.Fatal(err)
 	}
-	g := state.Group{Name: "be", Synced: true}
+	g := snapshot.Group{Name: "be", Synced: true}
 	for _, n := range nl.Items {
 		if n.Annotations[v1alpha1.DefaultDetachAnnotation] == "true" {
 			continue
 		}
 		g.Targets = append(g.Targets, lb.Status{Target: lb.Target{Address: netip.MustParseAddrPort(w.ips[n.Name] + ":80")}, State: lb.Healthy})
 	}
-	w.snap = &state.Snapshot{Binding: client.ObjectKeyFromObject(w.b), Generation: w.b.Generation, Instance: true, Groups: []state.Group{g}}
+	w.snap = &snapshot.Snapshot{Binding: client.ObjectKeyFromObject(w.b), Generation: w.b.Generation, Instance: true, Groups: []snapshot.Group{g}}
 }
 
 func (w *world) reconciler(now func() time.Time) *ingressdaemonset.Reconciler {
 	r, err := ingressdaemonset.New(ingressdaemonset.Options{
 		Client: w.c, Now: now, Recorder: &controllertest.Recorder{},
-		Snapshots: func(n types.NamespacedName) *state.Snapshot {
+		Snapshots: func(n types.NamespacedName) *snapshot.Snapshot {
 			if n == client.ObjectKeyFromObject(w.b) {
 				return w.snap
 			}

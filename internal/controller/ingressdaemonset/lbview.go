@@ -12,14 +12,14 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/binding"
-	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 	"sluice.dev/sluice/internal/nodes"
 )
 
 // LBView returns, per node, what the Instance bindings that select ids'
 // pods say about the node's target: whether it is still listed in any of
-// their groups and whether it is healthy in all. snapshot returns a
+// their groups and whether it is healthy in all. snapshotOf returns a
 // binding's last snapshot (nil: none yet). Pure.
 //
 // A node is drained for a binding once a synced snapshot of the binding's
@@ -27,7 +27,7 @@ import (
 // binding deregistered it when the node was detached, and the provider
 // dropped it once the load balancer let go (HAProxy: no session left;
 // AWS: the target left draining).
-func LBView(ids *v1alpha1.IngressDaemonSet, bindings []v1alpha1.LoadBalancerBinding, snapshot func(types.NamespacedName) *state.Snapshot, ns []*corev1.Node) map[string]nodes.NodeLB {
+func LBView(ids *v1alpha1.IngressDaemonSet, bindings []v1alpha1.LoadBalancerBinding, snapshotOf func(types.NamespacedName) *snapshot.Snapshot, ns []*corev1.Node) map[string]nodes.NodeLB {
 	podLabels := labels.Set(nodes.Deployment(ids, "node").Spec.Template.Labels)
 	out := map[string]nodes.NodeLB{}
 	for i := range bindings {
@@ -43,7 +43,7 @@ func LBView(ids *v1alpha1.IngressDaemonSet, bindings []v1alpha1.LoadBalancerBind
 			continue
 		}
 		_, _, timeout := binding.Settings(b)
-		snap := snapshot(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
+		snap := snapshotOf(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
 		synced := snap.Synced() && snap.Generation == b.Generation
 		for _, n := range ns {
 			t, ok := nodeTarget(n, uint16(b.Spec.Port.IntVal))

@@ -13,7 +13,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/controllertest"
 	"sluice.dev/sluice/internal/controller/ingressdaemonset"
-	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 	"sluice.dev/sluice/internal/nodes"
 )
@@ -28,8 +28,8 @@ func TestLBView(t *testing.T) {
 	target := func(ip string, st lb.State) lb.Status {
 		return lb.Status{Target: lb.Target{Address: netip.MustParseAddrPort(ip + ":80")}, State: st}
 	}
-	snap := func(b v1alpha1.LoadBalancerBinding, ts ...lb.Status) *state.Snapshot {
-		return &state.Snapshot{Generation: b.Generation, Groups: []state.Group{{Name: "be", Synced: true, Targets: ts}}}
+	snap := func(b v1alpha1.LoadBalancerBinding, ts ...lb.Status) *snapshot.Snapshot {
+		return &snapshot.Snapshot{Generation: b.Generation, Groups: []snapshot.Group{{Name: "be", Synced: true, Targets: ts}}}
 	}
 	ns := []*corev1.Node{node("a", "10.0.0.1"), node("b", "10.0.0.2"), node("c", "10.0.0.3")}
 	b := instance()
@@ -40,7 +40,7 @@ func TestLBView(t *testing.T) {
 	tests := []struct {
 		name     string
 		bindings []v1alpha1.LoadBalancerBinding
-		snap     *state.Snapshot
+		snap     *snapshot.Snapshot
 		want     map[string]nodes.NodeLB
 	}{{
 		name:     "no binding selects the pods",
@@ -67,7 +67,7 @@ func TestLBView(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ingressdaemonset.LBView(newIDS(), tt.bindings, func(types.NamespacedName) *state.Snapshot { return tt.snap }, ns)
+			got := ingressdaemonset.LBView(newIDS(), tt.bindings, func(types.NamespacedName) *snapshot.Snapshot { return tt.snap }, ns)
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}

@@ -4,11 +4,11 @@
 // ingress-status reconcilers; metrics and health endpoints. It is the
 // control plane's composition root, called by `sluice controller`.
 //
-//	binding reconciler ─► state.Store ─► Notifier ─► pod-status reconciler
+//	binding reconciler ─► snapshot.Store ─► Notifier ─► pod-status reconciler
 //	ingress-status reconciler (independent)
 //	DNS reconciler (independent, when DNS is configured)
 //	ingress-problems reconciler (independent): translation problems as Events
-//	ingressdaemonset reconciler: per-node replicas, reads state.Store to see nodes drain
+//	ingressdaemonset reconciler: per-node replicas, reads snapshot.Store to see nodes drain
 package manager
 
 import (
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -38,10 +39,11 @@ import (
 	dnsctl "sluice.dev/sluice/internal/controller/dns"
 	"sluice.dev/sluice/internal/controller/ingressdaemonset"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
+	"sluice.dev/sluice/internal/controller/lbcache"
+	"sluice.dev/sluice/internal/controller/managedlb"
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/problems"
-	"sluice.dev/sluice/internal/controller/provider"
-	"sluice.dev/sluice/internal/controller/state"
+	"sluice.dev/sluice/internal/controller/snapshot"
 	dnsmodel "sluice.dev/sluice/internal/dns"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
@@ -132,6 +134,10 @@ func New(o Options) (ctrl.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: cmp.Or(o.MetricsAddress, ":9091")},
 		HealthProbeBindAddress:        cmp.Or(o.HealthAddress, ":9092"),
+		// The webhook configurations are read directly: a cached read
+		// would watch them, and the RBAC grants only get, create, update.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
+			&admissionregistrationv1.ValidatingWebhookConfiguration{}, &admissionregistrationv1.MutatingWebhookConfiguration{}}}},
 		Cache: cache.Options{
 			SyncPeriod:       &sync,
 			DefaultTransform: cache.TransformStripManagedFields(),
@@ -149,13 +155,13 @@ func New(o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding health checks: %w", err)
 	}
 
-	store, timeline := state.NewStore(), state.NewTimeline()
+	store, timeline := snapshot.NewStore(), snapshot.NewTimeline()
 	awsOpts := o.AWS
 	awsOpts.Registerer = ctrlmetrics.Registry
 	awsOpts.Logger = o.Logger.With("provider", "aws")
 	recorder := mgr.GetEventRecorder("sluice-controller")
 	notifier := podstatus.NewNotifier(4096)
-	providers := provider.New(provider.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster,
+	providers := lbcache.New(lbcache.Options{HAProxy: o.HAProxy, AWS: awsOpts, AWSCluster: o.AWSCluster,
 		Logger: o.Logger.With("provider", "haproxy")})
 	// The providers' HAProxy watch (restoring servers after a reload) runs
 	// on the leader only.
@@ -225,7 +231,20 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr), idsr.Setup(mgr)); err != nil {
+	mr, err := managedlb.New(managedlb.Options{
+		Client:     mgr.GetClient(),
+		Clouds:     managedlb.Clouds(awsOpts),
+		Cluster:    o.AWSCluster,
+		Serving:    ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
+		Allowed:    allowed,
+		Recorder:   recorder,
+		Registerer: ctrlmetrics.Registry,
+		Logger:     o.Logger.With("controller", "managedlb"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr), mr.Setup(mgr), idsr.Setup(mgr)); err != nil {
 		return nil, err
 	}
 	if o.DNS != nil {
@@ -255,6 +274,7 @@ func New(o Options) (ctrl.Manager, error) {
 		wo.Client = mgr.GetClient()
 		wo.Logger = o.Logger.With("webhook", "eviction")
 		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Store: store, Logger: wo.Logger}
+		wo.Steer = &admission.Steer{Client: mgr.GetClient(), Store: store, Logger: o.Logger.With("webhook", "zone-steer")}
 		ws, err := admission.New(wo)
 		if err != nil {
 			return nil, err

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
-	"sluice.dev/sluice/internal/controller/state"
+	state "sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	ct "sluice.dev/sluice/internal/controller/controllertest"
-	"sluice.dev/sluice/internal/controller/state"
+	state "sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 )
 

@@ -38,7 +38,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/binding"
-	"sluice.dev/sluice/internal/controller/state"
+	state "sluice.dev/sluice/internal/controller/snapshot"
 )
 
 // Recorder emits Kubernetes Events (events.k8s.io EventRecorder).

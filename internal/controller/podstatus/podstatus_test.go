@@ -18,7 +18,7 @@ import (
 	"sluice.dev/sluice/internal/controller/binding"
 	ct "sluice.dev/sluice/internal/controller/controllertest"
 	"sluice.dev/sluice/internal/controller/podstatus"
-	"sluice.dev/sluice/internal/controller/state"
+	state "sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 	lbfake "sluice.dev/sluice/internal/lb/fake"
 )

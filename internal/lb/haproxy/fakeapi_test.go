@@ -22,6 +22,17 @@ type fakeAPI struct {
 	backends map[string]*fakeBackend
 	log      []string // every command line received
 	pid      int      // "show info" Pid; a new value models a reload
+	// old is the process a takeover replaced, still accepting on the
+	// socket: it answers every other connection while oldTurns > 0.
+	old      *fakeProcess
+	oldTurns int
+	conns    int
+}
+
+// fakeProcess is what a process answers from: its pid and backends.
+type fakeProcess struct {
+	pid      int
+	backends map[string]*fakeBackend
 }
 
 type fakeBackend struct {
@@ -70,6 +81,19 @@ func (f *fakeAPI) serve(c net.Conn) {
 	line = strings.TrimSuffix(line, "\n")
 	f.mu.Lock()
 	f.log = append(f.log, line)
+	f.conns++
+	if f.old != nil && f.oldTurns > 0 && f.conns%2 == 0 {
+		f.oldTurns--
+		// Answer from the old process.
+		f.pid, f.old.pid = f.old.pid, f.pid
+		f.backends, f.old.backends = f.old.backends, f.backends
+		defer func() {
+			f.mu.Lock()
+			f.pid, f.old.pid = f.old.pid, f.pid
+			f.backends, f.old.backends = f.old.backends, f.backends
+			f.mu.Unlock()
+		}()
+	}
 	var out strings.Builder
 	for _, cmd := range strings.Split(line, ";") {
 		out.WriteString(f.exec(strings.Fields(cmd)))

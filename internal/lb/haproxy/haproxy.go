@@ -74,6 +74,10 @@ type Options struct {
 	// negative turns restoring off (the provider then keeps no state and
 	// the controller's next diff re-adds the servers as new).
 	WatchInterval time.Duration
+	// OnRestore, if not nil, hears of each new process seen and the
+	// servers restored into it (it is called with the provider's lock
+	// held: it must not call the provider).
+	OnRestore func(pid, restored int, took time.Duration)
 }
 
 // Provider implements lb.Provider over HAProxy's runtime API. It is safe for
@@ -89,11 +93,14 @@ type Provider struct {
 	weight      string
 	maxDrain    time.Duration
 	watch       time.Duration // <= 0: no restoring
+	onRestore   func(pid, restored int, took time.Duration)
 
 	mu       sync.Mutex
 	proc     process             // the process seen last; zero before the first listing
 	known    map[string][]server // last listing per backend, by proc
 	restarts int
+	epoch    uint64           // restores so far: a listing begun before one is stale
+	retired  map[process]bool // processes proc replaced (a few)
 }
 
 var _ lb.Provider = (*Provider)(nil)
@@ -116,10 +123,12 @@ func New(o Options) (*Provider, error) {
 			timeout:     cmp.Or(o.Timeout, 5*time.Second),
 			maxResponse: cmp.Or(o.MaxResponse, 16<<20),
 		},
-		prefix:   cmp.Or(o.Prefix, "sluice-"),
-		maxDrain: cmp.Or(o.MaxDrain, 60*time.Second),
-		watch:    cmp.Or(o.WatchInterval, 250*time.Millisecond),
-		known:    map[string][]server{},
+		prefix:    cmp.Or(o.Prefix, "sluice-"),
+		maxDrain:  cmp.Or(o.MaxDrain, 60*time.Second),
+		watch:     cmp.Or(o.WatchInterval, 250*time.Millisecond),
+		onRestore: o.OnRestore,
+		known:     map[string][]server{},
+		retired:   map[process]bool{},
 	}
 	if err := validPrefix(p.prefix); err != nil {
 		return nil, fmt.Errorf("creating haproxy provider: %w", err)
@@ -165,20 +174,30 @@ func (p *Provider) list(ctx context.Context, backend string) ([]server, error) {
 		_, owned, err := p.read(ctx, backend)
 		return owned, err
 	}
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
+		epoch := p.listing()
 		pr, owned, err := p.read(ctx, backend)
 		if err != nil {
 			return nil, err
 		}
-		stale, err := p.seen(ctx, pr)
+		stale, err := p.seen(ctx, pr, epoch)
 		if err != nil {
 			return nil, err
 		}
-		if stale && attempt == 0 {
-			continue // read what the restore left
+		if !stale {
+			return p.remember(pr, backend, owned), nil
 		}
-		p.remember(pr, backend, owned)
-		return owned, nil
+		// Read what the restore left, or ask the new process.
+		if attempt >= onAttempts {
+			return nil, fmt.Errorf("listing backend %s: %w", backend, errOtherProcess)
+		}
+		if attempt > 1 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(onPause):
+			}
+		}
 	}
 }
 
@@ -222,7 +241,12 @@ func (p *Provider) read(ctx context.Context, backend string) (process, []server,
 	if len(owned) == 0 {
 		return pr, nil, nil
 	}
-	out, err = p.c.run(ctx, "show stat "+backend+" 4 -1")
+	if p.watch > 0 {
+		// From the process that listed the servers (see on).
+		out, err = p.on(ctx, pr, "show stat "+backend+" 4 -1")
+	} else {
+		out, err = p.c.run(ctx, "show stat "+backend+" 4 -1")
+	}
 	if err != nil {
 		return pr, nil, err
 	}
@@ -411,12 +435,17 @@ func (p *Provider) activate(ctx context.Context, ref string) error {
 	if err := p.do(ctx, []string{"enable health " + ref}); err != nil {
 		return err
 	}
-	return p.do(ctx, []string{
+	return p.do(ctx, activation(ref, p.weight))
+}
+
+// activation is the command line of activate after "enable health".
+func activation(ref, weight string) []string {
+	return []string{
 		"set weight " + ref + " 0",
 		"set server " + ref + " state ready",
 		"set server " + ref + " health down",
-		"set weight " + ref + " " + p.weight,
-	})
+		"set weight " + ref + " " + weight,
+	}
 }
 
 // do runs commands on one line and classifies the answer.

@@ -11,18 +11,15 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"sluice.dev/sluice/internal/lb"
+	"sluice.dev/sluice/test/testenv"
 )
-
-const haproxyBin = "/usr/sbin/haproxy"
 
 // haproxyEnv is one HAProxy process with a runtime API socket, a frontend
 // on 127.0.0.1 routing to backend "be" (roundrobin, option httpchk GET
@@ -32,16 +29,16 @@ type haproxyEnv struct {
 	tcpAPI           string // the same runtime API over TCP
 	cfg              string
 	args             []string // more haproxy arguments ("-W -S master.sock")
-	cmd              *exec.Cmd
+	proc             *testenv.Process
 }
 
 func startHAProxy(t *testing.T) *haproxyEnv {
 	t.Helper()
-	if _, err := os.Stat(haproxyBin); err != nil {
+	if _, err := testenv.HAProxyBin(); err != nil {
 		t.Skipf("no haproxy: %v", err)
 	}
 	dir := t.TempDir()
-	e := &haproxyEnv{dir: dir, sock: filepath.Join(dir, "admin.sock"), front: freeAddr(t), tcpAPI: freeAddr(t)}
+	e := &haproxyEnv{dir: dir, sock: filepath.Join(dir, "admin.sock"), front: testenv.FreeAddr(t, "127.0.0.1"), tcpAPI: testenv.FreeAddr(t, "127.0.0.1")}
 	e.cfg = filepath.Join(dir, "haproxy.cfg")
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin
@@ -72,47 +69,16 @@ backend static
 
 func (e *haproxyEnv) start(t *testing.T) {
 	t.Helper()
-	os.Remove(e.sock)
-	cmd := exec.Command(haproxyBin, append([]string{"-db", "-f", e.cfg}, e.args...)...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	e.cmd = cmd
-	t.Cleanup(func() { e.stop() })
-	waitFor(t, "haproxy socket", func() bool {
-		c, err := net.Dial("unix", e.sock)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	e.proc = testenv.StartHAProxy(t, testenv.HAProxy{Config: e.cfg, Args: e.args, Socket: e.sock,
+		LogDir: e.dir, StopGrace: 10 * time.Second})
 }
 
+// stop ends HAProxy by its PID (SIGTERM, SIGKILL after 10 s).
 func (e *haproxyEnv) stop() {
-	if e.cmd == nil || e.cmd.Process == nil {
-		return
+	if e.proc != nil {
+		e.proc.Stop(10 * time.Second)
+		e.proc = nil
 	}
-	_ = e.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = e.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = e.cmd.Process.Kill()
-		<-done
-	}
-	e.cmd = nil
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
@@ -358,6 +324,9 @@ func TestIntegrationRestartAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// (p lists the restored server Healthy at once; a provider that did
+	// not restore it waits for its first check in the new process.)
+	waitState(t, overTCP, good.addr, lb.Healthy)
 	if st, err := overTCP.Targets(ctx, "be"); err != nil || len(st) != 1 || st[0].State != lb.Healthy {
 		t.Fatalf("targets over TCP: %+v %v", st, err)
 	}

@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"sluice.dev/sluice/internal/lb"
+	"sluice.dev/sluice/test/testenv"
 )
 
 // masterWorker is HAProxy in master-worker mode ("haproxy -W -S"), the way
@@ -30,12 +33,12 @@ type masterWorker struct {
 
 func startMasterWorker(t *testing.T, extraGlobal, extraBackend string) *masterWorker {
 	t.Helper()
-	if _, err := os.Stat(haproxyBin); err != nil {
+	if _, err := testenv.HAProxyBin(); err != nil {
 		t.Skipf("no haproxy: %v", err)
 	}
 	dir := t.TempDir()
 	m := &masterWorker{haproxyEnv: &haproxyEnv{dir: dir, cfg: filepath.Join(dir, "haproxy.cfg"), sock: filepath.Join(dir, "admin.sock"),
-		front: freeAddr(t)}, master: filepath.Join(dir, "master.sock")}
+		front: testenv.FreeAddr(t, "127.0.0.1")}, master: filepath.Join(dir, "master.sock")}
 	m.args = []string{"-W", "-S", m.master}
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin expose-fd listeners
@@ -74,6 +77,81 @@ func (m *masterWorker) reload(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = io.ReadAll(c)
+}
+
+// takeover starts a second, independent HAProxy that takes the listening
+// sockets over from the running one ("-x", the runtime API socket declared
+// "expose-fd listeners"), the way a binary upgrade goes, and then
+// soft-stops the old one (SIGUSR1). Until then both processes accept on
+// every listener, the runtime API socket included: the provider must
+// restore into the new process although some of its commands reach the
+// old one.
+func (m *masterWorker) takeover(t *testing.T) {
+	t.Helper()
+	bin, err := testenv.HAProxyBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := m.proc
+	m.master = m.master + "x"
+	m.args = []string{"-W", "-S", m.master, "-x", m.sock}
+	// Not testenv.StartHAProxy: it removes the socket the new process takes
+	// the listeners over from.
+	m.proc = testenv.Start(t, testenv.Spec{Name: "haproxy-takeover", Path: bin,
+		Args: append([]string{"-db", "-f", m.cfg}, m.args...), LogDir: m.dir, StopGrace: 10 * time.Second})
+	waitFor(t, "the new haproxy answering", func() bool {
+		return m.masterPid(t) != 0
+	})
+	// Let both processes share the sockets for a while, as a slow
+	// hand-over would.
+	time.Sleep(300 * time.Millisecond)
+	// The old process lingers while its pending checks hang (the hold
+	// backends); it listens no more from here on. Its cleanup stops it by
+	// PID if it still runs when the test ends.
+	_ = old.Cmd.Process.Signal(syscall.SIGUSR1)
+}
+
+// masterPid is the pid of the worker the current master runs (0 while
+// its master socket does not answer).
+func (m *masterWorker) masterPid(t *testing.T) int {
+	c, err := net.Dial("unix", m.master)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "show proc\n"); err != nil {
+		return 0
+	}
+	b, _ := io.ReadAll(c)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == "worker" {
+			n, _ := strconv.Atoi(f[0])
+			return n
+		}
+	}
+	return 0
+}
+
+// softStop stops the current HAProxy gracefully: it stops listening at
+// once and finishes the requests it holds.
+func (m *masterWorker) softStop() {
+	softStop(m.proc)
+	m.proc = nil
+}
+
+// softStop sends SIGUSR1 (by PID) and waits for the process to end,
+// killing it after 30 s.
+func softStop(p *testenv.Process) {
+	if p == nil || p.Exited() {
+		return
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGUSR1)
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		p.Stop(0)
+	}
 }
 
 // holdBackend answers 200 on every path; while hold is set its health
@@ -200,7 +278,7 @@ func (l *load) waitRequests(t *testing.T, n int64) {
 // new process (no check can pass there) still take traffic.
 func TestIntegrationReloadRestore(t *testing.T) {
 	gap := testReloadRestore(t, "", "")
-	t.Logf("without sluice-wait.lua the gap costs requests: reload %d, restart %d", gap["reload"], gap["restart"])
+	t.Logf("without sluice-wait.lua the gap costs requests: reload %d, takeover %d, restart %d", gap["reload"], gap["takeover"], gap["restart"])
 }
 
 // TestIntegrationReloadRestoreWait is the same with deploy/haproxy's
@@ -212,8 +290,10 @@ func TestIntegrationReloadRestoreWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	gap := testReloadRestore(t, "    lua-load "+lua, "    http-request lua.sluice_wait_servers be")
-	if gap["reload"] != 0 {
-		t.Fatalf("%d requests failed during the reload although they could wait for the restore", gap["reload"])
+	for _, change := range []string{"reload", "takeover", "restart"} {
+		if gap[change] != 0 {
+			t.Errorf("%s: %d requests failed in the gap although they could wait for the restore", change, gap[change])
+		}
 	}
 }
 
@@ -250,12 +330,16 @@ func testReloadRestore(t *testing.T, extraGlobal, extraBackend string) map[strin
 	// the servers are restored, nothing fails, although no check has
 	// passed in the new process.
 	gaps := map[string]int64{}
-	for i, change := range []string{"reload", "restart"} {
+	for i, change := range []string{"reload", "takeover", "restart"} {
 		before, failedBefore := l.requests.Load(), l.failed.Load()
-		if change == "reload" {
+		switch change {
+		case "reload":
 			m.reload(t)
-		} else {
-			m.stop()
+		case "takeover":
+			m.takeover(t)
+		default: // a restart: nothing listens for a moment
+			m.softStop()
+			m.args = []string{"-W", "-S", m.master}
 			m.start(t)
 		}
 		waitFor(t, "restore after "+change, func() bool { return p.Restarts() >= i+1 })

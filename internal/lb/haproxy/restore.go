@@ -97,71 +97,105 @@ func splitInfo(out string) (info, rest string, err error) {
 	return info, rest, nil
 }
 
-// seen records which process answered a listing of backend, and remembers
-// the listing. When the process differs from the one seen last, the
-// servers remembered for every backend are restored first, and true is
-// returned: the caller's listing is stale and must be read again.
-func (p *Provider) seen(ctx context.Context, pr process) (bool, error) {
+// seen records which process answered a listing begun at epoch (see
+// listing). It reports true when the listing is stale and must be read
+// again:
+//   - a different, newer process answered: the servers remembered for
+//     every backend are restored into it first;
+//   - a process already replaced answered: during a takeover ("haproxy
+//     -x", or a master-worker reload) the old and the new process both
+//     accept on the runtime API socket until the old one stops listening;
+//   - the right process answered, but a restore ran since the listing
+//     began (a watch tick), so the listing may predate it: taken as it
+//     is, an empty backend would be remembered and the servers registered
+//     again from scratch, waiting for a fresh rise.
+func (p *Provider) seen(ctx context.Context, pr process, epoch uint64) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev := p.proc
-	if prev == (process{}) || prev == pr {
+	switch {
+	case prev == (process{}):
 		p.proc = pr
 		return false, nil
+	case prev == pr:
+		return p.epoch != epoch, nil
+	case p.retired[pr] && pr.start <= prev.start:
+		return true, nil
 	}
-	p.restarts++
-	if err := p.restoreLocked(ctx); err != nil {
+	began := time.Now()
+	restored, err := p.restoreLocked(ctx, pr)
+	if err != nil {
 		// p.proc stays the old process, so the next listing or watch tick
 		// tries the restore again instead of taking the new one as known.
 		return true, err
 	}
+	if p.onRestore != nil {
+		p.onRestore(pr.pid, restored, time.Since(began))
+	}
+	p.restarts++
+	p.epoch++
+	if len(p.retired) >= 8 {
+		clear(p.retired)
+	}
+	p.retired[prev] = true
+	delete(p.retired, pr)
 	p.proc = pr
 	return true, nil
 }
 
-// remember keeps backend's servers as listed by process pr, unless another
-// process has been seen since.
-func (p *Provider) remember(pr process, backend string, servers []server) {
+// listing is the epoch a listing starts in: see seen.
+func (p *Provider) listing() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.proc != pr {
-		return
-	}
+	return p.epoch
+}
+
+// remember keeps backend's servers as listed by process pr, unless another
+// process has been seen since, and returns them as the caller should see
+// them: a server restored healthy reads as up with its first check
+// pending (Initial) until that check ends, yet it takes traffic and is
+// still the healthy server it was, so it stays Healthy.
+func (p *Provider) remember(pr process, backend string, servers []server) []server {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if len(servers) == 0 {
-		delete(p.known, backend)
-		return
+		if p.proc == pr {
+			delete(p.known, backend)
+		}
+		return servers
 	}
 	prev := map[string]lb.State{}
 	for _, s := range p.known[backend] {
 		prev[s.name] = s.status.State
 	}
-	kept := append([]server(nil), servers...)
-	for i := range kept {
-		// A server restored healthy reads as up with its first check
-		// pending (Initial) until that check ends; it is still the
-		// healthy server it was, should the process change again.
-		if s := &kept[i]; s.status.State == lb.Initial && prev[s.name] == lb.Healthy && s.stat != nil && strings.HasPrefix(s.stat.Status, "UP") {
+	for i := range servers {
+		if s := &servers[i]; s.status.State == lb.Initial && prev[s.name] == lb.Healthy && s.stat != nil && strings.HasPrefix(s.stat.Status, "UP") {
 			s.status.State = lb.Healthy
 		}
 	}
-	p.known[backend] = kept
+	if p.proc == pr {
+		p.known[backend] = append([]server(nil), servers...)
+	}
+	return servers
 }
 
-// restoreLocked re-adds the remembered servers a new process lacks.
-// p.mu is held.
-func (p *Provider) restoreLocked(ctx context.Context) error {
+// restoreLocked re-adds the remembered servers the new process pr lacks.
+// Every command goes to pr (see on). p.mu is held.
+// It returns how many servers it added.
+func (p *Provider) restoreLocked(ctx context.Context, pr process) (int, error) {
 	var errs []error
+	restored := 0
 	for backend, servers := range p.known {
-		out, err := p.c.run(ctx, "show servers state "+backend)
+		out, err := p.on(ctx, pr, "show servers state "+backend)
 		if err != nil {
-			return fmt.Errorf("restoring servers of backend %s: %w", backend, err)
+			return restored, fmt.Errorf("restoring servers of backend %s: %w", backend, err)
 		}
 		rows, err := parseServersState(out)
 		if errors.Is(err, lb.ErrGroupNotFound) {
 			continue // the new configuration dropped the backend
 		}
 		if err != nil {
-			return fmt.Errorf("restoring servers of backend %s: %w", backend, err)
+			return restored, fmt.Errorf("restoring servers of backend %s: %w", backend, err)
 		}
 		present := map[string]bool{}
 		for _, r := range rows {
@@ -171,40 +205,97 @@ func (p *Provider) restoreLocked(ctx context.Context) error {
 			if present[s.name] || s.admin&admMaint != 0 {
 				continue // there already, or leaving anyway
 			}
-			if err := p.restore(ctx, backend, s); err != nil {
+			if err := p.restore(ctx, pr, backend, s); err != nil {
 				errs = append(errs, fmt.Errorf("restoring %v in backend %s: %w", s.addr, backend, err))
 				if fatal(err) {
 					break
 				}
+				continue
 			}
+			restored++
 		}
 	}
-	return errors.Join(errs...)
+	return restored, errors.Join(errs...)
 }
 
-// restore adds one server back in its last known state.
-func (p *Provider) restore(ctx context.Context, backend string, s server) error {
+// restore adds one server back into process pr in its last known state.
+func (p *Provider) restore(ctx context.Context, pr process, backend string, s server) error {
 	ref := backend + "/" + s.name
 	add := "add server " + ref + " " + formatAddr(s.addr) + " "
 	switch {
 	case s.admin&admDrain != 0:
-		if err := p.do(ctx, []string{add + p.restoreArgs + withCheckPort(s.checkPort)}, msgNewServer, msgExists); err != nil {
+		if err := p.doOn(ctx, pr, []string{add + p.restoreArgs + withCheckPort(s.checkPort)}, msgNewServer, msgExists); err != nil {
 			return err
 		}
-		return p.do(ctx, []string{"enable health " + ref, "set server " + ref + " state drain"})
+		return p.doOn(ctx, pr, []string{"enable health " + ref, "set server " + ref + " state drain"})
 	case s.status.State == lb.Healthy:
 		// Added at full weight: it takes traffic the moment it leaves
 		// maintenance.
-		if err := p.do(ctx, []string{add + p.restoreArgs + withCheckPort(s.checkPort)}, msgNewServer, msgExists); err != nil {
+		if err := p.doOn(ctx, pr, []string{add + p.restoreArgs + withCheckPort(s.checkPort)}, msgNewServer, msgExists); err != nil {
 			return err
 		}
-		return p.do(ctx, []string{"enable health " + ref, "set server " + ref + " state ready"})
+		return p.doOn(ctx, pr, []string{"enable health " + ref, "set server " + ref + " state ready"})
 	default:
-		if err := p.do(ctx, []string{add + p.addArgs + withCheckPort(s.checkPort)}, msgNewServer, msgExists); err != nil {
+		if err := p.doOn(ctx, pr, []string{add + p.addArgs + withCheckPort(s.checkPort)}, msgNewServer, msgExists); err != nil {
 			return err
 		}
-		return p.activate(ctx, ref)
+		if err := p.doOn(ctx, pr, []string{"enable health " + ref}); err != nil {
+			return err
+		}
+		return p.doOn(ctx, pr, activation(ref, p.weight))
 	}
+}
+
+// errOtherProcess: the runtime API socket kept answering from another
+// process than the one a command was meant for.
+var errOtherProcess = errors.New("another haproxy process answered")
+
+// onAttempts bounds the tries of on; onPause is the pause between them.
+const (
+	onAttempts = 20
+	onPause    = 10 * time.Millisecond
+)
+
+// on runs cmds on one line in process pr: the line starts with "show
+// info", whose Pid says which process ran it, and is sent again while
+// another process answers (while two processes share the runtime API
+// socket, each connection goes to either). It returns the answer after
+// the info.
+func (p *Provider) on(ctx context.Context, pr process, cmds ...string) (string, error) {
+	for i := 1; ; i++ {
+		out, err := p.c.run(ctx, append([]string{"show info"}, cmds...)...)
+		if err != nil {
+			return "", err
+		}
+		info, rest, err := splitInfo(out)
+		if err != nil {
+			return "", err
+		}
+		got, err := parseInfo(info)
+		if err != nil {
+			return "", err
+		}
+		if got.pid == pr.pid {
+			return rest, nil
+		}
+		if i >= onAttempts {
+			return "", fmt.Errorf("sending %q to haproxy process %d: process %d answered %d times: %w", verb(cmds[0]), pr.pid, got.pid, i, errOtherProcess)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(onPause):
+		}
+	}
+}
+
+// doOn is do in process pr (see on).
+func (p *Provider) doOn(ctx context.Context, pr process, cmds []string, ok ...string) error {
+	out, err := p.on(ctx, pr, cmds...)
+	if err != nil {
+		return err
+	}
+	return classify(out, ok...)
 }
 
 // Watch polls "show info" every WatchInterval until ctx ends, restoring
@@ -239,7 +330,7 @@ func (p *Provider) poll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watching for a new haproxy process: %w", err)
 	}
-	if _, err := p.seen(ctx, pr); err != nil {
+	if _, err := p.seen(ctx, pr, p.listing()); err != nil {
 		return fmt.Errorf("watching for a new haproxy process: %w", err)
 	}
 	return nil

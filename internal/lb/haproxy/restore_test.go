@@ -83,7 +83,12 @@ func restartFake(f *fakeAPI) {
 func TestRestoreAfterReload(t *testing.T) {
 	f := newFakeAPI(t)
 	f.backends["be"] = &fakeBackend{dynamic: true}
-	p, err := New(Options{Address: f.path})
+	heard := -1
+	p, err := New(Options{Address: f.path, OnRestore: func(pid, restored int, _ time.Duration) {
+		if pid == 101 {
+			heard = restored
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +116,8 @@ func TestRestoreAfterReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Restarts() != 1 {
-		t.Fatalf("restarts %d", p.Restarts())
+	if p.Restarts() != 1 || heard != 3 {
+		t.Fatalf("restarts %d, OnRestore heard %d restored (want 3)", p.Restarts(), heard)
 	}
 	var addrs []string
 	for _, s := range after {
@@ -123,7 +128,8 @@ func TestRestoreAfterReload(t *testing.T) {
 	}
 	var got []string
 	for _, c := range f.commands()[n:] {
-		if !strings.HasPrefix(c, "show ") {
+		// Restore commands go to the new process, which the info names.
+		if c, ok := strings.CutPrefix(c, "show info; "); ok && !strings.HasPrefix(c, "show ") {
 			got = append(got, c)
 		}
 	}
@@ -145,6 +151,89 @@ func TestRestoreAfterReload(t *testing.T) {
 	// Same process again: nothing more is restored.
 	if _, err := p.Targets(ctx, "be"); err != nil || p.Restarts() != 1 {
 		t.Fatalf("second listing: %v, restarts %d", err, p.Restarts())
+	}
+}
+
+// takeoverFake models "haproxy -x": a new process with no dynamic servers,
+// while the old one, its servers intact, still answers every other
+// connection on the runtime API socket for a while.
+func takeoverFake(f *fakeAPI, turns int) {
+	f.update(func() {
+		old := map[string]*fakeBackend{}
+		for name, b := range f.backends {
+			c := *b
+			c.servers = nil
+			for _, s := range b.servers {
+				s := *s
+				c.servers = append(c.servers, &s)
+			}
+			old[name] = &c
+		}
+		f.old = &fakeProcess{pid: f.pid, backends: old}
+		f.oldTurns = turns
+		f.pid++
+		for _, b := range f.backends {
+			b.servers = nil
+		}
+	})
+}
+
+// TestRestoreDuringTakeover: while the old process still answers half the
+// connections, the restore lands in the new process all the same, and no
+// listing that predates the restore, nor one the old process answered, is
+// taken for the new process's backend.
+func TestRestoreDuringTakeover(t *testing.T) {
+	for _, watch := range []bool{false, true} {
+		f := newFakeAPI(t)
+		f.backends["be"] = &fakeBackend{dynamic: true}
+		p, err := New(Options{Address: f.path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		tg := []lb.Target{target("10.0.0.1:80"), target("10.0.0.2:80")}
+		if err := p.Register(ctx, "be", tg); err != nil {
+			t.Fatal(err)
+		}
+		f.update(func() {
+			for _, s := range f.backends["be"].servers {
+				s.status, s.check = "UP", "L7OK"
+			}
+		})
+		if st, err := p.Targets(ctx, "be"); err != nil || len(st) != 2 {
+			t.Fatalf("before: %+v %v", st, err)
+		}
+		takeoverFake(f, 6)
+		if watch {
+			f.update(func() { f.oldTurns = 0 }) // the new process answers the read
+			// A listing read before the watch's restore, judged after it.
+			epoch := p.listing()
+			pr, owned, err := p.read(ctx, "be")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.poll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if stale, err := p.seen(ctx, pr, epoch); err != nil || !stale || len(owned) != 0 {
+				t.Fatalf("a listing of %d servers from before the restore: stale %v, %v", len(owned), stale, err)
+			}
+			f.update(func() { f.oldTurns = 6 })
+		}
+		for i := 0; i < 8; i++ { // each listing may reach either process
+			st, err := p.Targets(ctx, "be")
+			if err != nil || len(st) != 2 || st[0].State != lb.Healthy || st[1].State != lb.Healthy {
+				t.Fatalf("watch %v, listing %d: %+v %v", watch, i, st, err)
+			}
+		}
+		for _, name := range []string{"sluice-10-0-0-1-80", "sluice-10-0-0-2-80"} {
+			if s := f.server("be", name); s == nil || s.admin != 0 {
+				t.Fatalf("watch %v: %s in the new process: %+v", watch, name, s)
+			}
+		}
+		if p.Restarts() != 1 {
+			t.Fatalf("watch %v: restarts %d, want 1", watch, p.Restarts())
+		}
 	}
 }
 

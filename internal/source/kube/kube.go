@@ -1,7 +1,7 @@
 // Package kube is the API-server source of the objects sluice routes by:
 // client-go shared informers on Ingress, IngressClass, Service, EndpointSlice
-// and TLS Secrets, plus helpers for the proxy's own Pod (drain condition,
-// grace period).
+// and TLS Secrets. (The proxy's own Pod, its drain condition and grace
+// period, are watched by internal/drain.)
 //
 // Data flow: API server → informer caches (this package) → Snapshot →
 // translate.Build → route.New → proxy.
@@ -10,7 +10,7 @@
 // networking.k8s.io ingresses and ingressclasses, services, secrets (the
 // watch asks only for type kubernetes.io/tls, but RBAC cannot express
 // that) and discovery.k8s.io endpointslices; get, list and watch on pods in
-// its own namespace for WatchDrained and PodGracePeriod.
+// its own namespace for internal/drain.
 //
 // Unit tests use client-go's fake clientset. Tests against a real
 // kube-apiserver carry the build tag e2e (e2e_test.go here) and come with the
@@ -94,12 +94,12 @@ func New(opts Options) (*Source, error) {
 	// relist, which runs regardless.
 	main := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
-		informers.WithTransform(stripObject))
+		informers.WithTransform(StripObject))
 	// Only TLS Secrets: a cluster holds many large Secrets (service account
 	// tokens, Helm releases) that sluice never serves.
 	tls := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
-		informers.WithTransform(stripObject),
+		informers.WithTransform(StripObject),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
 		}))
@@ -138,7 +138,7 @@ func (s *Source) Run(ctx context.Context, notify func()) error {
 	for kind, inf := range s.informers {
 		log := s.log.With("kind", kind)
 		if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
-			logWatchError(log, err)
+			LogWatchError(log, err)
 		}); err != nil {
 			return fmt.Errorf("setting watch error handler for %s: %w", kind, err)
 		}
@@ -217,10 +217,10 @@ func (s *Source) Snapshot() translate.Input {
 	return in
 }
 
-// stripObject drops the fields sluice never reads and that can be most of an
+// StripObject drops the fields sluice never reads and that can be most of an
 // object's size. It mutates in place (allowed for informer transforms) and is
 // idempotent.
-func stripObject(obj any) (any, error) {
+func StripObject(obj any) (any, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return obj, nil // e.g. cache.DeletedFinalStateUnknown
@@ -244,9 +244,9 @@ func sameVersion(old, cur any) bool {
 	return o.GetResourceVersion() != "" && o.GetResourceVersion() == c.GetResourceVersion()
 }
 
-// logWatchError replaces client-go's default handler (which logs through
+// LogWatchError replaces client-go's default handler (which logs through
 // klog). The reflector backs off and relists after it returns either way.
-func logWatchError(log *slog.Logger, err error) {
+func LogWatchError(log *slog.Logger, err error) {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled):
 		// A watch closed normally, or the source is stopping.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,7 @@ import (
 
 	"sluice.dev/sluice/test/cluster"
 	"sluice.dev/sluice/test/load"
+	"sluice.dev/sluice/test/testenv"
 )
 
 const (
@@ -48,7 +48,7 @@ func TestScaleUnderLoad(t *testing.T) {
 	createApp(t, client, 3)
 	waitReady(t, client, 3)
 
-	httpAddr, adminAddr := freeAddr(t), freeAddr(t)
+	httpAddr, adminAddr := testenv.FreeAddr(t, "127.0.0.1"), testenv.FreeAddr(t, "127.0.0.1")
 	startProxy(t, filepath.Join(bins, "sluice"), c.Kubeconfig(), httpAddr, adminAddr)
 	waitServing(t, "http://"+httpAddr)
 
@@ -93,16 +93,6 @@ func build(t *testing.T, dir, name, pkg string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", pkg, err, out)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func startProxy(t *testing.T, bin, kubeconfig, httpAddr, adminAddr string) {

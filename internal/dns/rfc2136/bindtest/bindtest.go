@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"sluice.dev/sluice/test/testenv"
 )
 
 // KeyName is the TSIG key the server grants updates and transfers to.
@@ -54,7 +56,7 @@ func Start(t testing.TB, zones ...string) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{t: t, Dir: t.TempDir(), Secret: base64.StdEncoding.EncodeToString(secret), zones: zones}
-	s.Addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s.Addr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "127.0.0.1"))
 	_, port, _ := net.SplitHostPort(s.Addr)
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "key %q { algorithm hmac-sha256; secret %q; };\n", KeyName, s.Secret)
@@ -166,14 +168,4 @@ func (s *Server) Query(name string, typ uint16) ([]dns.RR, error) {
 		return nil, fmt.Errorf("querying %s: %s", name, dns.RcodeToString[r.Rcode])
 	}
 	return r.Answer, nil
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -1,6 +1,7 @@
 package awsfake
 
 import (
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -61,6 +62,10 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 		f.serveRoute53(w, r)
 		return
 	}
+	if strings.HasPrefix(r.Header.Get("X-Amz-Target"), acmTargetPrefix) {
+		f.serveACM(w, r)
+		return
+	}
 	reqID := f.nextRequestID()
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		f.writeError(w, reqID, &apiError{status: http.StatusMethodNotAllowed, code: "InvalidAction", message: "method not allowed"})
@@ -73,6 +78,10 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	action := r.Form.Get("Action")
 	f.log.Debug("aws fake request", "action", action, "requestID", reqID)
+	if r.Form.Get("Version") == ec2Version {
+		f.serveEC2(w, r, reqID)
+		return
+	}
 	if v := r.Form.Get("Version"); v != apiVersion {
 		f.writeError(w, reqID, senderErr("InvalidAction", "Version %q is not supported", v))
 		return
@@ -85,6 +94,20 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 		"DescribeTags":                  f.describeTags,
 		"DescribeTargetGroupAttributes": f.describeTargetGroupAttributes,
 		"DescribeLoadBalancers":         f.describeLoadBalancers,
+		"CreateLoadBalancer":            f.createLoadBalancer,
+		"DeleteLoadBalancer":            f.deleteLoadBalancer,
+		"CreateTargetGroup":             f.createTargetGroup,
+		"ModifyTargetGroup":             f.modifyTargetGroup,
+		"ModifyTargetGroupAttributes":   f.modifyTargetGroupAttributes,
+		"DeleteTargetGroup":             f.deleteTargetGroup,
+		"CreateListener":                f.createListener,
+		"ModifyListener":                f.modifyListener,
+		"DescribeListeners":             f.describeListeners,
+		"DeleteListener":                f.deleteListener,
+		"AddListenerCertificates":       f.addListenerCertificates,
+		"RemoveListenerCertificates":    f.removeListenerCertificates,
+		"DescribeListenerCertificates":  f.describeListenerCertificates,
+		"AddTags":                       f.addTags,
 	}[action]
 	if !ok {
 		f.writeError(w, reqID, senderErr("InvalidAction", "Could not find operation %s for version %s", action, apiVersion))
@@ -430,37 +453,7 @@ func (f *Fake) describeTargetGroups(r *http.Request, w *xw) *apiError {
 	end := min(start+pageSize, len(sel))
 	w.open("TargetGroups")
 	for _, g := range sel[start:end] {
-		c := g.cfg
-		w.open("member")
-		w.elem("TargetGroupArn", g.arn)
-		w.elem("TargetGroupName", c.Name)
-		w.elem("Protocol", c.Protocol)
-		w.elem("Port", strconv.Itoa(c.Port))
-		w.elem("VpcId", "vpc-0fa4e5a8f0e0c0ffe")
-		w.elem("HealthCheckProtocol", "HTTP")
-		w.elem("HealthCheckPort", c.HealthCheckPort)
-		w.elem("HealthCheckEnabled", "true")
-		w.elem("HealthCheckIntervalSeconds", strconv.Itoa(int(c.HealthCheckInterval/time.Second)))
-		w.elem("HealthCheckTimeoutSeconds", strconv.Itoa(int(c.HealthCheckTimeout/time.Second)))
-		w.elem("HealthyThresholdCount", strconv.Itoa(c.HealthyThreshold))
-		w.elem("UnhealthyThresholdCount", strconv.Itoa(c.UnhealthyThreshold))
-		w.elem("HealthCheckPath", c.HealthCheckPath)
-		w.open("Matcher")
-		m := g.matcher()
-		if m[0] == m[1] {
-			w.elem("HttpCode", strconv.Itoa(m[0]))
-		} else {
-			w.elem("HttpCode", fmt.Sprintf("%d-%d", m[0], m[1]))
-		}
-		w.close("Matcher")
-		w.open("LoadBalancerArns")
-		for _, arn := range f.loadBalancersOf(g.arn) {
-			w.elem("member", arn)
-		}
-		w.close("LoadBalancerArns")
-		w.elem("TargetType", c.TargetType)
-		w.elem("IpAddressType", "ipv4")
-		w.close("member")
+		f.writeTargetGroup(w, g)
 	}
 	w.close("TargetGroups")
 	if end < len(sel) {
@@ -478,22 +471,23 @@ func (f *Fake) describeTags(r *http.Request, w *xw) *apiError {
 	defer f.mu.Unlock()
 	w.open("TagDescriptions")
 	for _, a := range arns {
-		g, ok := f.groups[a]
-		if !ok {
-			return notFound(a)
+		tp, e := f.tagsOf(a)
+		if e != nil {
+			return e
 		}
+		tags := *tp
 		w.open("member")
 		w.elem("ResourceArn", a)
 		w.open("Tags")
-		keys := make([]string, 0, len(g.cfg.Tags))
-		for k := range g.cfg.Tags {
+		keys := make([]string, 0, len(tags))
+		for k := range tags {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
 			w.open("member")
 			w.elem("Key", k)
-			w.elem("Value", g.cfg.Tags[k])
+			w.elem("Value", tags[k])
 			w.close("member")
 		}
 		w.close("Tags")
@@ -510,19 +504,8 @@ func (f *Fake) describeTargetGroupAttributes(r *http.Request, w *xw) *apiError {
 	if e != nil {
 		return e
 	}
-	attrs := [][2]string{
-		{"deregistration_delay.timeout_seconds", strconv.Itoa(int(g.cfg.DeregistrationDelay / time.Second))},
-		{"stickiness.enabled", "false"},
-		{"load_balancing.cross_zone.enabled", "use_load_balancer_configuration"},
-	}
-	if !g.isHTTP() {
-		attrs = append(attrs,
-			[2]string{"deregistration_delay.connection_termination.enabled", "false"},
-			[2]string{"preserve_client_ip.enabled", "true"},
-			[2]string{"proxy_protocol_v2.enabled", "false"})
-	}
 	w.open("Attributes")
-	for _, a := range attrs {
+	for _, a := range g.attributes() {
 		w.open("member")
 		w.elem("Key", a[0])
 		w.elem("Value", a[1])
@@ -543,4 +526,56 @@ func pageSizeOf(r *http.Request) (int, *apiError) {
 		return 0, senderErr("ValidationError", "Page size must be between 1 and 400")
 	}
 	return n, nil
+}
+
+// writeTargetGroup writes one TargetGroups member. Caller holds f.mu.
+func (f *Fake) writeTargetGroup(w *xw, g *group) {
+	c := g.cfg
+	w.open("member")
+	w.elem("TargetGroupArn", g.arn)
+	w.elem("TargetGroupName", c.Name)
+	w.elem("Protocol", c.Protocol)
+	w.elem("Port", strconv.Itoa(c.Port))
+	w.elem("VpcId", "vpc-0fa4e5a8f0e0c0ffe")
+	w.elem("HealthCheckProtocol", "HTTP")
+	w.elem("HealthCheckPort", c.HealthCheckPort)
+	w.elem("HealthCheckEnabled", "true")
+	w.elem("HealthCheckIntervalSeconds", strconv.Itoa(int(c.HealthCheckInterval/time.Second)))
+	w.elem("HealthCheckTimeoutSeconds", strconv.Itoa(int(c.HealthCheckTimeout/time.Second)))
+	w.elem("HealthyThresholdCount", strconv.Itoa(c.HealthyThreshold))
+	w.elem("UnhealthyThresholdCount", strconv.Itoa(c.UnhealthyThreshold))
+	w.elem("HealthCheckPath", c.HealthCheckPath)
+	w.open("Matcher")
+	m := g.matcher()
+	if m[0] == m[1] {
+		w.elem("HttpCode", strconv.Itoa(m[0]))
+	} else {
+		w.elem("HttpCode", fmt.Sprintf("%d-%d", m[0], m[1]))
+	}
+	w.close("Matcher")
+	w.open("LoadBalancerArns")
+	for _, arn := range f.loadBalancersOf(g.arn) {
+		w.elem("member", arn)
+	}
+	w.close("LoadBalancerArns")
+	w.elem("TargetType", c.TargetType)
+	w.elem("IpAddressType", "ipv4")
+	w.close("member")
+}
+
+// attributes are the group's attributes as DescribeTargetGroupAttributes
+// lists them. Caller holds f.mu.
+func (g *group) attributes() [][2]string {
+	attrs := [][2]string{
+		{"deregistration_delay.timeout_seconds", strconv.Itoa(int(g.cfg.DeregistrationDelay / time.Second))},
+		{"stickiness.enabled", cmp.Or(g.attrs["stickiness.enabled"], "false")},
+		{"load_balancing.cross_zone.enabled", "use_load_balancer_configuration"},
+	}
+	if !g.isHTTP() {
+		attrs = append(attrs,
+			[2]string{"deregistration_delay.connection_termination.enabled", cmp.Or(g.attrs["deregistration_delay.connection_termination.enabled"], "false")},
+			[2]string{"preserve_client_ip.enabled", cmp.Or(g.attrs["preserve_client_ip.enabled"], "true")},
+			[2]string{"proxy_protocol_v2.enabled", cmp.Or(g.attrs["proxy_protocol_v2.enabled"], "false")})
+	}
+	return attrs
 }

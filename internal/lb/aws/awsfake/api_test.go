@@ -201,7 +201,7 @@ func TestRawErrorShape(t *testing.T) {
 			t.Fatalf("status %d body %s: missing %q", resp.StatusCode, body, want)
 		}
 	}
-	resp, err = http.PostForm(f.URL(), url.Values{"Action": {"DeleteTargetGroup"}, "Version": {"2015-12-01"}})
+	resp, err = http.PostForm(f.URL(), url.Values{"Action": {"CreateRule"}, "Version": {"2015-12-01"}})
 	if err != nil {
 		t.Fatal(err)
 	}

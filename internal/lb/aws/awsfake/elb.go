@@ -49,12 +49,20 @@ type loadBalancer struct {
 	cfg     LoadBalancer
 	info    LoadBalancerInfo
 	created time.Time
+	tags    map[string]string
+	subnets []string // as CreateLoadBalancer named them
 }
 
 // elbState holds the fake's load balancers. Guarded by Fake.mu.
 type elbState struct {
 	lbs   map[string]*loadBalancer // by ARN
 	order []string                 // ARNs in creation order
+
+	listeners map[string]*listener // by ARN (listeners.go)
+	lorder    []string             // listener ARNs in creation order
+	certs     map[string]*cert     // ACM certificates by ARN (acm.go)
+	corder    []string             // certificate ARNs in creation order
+	subnets   []Subnet             // EC2 subnets (ec2.go)
 }
 
 // canonicalZones are AWS's canonical hosted zone IDs of load balancer DNS
@@ -159,6 +167,13 @@ func (f *Fake) loadBalancersOf(groupARN string) []string {
 	for _, arn := range f.elb.order {
 		if slices.Contains(f.elb.lbs[arn].cfg.TargetGroups, groupARN) {
 			out = append(out, arn)
+			continue
+		}
+		for _, la := range f.elb.lorder {
+			if l := f.elb.listeners[la]; l.lb == arn && l.target == groupARN {
+				out = append(out, arn)
+				break
+			}
 		}
 	}
 	return out
@@ -211,28 +226,7 @@ func (f *Fake) describeLoadBalancers(r *http.Request, w *xw) *apiError {
 	end := min(start+pageSize, len(sel))
 	w.open("LoadBalancers")
 	for _, l := range sel[start:end] {
-		w.open("member")
-		w.elem("LoadBalancerArn", l.info.ARN)
-		w.elem("DNSName", l.info.DNSName)
-		w.elem("CanonicalHostedZoneId", l.info.CanonicalHostedZoneID)
-		w.elem("CreatedTime", l.created.UTC().Format("2006-01-02T15:04:05.000Z"))
-		w.elem("LoadBalancerName", l.cfg.Name)
-		w.elem("Scheme", l.cfg.Scheme)
-		w.elem("VpcId", "vpc-0fa4e5a8f0e0c0ffe")
-		w.open("State")
-		w.elem("Code", "active")
-		w.close("State")
-		w.elem("Type", l.cfg.Type)
-		w.open("AvailabilityZones")
-		for i, z := range f.opts.Zones {
-			w.open("member")
-			w.elem("ZoneName", z)
-			w.elem("SubnetId", fmt.Sprintf("subnet-%017x", i+1))
-			w.close("member")
-		}
-		w.close("AvailabilityZones")
-		w.elem("IpAddressType", "ipv4")
-		w.close("member")
+		f.writeLoadBalancer(w, l)
 	}
 	w.close("LoadBalancers")
 	if end < len(sel) {
@@ -258,4 +252,18 @@ func decodeMarker(m string) (int, *apiError) {
 		return 0, senderErr("ValidationError", "Invalid marker '%s'", m)
 	}
 	return n, nil
+}
+
+// LoadBalancerARNs lists the load balancers, in creation order.
+func (f *Fake) LoadBalancerARNs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.elb.order)
+}
+
+// TargetGroupARNs lists the target groups, in creation order.
+func (f *Fake) TargetGroupARNs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.order)
 }

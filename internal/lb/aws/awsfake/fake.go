@@ -25,6 +25,15 @@
 // their AWS-shaped DNS names and canonical hosted zone IDs, which is how
 // sluice finds what DNS records should point at.
 //
+// Load balancers, target groups and listeners can also be created,
+// changed and deleted through the API (managed.go, listeners.go), as
+// sluice's managed mode does: a created listener carries traffic on
+// 127.0.0.1 (ListenerAddress) to its target group, terminating TLS for
+// TLS/HTTPS listeners with a self-signed stand-in of the ACM certificate
+// chosen by SNI. The same endpoint answers ACM's JSON 1.1 protocol
+// (ListCertificates, DescribeCertificate; AddCertificate seeds, acm.go) and
+// EC2's DescribeSubnets (AddSubnet seeds, ec2.go).
+//
 // The same endpoint serves Route53 (REST-XML under /2013-04-01/, see
 // route53.go): hosted zones (AddHostedZone), record sets (PutRecordSet,
 // RecordSets, or the API's ChangeResourceRecordSets with Route53's
@@ -222,6 +231,9 @@ func (f *Fake) Close() error {
 	f.stop()
 	err := f.srv.Close()
 	f.mu.Lock()
+	for _, l := range f.elb.listeners {
+		l.closeTraffic()
+	}
 	for _, g := range f.groups {
 		g.closeListener()
 		for _, t := range g.targets {

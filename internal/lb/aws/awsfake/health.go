@@ -44,6 +44,7 @@ type group struct {
 	ln      net.Listener
 	httpSrv *http.Server
 	zoneLns map[string]net.Listener // CrossZoneOff: each zone's node
+	attrs   map[string]string       // attributes set by ModifyTargetGroupAttributes
 	rr      int
 }
 

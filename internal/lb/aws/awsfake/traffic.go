@@ -196,8 +196,11 @@ func (g *group) forward(c net.Conn, zone string) {
 	var wg sync.WaitGroup
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		// Pass the end on (a FIN; on a TLS listener's client side,
+		// close_notify and a FIN), so that the peer sees a closed
+		// keep-alive connection as closed before it sends on it.
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
 		}
 	}
 	wg.Go(func() { pipe(bc, c) })

@@ -74,11 +74,21 @@ type lbConfig struct {
 	TargetGroups []string `json:"targetGroups"`
 }
 
+// certConfig seeds an ACM certificate (managed load balancers find them).
+type certConfig struct {
+	Domain string   `json:"domain"`
+	SANs   []string `json:"sans"`
+	Status string   `json:"status"`
+	// NotAfter is RFC 3339; empty: in 395 days.
+	NotAfter string `json:"notAfter"`
+}
+
 type config struct {
 	TargetGroups  []groupConfig     `json:"targetGroups"`
 	Instances     map[string]string `json:"instances"`
 	LoadBalancers []lbConfig        `json:"loadBalancers"`
 	HostedZones   []string          `json:"hostedZones"`
+	Certificates  []certConfig      `json:"certificates"`
 }
 
 // LoadBalancer is one line of the output.
@@ -220,6 +230,21 @@ func addFrontends(f *awsfake.Fake, cfg config, groups []Group) ([]LoadBalancer, 
 		}
 		lbs = append(lbs, LoadBalancer{ARN: info.ARN, Name: l.Name, DNSName: info.DNSName, CanonicalHostedZoneID: info.CanonicalHostedZoneID})
 		fmt.Println(info.ARN, l.Name, info.DNSName, info.CanonicalHostedZoneID)
+	}
+	for _, c := range cfg.Certificates {
+		var notAfter time.Time
+		if c.NotAfter != "" {
+			t, err := time.Parse(time.RFC3339, c.NotAfter)
+			if err != nil {
+				return nil, nil, fmt.Errorf("certificate %s: notAfter: %w", c.Domain, err)
+			}
+			notAfter = t
+		}
+		arn, err := f.AddCertificate(awsfake.Certificate{Domain: c.Domain, SANs: c.SANs, Status: c.Status, NotAfter: notAfter})
+		if err != nil {
+			return nil, nil, err
+		}
+		fmt.Println(arn, c.Domain)
 	}
 	var zones []Zone
 	for _, name := range cfg.HostedZones {

@@ -1,7 +1,8 @@
-package kube
+package drain
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,12 +11,16 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
+// waitTimeout bounds every wait for an informer event; it is a deadlock
+// guard, not a latency assertion.
+const waitTimeout = 30 * time.Second
+
 func pod(ns, name string, conds ...corev1.PodCondition) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: objMeta(ns, name), Status: corev1.PodStatus{Conditions: conds}}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Status: corev1.PodStatus{Conditions: conds}}
 }
 
 func drainedCond(s corev1.ConditionStatus) corev1.PodCondition {
-	return corev1.PodCondition{Type: DrainedCondition, Status: s}
+	return corev1.PodCondition{Type: Condition, Status: s}
 }
 
 // notClosed asserts ch stays open for a short while. Informer events are
@@ -48,7 +53,7 @@ func TestWatchDrained(t *testing.T) {
 		// ignores the field selector, so this checks the name filter too).
 		pod("sluice", "proxy-1", drainedCond(corev1.ConditionTrue)),
 	)
-	ch := WatchDrained(ctx, c, "sluice", "proxy-0", testLogger(t))
+	ch := Watch(ctx, c, "sluice", "proxy-0", slog.New(slog.DiscardHandler))
 	notClosed(t, ch, "without the condition")
 
 	p := pod("sluice", "proxy-0", drainedCond(corev1.ConditionFalse))
@@ -69,7 +74,7 @@ func TestWatchDrainedOtherPod(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := fake.NewClientset(pod("sluice", "proxy-0", drainedCond(corev1.ConditionFalse)))
-	ch := WatchDrained(ctx, c, "sluice", "proxy-0", testLogger(t))
+	ch := Watch(ctx, c, "sluice", "proxy-0", slog.New(slog.DiscardHandler))
 	if _, err := c.CoreV1().Pods("sluice").Create(ctx, pod("sluice", "proxy-1", drainedCond(corev1.ConditionTrue)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +93,7 @@ func TestWatchDrainedPodAppearsLater(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := fake.NewClientset()
-	ch := WatchDrained(ctx, c, "sluice", "proxy-0", testLogger(t))
+	ch := Watch(ctx, c, "sluice", "proxy-0", slog.New(slog.DiscardHandler))
 	notClosed(t, ch, "without a pod")
 	if _, err := c.CoreV1().Pods("sluice").Create(ctx, pod("sluice", "proxy-0", drainedCond(corev1.ConditionTrue)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -100,13 +105,13 @@ func TestWatchDrainedAlreadyDrained(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := fake.NewClientset(pod("sluice", "proxy-0", drainedCond(corev1.ConditionTrue)))
-	closed(t, WatchDrained(ctx, c, "sluice", "proxy-0", nil), "for a pod drained from the start")
+	closed(t, Watch(ctx, c, "sluice", "proxy-0", nil), "for a pod drained from the start")
 }
 
 func TestWatchDrainedContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := fake.NewClientset(pod("sluice", "proxy-0"))
-	ch := WatchDrained(ctx, c, "sluice", "proxy-0", testLogger(t))
+	ch := Watch(ctx, c, "sluice", "proxy-0", slog.New(slog.DiscardHandler))
 	cancel()
 	notClosed(t, ch, "after ctx ended")
 }
@@ -143,7 +148,7 @@ func TestPodGracePeriod(t *testing.T) {
 		name string
 		want time.Duration
 	}{{"set", 45 * time.Second}, {"zero", 0}, {"unset", 30 * time.Second}} {
-		got, err := PodGracePeriod(ctx, c, "sluice", tc.name)
+		got, err := GracePeriod(ctx, c, "sluice", tc.name)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -152,7 +157,7 @@ func TestPodGracePeriod(t *testing.T) {
 			t.Errorf("%s: grace period = %v; want %v", tc.name, got, tc.want)
 		}
 	}
-	if _, err := PodGracePeriod(ctx, c, "sluice", "missing"); err == nil {
+	if _, err := GracePeriod(ctx, c, "sluice", "missing"); err == nil {
 		t.Error("missing pod: no error")
 	}
 }

@@ -1,4 +1,4 @@
-// Package provider turns a LoadBalancerBinding's spec.provider into an
+// Package lbcache turns a LoadBalancerBinding's spec.provider into an
 // lb.Provider and the groups to use, caching one provider per load-balancer
 // API (an HAProxy runtime API address; an AWS region and endpoint) so that
 // bindings sharing one share its client, caches and rate limits. It sits at
@@ -10,7 +10,7 @@
 // group per target group: the ARNs it lists or, when it lists none, the
 // target groups tagged sluice.dev/cluster=<Options.AWSCluster> and
 // sluice.dev/frontend=<binding name>.
-package provider
+package lbcache
 
 import (
 	"cmp"
@@ -123,6 +123,10 @@ func (c *Cache) haproxy(runtimeAPI string) (lb.Provider, error) {
 	}
 	o := c.opts.HAProxy
 	o.Address = addr
+	log := c.opts.Logger
+	o.OnRestore = func(pid, restored int, took time.Duration) {
+		log.Info("new haproxy process: servers restored", "runtimeAPI", addr, "pid", pid, "restored", restored, "took", took)
+	}
 	p, err := haproxy.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("creating provider for %s: %w", runtimeAPI, err)

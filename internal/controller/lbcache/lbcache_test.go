@@ -1,4 +1,4 @@
-package provider_test
+package lbcache_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	ct "sluice.dev/sluice/internal/controller/controllertest"
-	"sluice.dev/sluice/internal/controller/provider"
+	"sluice.dev/sluice/internal/controller/lbcache"
 	"sluice.dev/sluice/internal/lb"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/aws/awsfake"
@@ -31,12 +31,12 @@ func TestRuntimeAddress(t *testing.T) {
 		{"/run/x.sock", ""},
 	}
 	for _, tc := range cases {
-		got, err := provider.RuntimeAddress(tc.in)
+		got, err := lbcache.RuntimeAddress(tc.in)
 		if got != tc.want || (err != nil) != (tc.want == "") {
-			t.Errorf("provider.RuntimeAddress(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			t.Errorf("lbcache.RuntimeAddress(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 		if err != nil && !errors.Is(err, lb.ErrInvalid) {
-			t.Errorf("provider.RuntimeAddress(%q) error %v is not lb.ErrInvalid", tc.in, err)
+			t.Errorf("lbcache.RuntimeAddress(%q) error %v is not lb.ErrInvalid", tc.in, err)
 		}
 	}
 }
@@ -46,7 +46,7 @@ func binding(name string, spec v1alpha1.ProviderSpec) *v1alpha1.LoadBalancerBind
 }
 
 func TestCacheForHAProxy(t *testing.T) {
-	c := provider.New(provider.Options{})
+	c := lbcache.New(lbcache.Options{})
 	ctx := context.Background()
 	hp := func(addr, backend string) *v1alpha1.LoadBalancerBinding {
 		return binding("b", v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: addr, Backend: backend}})
@@ -94,7 +94,7 @@ func TestRegion(t *testing.T) {
 		{"malformed ARN", v1alpha1.AWSProvider{TargetGroupARNs: []string{"arn:tg"}}, "", nil},
 	}
 	for _, tc := range cases {
-		region, arns, err := provider.Region(&tc.spec)
+		region, arns, err := lbcache.Region(&tc.spec)
 		if tc.arns == nil {
 			if !errors.Is(err, lb.ErrInvalid) {
 				t.Errorf("%s: err = %v, want lb.ErrInvalid", tc.name, err)
@@ -110,7 +110,7 @@ func TestRegion(t *testing.T) {
 func TestCacheForAWS(t *testing.T) {
 	ct.IsolateAWS(t)
 	ctx := context.Background()
-	c := provider.New(provider.Options{AWS: ct.AWSOptions("http://127.0.0.1:1")})
+	c := lbcache.New(lbcache.Options{AWS: ct.AWSOptions("http://127.0.0.1:1")})
 	awsb := func(name string, s v1alpha1.AWSProvider) *v1alpha1.LoadBalancerBinding {
 		return binding(name, v1alpha1.ProviderSpec{AWS: &s})
 	}
@@ -157,7 +157,7 @@ func TestDiscovery(t *testing.T) {
 	_, _ = f.AddTargetGroup(awsfake.TargetGroup{Name: "api", Tags: tags("api")})
 	_, _ = f.AddTargetGroup(awsfake.TargetGroup{Name: "other-cluster", Tags: map[string]string{aws.ClusterTag: "dev", aws.FrontendTag: "web"}})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := provider.New(provider.Options{AWS: ct.AWSOptions(f.URL()), AWSCluster: "prod", Now: func() time.Time { return now }})
+	c := lbcache.New(lbcache.Options{AWS: ct.AWSOptions(f.URL()), AWSCluster: "prod", Now: func() time.Time { return now }})
 	web := binding("web", v1alpha1.ProviderSpec{AWS: &v1alpha1.AWSProvider{Region: "us-east-1"}})
 
 	_, groups, err := c.For(ctx, web)
@@ -213,7 +213,7 @@ func TestExampleBinding(t *testing.T) {
 	if b.Spec.Provider.AWS == nil || b.Spec.Provider.HAProxy != nil {
 		t.Fatalf("provider = %+v", b.Spec.Provider)
 	}
-	region, arns, err := provider.Region(b.Spec.Provider.AWS)
+	region, arns, err := lbcache.Region(b.Spec.Provider.AWS)
 	if err != nil || region != "eu-west-1" || len(arns) != 2 {
 		t.Errorf("Region = %q, %v, %v", region, arns, err)
 	}

@@ -1,4 +1,4 @@
-// Package dataplane keeps the proxy's routing table in step with its source:
+// Package rebuild keeps the proxy's routing table in step with its source:
 // it waits for the source to report a change, takes a snapshot, runs the pure
 // translation, compiles the table and hands it to the proxy, which swaps it
 // atomically. Changes arriving while a table is being built are coalesced into
@@ -6,7 +6,7 @@
 //
 // Data flow: source.Source → Loop (here) → translate.Build → route.New →
 // Updater (the proxy).
-package dataplane
+package rebuild
 
 import (
 	"context"

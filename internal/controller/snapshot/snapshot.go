@@ -1,4 +1,4 @@
-// Package state holds what the sluice controller last learned, shared
+// Package snapshot holds what the sluice controller last learned, shared
 // between its reconcilers: per binding, a Snapshot of the provider's targets
 // after the last reconcile and of which pod maps to which target (written by
 // the binding reconciler, read by the pod-status reconciler); per pod, a
@@ -14,7 +14,7 @@
 // controller loses only metric timestamps.
 //
 //	binding reconciler ─► Store.Put(Snapshot) ─► changed pods ─► pod-status reconciler ─► Store.Get
-package state
+package snapshot
 
 import (
 	"strings"

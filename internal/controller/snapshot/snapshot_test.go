@@ -1,4 +1,4 @@
-package state
+package snapshot
 
 import (
 	"net/netip"

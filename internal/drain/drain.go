@@ -1,4 +1,11 @@
-package kube
+// Package drain holds the proxy's side of the drain signal: the Pod
+// condition the controller sets once the load balancers send an ingress pod
+// no new traffic (Condition), a watch that tells the proxy when its own pod
+// has it (Watch), and the pod's grace period, which bounds the whole drain
+// (GracePeriod).
+//
+//	controller (podstatus) ─► Pod condition sluice.dev/drained ─► Watch ─► proxy stops accepting
+package drain
 
 import (
 	"context"
@@ -13,46 +20,49 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/source/kube"
 )
 
-// DrainedCondition is the Pod condition type the controller sets to True on
+// Condition is the Pod condition type the controller sets to True on
 // an ingress pod once its load balancers send it no new traffic. The proxy
 // waits for it before it stops accepting connections.
-const DrainedCondition = "sluice.dev/drained"
+const Condition = v1alpha1.PodConditionDrained
 
 // defaultGracePeriod is what the API server defaults
 // spec.terminationGracePeriodSeconds to.
 const defaultGracePeriod = 30 * time.Second
 
-// WatchDrained watches the Pod namespace/name and returns a channel that is
-// closed once the Pod has the condition DrainedCondition with status True.
+// Watch watches the Pod namespace/name and returns a channel that is
+// closed once the Pod has the condition Condition (sluice.dev/drained) with status True.
 // The channel stays open if ctx ends first. A Pod that does not exist (yet)
 // is logged once and watched for. The watch stops when the channel closes or
 // ctx ends. A nil log means slog.Default().
-func WatchDrained(ctx context.Context, client kubernetes.Interface, namespace, name string, log *slog.Logger) <-chan struct{} {
+func Watch(ctx context.Context, client kubernetes.Interface, namespace, name string, log *slog.Logger) <-chan struct{} {
 	if log == nil {
 		log = slog.Default()
 	}
 	log = log.With("pod", namespace+"/"+name)
 	drained := make(chan struct{})
-	go watchDrained(ctx, client, namespace, name, log, drained)
+	go watch(ctx, client, namespace, name, log, drained)
 	return drained
 }
 
-func watchDrained(ctx context.Context, client kubernetes.Interface, namespace, name string, log *slog.Logger, drained chan struct{}) {
+func watch(ctx context.Context, client kubernetes.Interface, namespace, name string, log *slog.Logger, drained chan struct{}) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(namespace),
-		informers.WithTransform(stripObject),
+		informers.WithTransform(kube.StripObject),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		}))
 	pods := factory.Core().V1().Pods()
 	inf := pods.Informer()
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		logWatchError(log, err)
+		kube.LogWatchError(log, err)
 	}); err != nil {
 		log.Error("watching own pod for drain", "err", err)
 		return
@@ -64,7 +74,7 @@ func watchDrained(ctx context.Context, client kubernetes.Interface, namespace, n
 			return
 		}
 		once.Do(func() {
-			log.Info("pod marked drained", "condition", DrainedCondition)
+			log.Info("pod marked drained", "condition", Condition)
 			close(drained)
 			cancel()
 		})
@@ -89,17 +99,17 @@ func watchDrained(ctx context.Context, client kubernetes.Interface, namespace, n
 
 func hasDrained(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == DrainedCondition && c.Status == corev1.ConditionTrue {
+		if c.Type == Condition && c.Status == corev1.ConditionTrue {
 			return true
 		}
 	}
 	return false
 }
 
-// PodGracePeriod reads spec.terminationGracePeriodSeconds of the Pod
+// GracePeriod reads spec.terminationGracePeriodSeconds of the Pod
 // namespace/name: how long the kubelet waits after SIGTERM before it sends
 // SIGKILL. Unset means the API server default of 30s.
-func PodGracePeriod(ctx context.Context, client kubernetes.Interface, namespace, name string) (time.Duration, error) {
+func GracePeriod(ctx context.Context, client kubernetes.Interface, namespace, name string) (time.Duration, error) {
 	pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("reading grace period of pod %s/%s: %w", namespace, name, err)

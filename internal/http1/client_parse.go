@@ -1,8 +1,9 @@
-package proxy
+package http1
 
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"net/textproto"
@@ -11,15 +12,25 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// parseResponse reads the common upstream response (HTTP/1.1, a final
-// status with a body, exactly one Content-Length, no Transfer-Encoding,
-// Trailer or Pragma field, CRLF line ends, no folded lines) from the header
-// already buffered in br, into hc's reused Response and header map: two
+// ResponseReader is the upstream client's parser of response headers. It
+// keeps the Response, header map and body of the last response it parsed
+// for the next one: a response lives only until the caller is done with
+// its body. The zero value is ready for use.
+type ResponseReader struct {
+	res http.Response
+	hdr http.Header
+	lim limitedBody
+}
+
+// Parse reads the common upstream response (HTTP/1.1, a final status with
+// a body, exactly one Content-Length, no Transfer-Encoding, Trailer or
+// Pragma field, CRLF line ends, no folded lines) from the header already
+// buffered in br, into rr's reused Response and header map: two
 // allocations instead of http.ReadResponse's dozen. It reports false,
 // having consumed nothing, for every other response, which
 // http.ReadResponse then reads; a differential fuzz test
 // (FuzzParseResponse) holds the two to the same result.
-func (hc *h1conn) parseResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
+func (rr *ResponseReader) Parse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
 	if req.Method == http.MethodHead {
 		return nil, false
 	}
@@ -92,12 +103,12 @@ func (hc *h1conn) parseResponse(br *bufio.Reader, req *http.Request) (*http.Resp
 
 	// One string for the whole header: keys and values are substrings.
 	hs := string(head)
-	if hc.hdr == nil {
-		hc.hdr = make(http.Header, n)
+	if rr.hdr == nil {
+		rr.hdr = make(http.Header, n)
 	} else {
-		clear(hc.hdr)
+		clear(rr.hdr)
 	}
-	h := hc.hdr
+	h := rr.hdr
 	vals := make([]string, n)
 	var cl int64
 	pos := nl + 1
@@ -122,7 +133,7 @@ func (hc *h1conn) parseResponse(br *bufio.Reader, req *http.Request) (*http.Resp
 	}
 	br.Discard(end + 4)
 
-	res := &hc.res
+	res := &rr.res
 	*res = http.Response{
 		Status:        hs[len(http11sp) : nl-1],
 		StatusCode:    code,
@@ -140,17 +151,11 @@ func (hc *h1conn) parseResponse(br *bufio.Reader, req *http.Request) (*http.Resp
 	if cl == 0 {
 		res.Body = http.NoBody
 	} else {
-		hc.lim = limitedBody{r: br, n: cl}
-		res.Body = &hc.lim
+		rr.lim = limitedBody{r: br, n: cl}
+		res.Body = &rr.lim
 	}
 	return res, true
 }
-
-var (
-	crlfcrlf = []byte("\r\n\r\n")
-	http11sp = []byte("HTTP/1.1 ")
-	colon    = []byte(":")
-)
 
 // statusCode parses the three digits that start b.
 func statusCode(b []byte) (int, bool) {
@@ -183,25 +188,6 @@ func contentLength(b []byte) (int64, bool) {
 	return n, true
 }
 
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		c, d := b[i], s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if 'A' <= d && d <= 'Z' {
-			d += 'a' - 'A'
-		}
-		if c != d {
-			return false
-		}
-	}
-	return true
-}
-
 // limitedBody is a response body of a known length read from the
 // connection's buffer. Ending early is io.ErrUnexpectedEOF, as for
 // net/http's bodies.
@@ -229,3 +215,37 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 }
 
 func (b *limitedBody) Close() error { return nil }
+
+// ErrHeaderTooLarge: a response header went on past the bound of its
+// HeaderLimitReader.
+var ErrHeaderTooLarge = errors.New("upstream response header too large")
+
+// HeaderLimitReader sits between an upstream connection and its
+// bufio.Reader: it bounds a response header (Left, set before each header
+// is read and lifted once it is) and counts the bytes read (N, reset by the
+// caller for each request: none read means the upstream said nothing).
+type HeaderLimitReader struct {
+	R    io.Reader
+	Left int64 // bytes allowed before reads fail with ErrHeaderTooLarge
+	N    int64 // bytes read since the caller last reset it
+}
+
+func (r *HeaderLimitReader) Read(b []byte) (int, error) {
+	if r.Left <= 0 {
+		return 0, ErrHeaderTooLarge
+	}
+	if int64(len(b)) > r.Left {
+		b = b[:r.Left]
+	}
+	n, err := r.R.Read(b)
+	r.Left -= int64(n)
+	r.N += int64(n)
+	return n, err
+}
+
+// HeaderBuffered reports whether br holds a whole response header (up to
+// the empty line), so that parsing it reads nothing from the connection.
+func HeaderBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Contains(b, lfcrlf) || bytes.Contains(b, lflf)
+}

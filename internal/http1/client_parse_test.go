@@ -1,4 +1,4 @@
-package proxy
+package http1
 
 import (
 	"bufio"
@@ -10,26 +10,26 @@ import (
 	"testing"
 )
 
-// parseBoth reads one response from in with parseResponse and with
-// http.ReadResponse. fast reports whether parseResponse took it.
+// parseBoth reads one response from in with ResponseReader.Parse and with
+// http.ReadResponse. fast reports whether Parse took it.
 func parseBoth(t *testing.T, in []byte, method string) (fast bool) {
 	t.Helper()
 	req := &http.Request{Method: method}
-	var hc h1conn
+	var rr ResponseReader
 	br := bufio.NewReaderSize(bytes.NewReader(in), 4<<10)
 	br.Peek(min(len(in), 4<<10)) // as the proxy: the header is buffered
-	got, ok := hc.parseResponse(br, req)
+	got, ok := rr.Parse(br, req)
 	if !ok {
 		// Nothing consumed: http.ReadResponse gets the same bytes.
 		if br.Buffered() != min(len(in), 4<<10) {
-			t.Fatalf("parseResponse declined but consumed %d bytes", min(len(in), 4<<10)-br.Buffered())
+			t.Fatalf("Parse declined but consumed %d bytes", min(len(in), 4<<10)-br.Buffered())
 		}
 		return false
 	}
 	wbr := bufio.NewReaderSize(bytes.NewReader(in), 4<<10)
 	want, err := http.ReadResponse(wbr, req)
 	if err != nil {
-		t.Fatalf("parseResponse took a response http.ReadResponse rejects (%v): %q", err, in)
+		t.Fatalf("Parse took a response http.ReadResponse rejects (%v): %q", err, in)
 	}
 	gotBody, gerr := io.ReadAll(got.Body)
 	wantBody, werr := io.ReadAll(want.Body)
@@ -58,7 +58,7 @@ func parseBoth(t *testing.T, in []byte, method string) (fast bool) {
 		return summary{r.Status, r.StatusCode, r.Proto, r.ProtoMajor, r.ProtoMinor, r.Header, r.ContentLength, r.Close, r.Trailer, r.TransferEncoding}
 	}
 	if g, w := sum(got), sum(want); !reflect.DeepEqual(g, w) {
-		t.Fatalf("parseResponse %+v\nhttp.ReadResponse %+v\nfor %q", g, w, in)
+		t.Fatalf("Parse %+v\nhttp.ReadResponse %+v\nfor %q", g, w, in)
 	}
 	return true
 }
@@ -98,7 +98,7 @@ func TestParseResponseMatchesReadResponse(t *testing.T) {
 	}
 	// The common responses must take the fast parser, or it is dead code.
 	if fast < 10 {
-		t.Errorf("parseResponse took %d of the seed responses, want the common ones", fast)
+		t.Errorf("Parse took %d of the seed responses, want the common ones", fast)
 	}
 	if !parseBoth(t, []byte(responseSeeds[0]), "GET") {
 		t.Error("a plain 200 with Content-Length did not take the fast parser")

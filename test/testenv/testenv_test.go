@@ -1,0 +1,34 @@
+package testenv
+
+import (
+	"net"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestPortIsFreeAndBelowEphemeral(t *testing.T) {
+	p := FreePort(t, "127.0.0.1")
+	if p < minPort || p >= ephemeralLow() {
+		t.Errorf("port %d outside [%d, %d)", p, minPort, ephemeralLow())
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		t.Fatalf("port %d not free: %v", p, err)
+	}
+	l.Close()
+}
+
+func TestStopEndsProcessByPID(t *testing.T) {
+	p := Start(t, Spec{Name: "sleep", Path: "/bin/sleep", Args: []string{"600"}, StopGrace: time.Second})
+	if p.Exited() {
+		t.Fatal("sleep exited at once")
+	}
+	p.Stop(time.Second) // SIGTERM ends sleep
+	if !p.Exited() {
+		t.Fatal("still running after Stop")
+	}
+	if code := p.Wait(0); code != -1 {
+		t.Errorf("exit code %d, want -1 (killed by a signal)", code)
+	}
+}
