@@ -103,6 +103,20 @@ func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 			}
 		})
 	}
+	// The admin server first: /healthz answers while the traffic
+	// listeners wait for the first routing table (deferTraffic).
+	serve(&admin, s.admin, s.adminLn)
+	if s.deferTraffic {
+		if err := s.bindWhenReady(ctx, signals); err != nil {
+			s.transition(StateExited, err.Error())
+			s.admin.Close()
+			admin.Wait()
+			if errors.Is(err, errStoppedBeforeReady) {
+				return nil
+			}
+			return err
+		}
+	}
 	if s.fast != nil {
 		traffic.Go(func() {
 			if err := s.acceptFast(); err != nil {
@@ -114,7 +128,6 @@ func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 		serve(&traffic, s.traffic, s.httpLn)
 	}
 	serve(&traffic, s.traffic, s.httpsLn)
-	serve(&admin, s.admin, s.adminLn)
 	httpAddr, httpsAddr, adminAddr := s.Addrs()
 	s.log.Info("serving", "http", httpAddr, "https", httpsAddr, "admin", adminAddr)
 
@@ -129,6 +142,38 @@ func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 	s.admin.Close()
 	admin.Wait()
 	return runErr
+}
+
+// errStoppedBeforeReady: a signal or the context ended the server before
+// its first routing table, so no traffic listener was ever bound.
+var errStoppedBeforeReady = errors.New("stopped before the first routing table loaded")
+
+// bindWhenReady waits until Ready() is true, then binds the traffic
+// listeners (and the fast loop on them). A signal or the end of ctx
+// meanwhile returns errStoppedBeforeReady: there is nothing to drain.
+func (s *Server) bindWhenReady(ctx context.Context, signals <-chan os.Signal) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !s.o.Ready() {
+		select {
+		case <-ctx.Done():
+			return errStoppedBeforeReady
+		case _, ok := <-signals:
+			if ok {
+				return errStoppedBeforeReady
+			}
+			signals = nil
+		case <-tick.C:
+		}
+	}
+	// Under mu: Addrs may be called meanwhile.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.bindTraffic(); err != nil {
+		return err
+	}
+	s.newFast()
+	return nil
 }
 
 // serving waits for the end of serving. It returns the reason for

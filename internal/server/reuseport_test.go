@@ -3,7 +3,9 @@ package server
 import (
 	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Two servers with ReusePort share the traffic and admin addresses; both
@@ -78,4 +80,66 @@ func TestNoReusePortConflicts(t *testing.T) {
 	if err == nil {
 		t.Fatal("second server bound a used address without ReusePort")
 	}
+}
+
+// With ReusePort and a Ready signal, a replica joins the traffic group only
+// once its first routing table is loaded: until then every new connection
+// goes to the replica already serving, none to one that would answer 503.
+func TestReusePortJoinsOnceReady(t *testing.T) {
+	named := func(name string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) })
+	}
+	a := start(t, func(o *Options) { o.ReusePort = true; o.Handler = named("a") })
+	var ready atomic.Bool
+	b := start(t, func(o *Options) {
+		o.ReusePort, o.Handler, o.Ready = true, named("b"), ready.Load
+		o.HTTPAddress, o.AdminAddress = a.httpAddr, a.adminAddr
+	})
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	count := func(n int) map[string]int {
+		seen := map[string]int{}
+		for range n {
+			resp, err := client.Get("http://" + a.httpAddr + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			seen[string(body)]++
+		}
+		return seen
+	}
+	if seen := count(200); seen["a"] != 200 {
+		t.Fatalf("before b is ready: answers %v, want all 200 from a", seen)
+	}
+	ready.Store(true)
+	b.waitBound()
+	if seen := count(200); seen["b"] == 0 {
+		t.Fatalf("after b is ready: answers %v, want b to serve too", seen)
+	}
+}
+
+// A replica stopped before its first routing table exits at once: it never
+// bound a traffic listener, so there is nothing to drain.
+func TestReusePortStopBeforeReady(t *testing.T) {
+	s := start(t, func(o *Options) { o.ReusePort, o.Ready = true, func() bool { return false } })
+	s.signal()
+	if err := s.wait(); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if s.State() != StateExited {
+		t.Errorf("state %v, want exited", s.State())
+	}
+}
+
+// waitBound polls until the server has bound its plain-HTTP listener.
+func (ts *testServer) waitBound() {
+	ts.t.Helper()
+	for range 2000 {
+		if h, _, _ := ts.Addrs(); h != nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ts.t.Fatal("the traffic listener was never bound")
 }

@@ -109,6 +109,9 @@ type Options struct {
 	// the others serving. Connections already queued on a listener that
 	// closes are reset unless the node's net.ipv4.tcp_migrate_req is 1
 	// (it hands them to another listener of the group). Off by default.
+	// With Ready set, the traffic listeners bind only once Ready() is
+	// true: a replica joining the group before its first routing table
+	// would take its share of new connections and answer them 503.
 	ReusePort bool
 }
 
@@ -127,7 +130,10 @@ type Server struct {
 	tracker *tracker
 
 	httpLn, httpsLn, adminLn net.Listener // bound sockets
-	traffic, admin           *http.Server
+	// deferTraffic: the traffic listeners bind in Run once Ready() is
+	// true (ReusePort with a Ready signal).
+	deferTraffic   bool
+	traffic, admin *http.Server
 	// fast serves httpLn when Options.FastHTTP1 is set; handoff carries
 	// the connections it leaves to traffic.
 	fast    *http1.Server
@@ -167,7 +173,8 @@ func New(o Options) (*Server, error) {
 	s.tracker = newTracker(m, s.closeReason)
 	m.setState(StateServing)
 
-	if err := s.bind(); err != nil {
+	s.deferTraffic = o.ReusePort && o.Ready != nil
+	if err := s.bind(!s.deferTraffic); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -187,11 +194,27 @@ func New(o Options) (*Server, error) {
 		s.traffic.Protocols.SetHTTP2(true)
 		s.traffic.Protocols.SetUnencryptedHTTP2(true)
 	}
-	if s.httpsLn != nil {
+	if o.HTTPSAddress != "" {
 		// The listener negotiates ALPN with its own config; the server's
 		// copy only tells net/http to set up HTTP/2 for Serve.
 		s.traffic.TLSConfig = s.tlsConfig().Clone()
 	}
+	s.admin = &http.Server{
+		Handler:           s.adminHandler(),
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		ErrorLog:          errorLog,
+	}
+	if !s.deferTraffic {
+		s.newFast()
+	}
+	return s, nil
+}
+
+// newFast sets up the fast HTTP/1.1 loop on the bound plain-HTTP listener
+// when Options.FastHTTP1 is set.
+func (s *Server) newFast() {
+	o, m := s.o, s.m
 	if o.FastHTTP1 && s.httpLn != nil {
 		s.handoff = http1.NewListener(s.httpLn.Addr())
 		s.fast = http1.New(http1.Options{
@@ -204,13 +227,6 @@ func New(o Options) (*Server, error) {
 			Logger:            o.Logger,
 		})
 	}
-	s.admin = &http.Server{
-		Handler:           s.adminHandler(),
-		ReadHeaderTimeout: o.ReadHeaderTimeout,
-		IdleTimeout:       o.IdleTimeout,
-		ErrorLog:          errorLog,
-	}
-	return s, nil
 }
 
 func setDefaults(o *Options) {
@@ -242,21 +258,33 @@ func (s *Server) tlsConfig() *tls.Config {
 	}
 }
 
-// bind opens the listeners and stacks the traffic ones: tracking (counts
-// and force-closes raw connections) → PROXY protocol → TLS.
-func (s *Server) bind() error {
-	listen := func(addr string) (net.Listener, error) {
-		if addr == "" {
-			return nil, nil
-		}
-		l, err := listenTCP(addr, s.o.ReusePort)
-		if err != nil {
-			return nil, fmt.Errorf("binding %s: %w", addr, err)
-		}
-		return l, nil
+// bind opens the admin listener and, with traffic, the traffic ones,
+// stacked: tracking (counts and force-closes raw connections) → PROXY
+// protocol → TLS.
+func (s *Server) bind(traffic bool) error {
+	var err error
+	if s.adminLn, err = s.listen(s.o.AdminAddress); err != nil || !traffic {
+		return err
 	}
+	return s.bindTraffic()
+}
+
+// listen binds addr ("" binds nothing).
+func (s *Server) listen(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	l, err := listenTCP(addr, s.o.ReusePort)
+	if err != nil {
+		return nil, fmt.Errorf("binding %s: %w", addr, err)
+	}
+	return l, nil
+}
+
+// bindTraffic opens the plain-HTTP and HTTPS listeners.
+func (s *Server) bindTraffic() error {
 	traffic := func(addr, name string) (net.Listener, error) {
-		l, err := listen(addr)
+		l, err := s.listen(addr)
 		if l == nil {
 			return nil, err
 		}
@@ -276,12 +304,15 @@ func (s *Server) bind() error {
 	if s.httpsLn != nil {
 		s.httpsLn = tls.NewListener(s.httpsLn, s.tlsConfig())
 	}
-	s.adminLn, err = listen(s.o.AdminAddress)
-	return err
+	return nil
 }
 
-// Addrs returns the bound addresses; nil for a disabled listener.
+// Addrs returns the bound addresses; nil for a disabled listener, and
+// for a traffic listener that waits for the first routing table
+// (Options.ReusePort).
 func (s *Server) Addrs() (http, https, admin net.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	addr := func(l net.Listener) net.Addr {
 		if l == nil {
 			return nil
