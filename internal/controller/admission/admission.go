@@ -58,31 +58,51 @@ type Handler struct {
 // request it cannot read is answered 400 (the API server then applies the
 // failure policy: Ignore).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	log := h.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if r.Method != http.MethodPost {
-		http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReview+1))
-	if err != nil || len(body) > maxReview {
-		http.Error(w, "reading the review failed or it is too large", http.StatusBadRequest)
-		return
-	}
-	review, err := decodeReview(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	review, ok := readReview(w, r)
+	if !ok {
 		return
 	}
 	resp := h.decide(r.Context(), review.Request)
 	if !resp.Allowed {
-		log.Info("eviction refused", "pod", review.Request.Namespace+"/"+review.Request.Name, "reason", resp.Result.Message)
+		logger(h.Logger).Info("eviction refused", "pod", review.Request.Namespace+"/"+review.Request.Name, "reason", resp.Result.Message)
 	}
+	writeReview(w, review, resp)
+}
+
+// readReview reads the AdmissionReview (v1) a POST carries. A request it
+// cannot read is answered 400 and ok is false (the API server then
+// applies the failure policy: Ignore).
+func readReview(w http.ResponseWriter, r *http.Request) (review *admissionv1.AdmissionReview, ok bool) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReview+1))
+	if err != nil || len(body) > maxReview {
+		http.Error(w, "reading the review failed or it is too large", http.StatusBadRequest)
+		return nil, false
+	}
+	review, err = decodeReview(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	return review, true
+}
+
+// writeReview answers with the same review carrying resp.
+func writeReview(w http.ResponseWriter, review *admissionv1.AdmissionReview, resp *admissionv1.AdmissionResponse) {
 	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// logger is l, or a logger that discards for nil.
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return l
 }
 
 // decodeReview parses an AdmissionReview and checks that it carries a

@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -55,31 +54,15 @@ type Steer struct {
 
 // ServeHTTP implements http.Handler like Handler.ServeHTTP.
 func (s *Steer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	log := s.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if r.Method != http.MethodPost {
-		http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReview+1))
-	if err != nil || len(body) > maxReview {
-		http.Error(w, "reading the review failed or it is too large", http.StatusBadRequest)
-		return
-	}
-	review, err := decodeReview(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	review, ok := readReview(w, r)
+	if !ok {
 		return
 	}
 	resp, zone := s.decide(r.Context(), review.Request)
 	if zone != "" {
-		log.Info("pod placed in a zone for the floor", "namespace", review.Request.Namespace, "generateName", generateName(review.Request), "zone", zone)
+		logger(s.Logger).Info("pod placed in a zone for the floor", "namespace", review.Request.Namespace, "generateName", generateName(review.Request), "zone", zone)
 	}
-	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
+	writeReview(w, review, resp)
 }
 
 func generateName(req *admissionv1.AdmissionRequest) string {
