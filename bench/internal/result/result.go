@@ -32,7 +32,11 @@ type Record struct {
 	Phase string `json:"phase"`
 	// Proxy is "sluice", "nginx", "haproxy" or "direct" (no proxy).
 	Proxy string `json:"proxy,omitempty"`
-	Round int    `json:"round,omitempty"`
+	// Variant tells apart runs of one phase with different traffic or
+	// objects: "" is the plain HTTP case; "tls" (control plane: every
+	// Ingress with its own certificate).
+	Variant string `json:"variant,omitempty"`
+	Round   int    `json:"round,omitempty"`
 
 	// Throughput (wrk).
 	Requests     int64   `json:"requests,omitempty"`
@@ -68,7 +72,8 @@ type Record struct {
 	// Control plane.
 	Ingresses       int     `json:"ingresses,omitempty"`
 	Routes          int     `json:"routes,omitempty"`
-	BuildMs         float64 `json:"build_ms,omitempty"` // translate + compile, in-process
+	BuildMs         float64 `json:"build_ms,omitempty"`       // translate + compile, in-process (rebuild, as the loop does it)
+	FirstBuildMs    float64 `json:"first_build_ms,omitempty"` // the first build of a process (nothing cached)
 	HeapPerRouteB   float64 `json:"heap_per_route_bytes,omitempty"`
 	InputHeapPerIng float64 `json:"input_heap_per_ingress_bytes,omitempty"`
 	StartupMs       float64 `json:"startup_ms,omitempty"`        // process start → last route answers
