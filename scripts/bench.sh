@@ -18,7 +18,9 @@
 #      proxy; the report subtracts the direct percentiles.
 #   3. control plane: translate 10,000 Ingresses in-process (bench/translate),
 #      then `sluice proxy --manifests` on them: start → serving, and one
-#      Ingress file changed → the new host answering (bench/ctlplane).
+#      Ingress file changed → the new host answering (bench/ctlplane); then
+#      the same with every Ingress having its own certificate (--tls; probes
+#      over HTTPS with SNI, certificates verified).
 #   4. profile (when sluice needs over BENCH_PROFILE_RATIO× HAProxy's CPU per
 #      request, or BENCH_PROFILE=1): perf record of sluice under wrk load →
 #      bench/results/sluice-profile.txt.
@@ -49,6 +51,7 @@ declare -A PORT=([sluice]=$((PORT_BASE + 1)) [nginx]=$((PORT_BASE + 2)) [haproxy
 SLUICE_ADMIN=$((PORT_BASE + 11))
 CTL_HTTP=$((PORT_BASE + 4))
 CTL_ADMIN=$((PORT_BASE + 14))
+CTL_HTTPS=$((PORT_BASE + 5))
 HOST=bench.local
 
 log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -73,7 +76,7 @@ else
 fi
 ((IDLE_CONNS >= 1000)) || die "fd limit $FD_LIMIT too low for the idle-connection test"
 
-for p in $BACKEND_PORT "${PORT[@]}" $SLUICE_ADMIN $CTL_HTTP $CTL_ADMIN; do
+for p in $BACKEND_PORT "${PORT[@]}" $SLUICE_ADMIN $CTL_HTTP $CTL_HTTPS $CTL_ADMIN; do
 	if [[ -n $(ss -Htln "sport = :$p") ]]; then
 		die "port $p is in use; set BENCH_PORT_BASE to a free range"
 	fi
@@ -366,6 +369,18 @@ if [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
 		--http "127.0.0.1:$CTL_HTTP" --admin "127.0.0.1:$CTL_ADMIN" --changes 3 --log "$tmp/log/ctlplane-sluice.log" -- \
 		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane" \
 		--http-address "127.0.0.1:$CTL_HTTP" --https-address "" --admin-address "127.0.0.1:$CTL_ADMIN" \
+		--drain-max-wait 0s --shutdown-timeout 2s >>"$raw"
+	tail -n 3 "$raw" >&2
+	log "phase 3: control plane with $INGRESSES Ingresses, each with its own certificate"
+	if ((translate_ok)); then
+		env GOMAXPROCS=1 taskset -c 0 "$B/translate" --tls --ingresses "$INGRESSES" --runs 5 >>"$raw"
+		tail -n 1 "$raw" >&2
+	fi
+	taskset -c 1 "$B/ctlplane" --tls --dir "$tmp/ctlplane-tls" --ingresses "$INGRESSES" --backend-port "$BACKEND_PORT" \
+		--http "127.0.0.1:$CTL_HTTP" --https "127.0.0.1:$CTL_HTTPS" --admin "127.0.0.1:$CTL_ADMIN" --changes 3 \
+		--log "$tmp/log/ctlplane-tls-sluice.log" -- \
+		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane-tls" \
+		--http-address "127.0.0.1:$CTL_HTTP" --https-address "127.0.0.1:$CTL_HTTPS" --admin-address "127.0.0.1:$CTL_ADMIN" \
 		--drain-max-wait 0s --shutdown-timeout 2s >>"$raw"
 	tail -n 3 "$raw" >&2
 fi

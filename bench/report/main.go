@@ -175,6 +175,7 @@ type Control struct {
 	Ingresses       int       `json:"ingresses,omitempty"`
 	Routes          int       `json:"routes,omitempty"`
 	BuildMs         *float64  `json:"build_ms_in_process,omitempty"`
+	FirstBuildMs    *float64  `json:"first_build_ms_in_process,omitempty"`
 	HeapPerRouteB   *float64  `json:"heap_per_route_bytes,omitempty"`
 	StartupMs       *float64  `json:"startup_ms,omitempty"`
 	BinaryBuildMs   *float64  `json:"build_ms_in_binary,omitempty"`
@@ -191,6 +192,46 @@ type Summary struct {
 	IdleConns int         `json:"idle_conns"`
 	Proxies   []*Proxy    `json:"proxies"`
 	Control   Control     `json:"control"`
+	// ControlTLS is the control plane with every Ingress having its own
+	// certificate (records with Variant "tls").
+	ControlTLS Control `json:"control_tls"`
+}
+
+// controlSeries collects one control-plane variant's records.
+type controlSeries struct{ build, first, heap, startup, binBuild, change, rss []float64 }
+
+func (cs *controlSeries) add(c *Control, r result.Record) {
+	if r.Error != "" {
+		c.Errors = append(c.Errors, r.Phase+": "+r.Error)
+		return
+	}
+	if r.Ingresses > 0 {
+		c.Ingresses = r.Ingresses
+	}
+	if r.Routes > 0 {
+		c.Routes = r.Routes
+	}
+	if r.Phase == result.PhaseTranslate {
+		cs.build = append(cs.build, r.BuildMs)
+		if r.FirstBuildMs > 0 {
+			cs.first = append(cs.first, r.FirstBuildMs)
+		}
+		cs.heap = append(cs.heap, r.HeapPerRouteB)
+		return
+	}
+	cs.startup = append(cs.startup, r.StartupMs)
+	if r.BuildMs > 0 {
+		cs.binBuild = append(cs.binBuild, r.BuildMs)
+	}
+	cs.change = append(cs.change, r.ChangeToLiveMs)
+	cs.rss = append(cs.rss, float64(r.ProcessRSSKiB))
+	c.Errors = append(c.Errors, r.Samples...)
+}
+
+func (cs *controlSeries) fill(c *Control) {
+	c.BuildMs, c.FirstBuildMs, c.HeapPerRouteB = median(cs.build), median(cs.first), median(cs.heap)
+	c.StartupMs, c.BinaryBuildMs, c.ChangeToLiveMs, c.RSSKiB = median(cs.startup), median(cs.binBuild), median(cs.change), median(cs.rss)
+	c.ChangeToLiveAll = cs.change
 }
 
 func median(xs []float64) *float64 {
@@ -213,32 +254,14 @@ func summarize(recs []result.Record) *Summary {
 	ser := map[string]*series{}
 	lat := map[string]map[int]result.Record{} // proxy → round → record
 	rounds := map[string]map[int]bool{}
-	var build, heap, startup, binBuild, change, rss []float64
+	var plain, withTLS controlSeries
 	for _, r := range recs {
 		if r.Phase == result.PhaseControl || r.Phase == result.PhaseTranslate {
-			c := &s.Control
-			if r.Error != "" {
-				c.Errors = append(c.Errors, r.Phase+": "+r.Error)
-				continue
+			if r.Variant == "tls" {
+				withTLS.add(&s.ControlTLS, r)
+			} else {
+				plain.add(&s.Control, r)
 			}
-			if r.Ingresses > 0 {
-				c.Ingresses = r.Ingresses
-			}
-			if r.Routes > 0 {
-				c.Routes = r.Routes
-			}
-			if r.Phase == result.PhaseTranslate {
-				build = append(build, r.BuildMs)
-				heap = append(heap, r.HeapPerRouteB)
-				continue
-			}
-			startup = append(startup, r.StartupMs)
-			if r.BuildMs > 0 {
-				binBuild = append(binBuild, r.BuildMs)
-			}
-			change = append(change, r.ChangeToLiveMs)
-			rss = append(rss, float64(r.ProcessRSSKiB))
-			c.Errors = append(c.Errors, r.Samples...)
 			continue
 		}
 		p, ok := by[r.Proxy]
@@ -322,9 +345,7 @@ func summarize(recs []result.Record) *Summary {
 			p.RatioNginx = &v
 		}
 	}
-	c := &s.Control
-	c.BuildMs, c.HeapPerRouteB = median(build), median(heap)
-	c.StartupMs, c.BinaryBuildMs, c.ChangeToLiveMs, c.RSSKiB = median(startup), median(binBuild), median(change), median(rss)
-	c.ChangeToLiveAll = change
+	plain.fill(&s.Control)
+	withTLS.fill(&s.ControlTLS)
 	return s
 }

@@ -26,6 +26,8 @@ func TestSummarize(t *testing.T) {
 		{Phase: result.PhaseIdle, Proxy: "nginx", Round: 1, Error: "boom", Failed: 0},
 		{Phase: result.PhaseTranslate, Proxy: "sluice", Ingresses: 10, Routes: 21, BuildMs: 3, HeapPerRouteB: 200},
 		{Phase: result.PhaseControl, Proxy: "sluice", Round: 1, Ingresses: 10, StartupMs: 50, ChangeToLiveMs: 7},
+		{Phase: result.PhaseTranslate, Proxy: "sluice", Variant: "tls", Ingresses: 10, Routes: 21, BuildMs: 9, FirstBuildMs: 90},
+		{Phase: result.PhaseControl, Proxy: "sluice", Variant: "tls", Round: 1, Ingresses: 10, StartupMs: 500, ChangeToLiveMs: 70},
 	}
 	s := summarize(recs)
 	by := map[string]*Proxy{}
@@ -52,6 +54,12 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("rate %d idle %d routes %d", s.Rate, s.IdleConns, s.Control.Routes)
 	}
 	eq("change to live", s.Control.ChangeToLiveMs, 7)
+	eq("TLS rebuild", s.ControlTLS.BuildMs, 9)
+	eq("TLS first build", s.ControlTLS.FirstBuildMs, 90)
+	eq("TLS change to live", s.ControlTLS.ChangeToLiveMs, 70)
+	if s.Control.FirstBuildMs != nil {
+		t.Errorf("plain first build = %v, want none", *s.Control.FirstBuildMs)
+	}
 
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "raw.jsonl")
