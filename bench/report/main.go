@@ -31,7 +31,7 @@ func (m *metaFlag) Set(s string) error { *m = append(*m, s); return nil }
 func main() {
 	raw := flag.String("raw", "raw.jsonl", "raw records, one JSON object a line")
 	out := flag.String("out", "bench/results", "directory for latest.md, latest.json and cpu.png")
-	printWhat := flag.String("print", "", "print one number and write nothing: \"rate\" (half of HAProxy's median max req/s, the open-loop rate), \"slowest-rate\" (half of the slowest proxy's) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's)")
+	printWhat := flag.String("print", "", "print one number and write nothing: \"rate\" (half of HAProxy's median max req/s, the open-loop rate), \"slowest-rate\" (half of the slowest proxy's) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's); or \"quick\": the make bench-quick summary")
 	var meta metaFlag
 	flag.Var(&meta, "meta", "KEY=VALUE shown in the header (repeatable, kept in order)")
 	flag.Parse()
@@ -137,8 +137,10 @@ func printOne(rawPath, what string) error {
 			return nil
 		}
 		fmt.Printf("%.2f\n", *r)
+	case "quick":
+		return printQuick(byName)
 	default:
-		return fmt.Errorf("--print %q: want rate, slowest-rate or sluice-ratio", what)
+		return fmt.Errorf("--print %q: want rate, slowest-rate, sluice-ratio or quick", what)
 	}
 	return nil
 }
@@ -195,6 +197,9 @@ type Summary struct {
 	// ControlTLS is the control plane with every Ingress having its own
 	// certificate (records with Variant "tls").
 	ControlTLS Control `json:"control_tls"`
+	// Rows are the TLS, HTTP/2 and large-body rows.
+	Rows      []Row    `json:"rows,omitempty"`
+	RowErrors []string `json:"row_errors,omitempty"`
 }
 
 // controlSeries collects one control-plane variant's records.
@@ -255,7 +260,11 @@ func summarize(recs []result.Record) *Summary {
 	lat := map[string]map[int]result.Record{} // proxy → round → record
 	rounds := map[string]map[int]bool{}
 	var plain, withTLS controlSeries
+	s.Rows, s.RowErrors = summarizeRows(recs)
 	for _, r := range recs {
+		if r.Phase == result.PhaseRow {
+			continue
+		}
 		if r.Phase == result.PhaseControl || r.Phase == result.PhaseTranslate {
 			if r.Variant == "tls" {
 				withTLS.add(&s.ControlTLS, r)
@@ -348,4 +357,26 @@ func summarize(recs []result.Record) *Summary {
 	plain.fill(&s.Control)
 	withTLS.fill(&s.ControlTLS)
 	return s
+}
+
+// printQuick prints make bench-quick's summary: sluice's CPU per request
+// and added p99 over HAProxy's.
+func printQuick(by map[string]*Proxy) error {
+	sl, hp := by["sluice"], by["haproxy"]
+	if sl == nil || hp == nil || sl.CPUMicrosReq == nil || hp.CPUMicrosReq == nil || *hp.CPUMicrosReq <= 0 {
+		return fmt.Errorf("bench-quick needs the throughput of sluice and HAProxy")
+	}
+	fmt.Printf("CPU µs/req     sluice %6.1f  HAProxy %6.1f  ratio %.2f×\n", *sl.CPUMicrosReq, *hp.CPUMicrosReq, *sl.CPUMicrosReq / *hp.CPUMicrosReq)
+	if sl.P99AddedUs == nil || hp.P99AddedUs == nil {
+		fmt.Println("p99 added      not measured")
+		return nil
+	}
+	// The added p99 can be near zero or negative for a fast proxy: the
+	// ratio is against at least 0.1 ms.
+	ref := max(*hp.P99AddedUs, 100)
+	fmt.Printf("p99 added (ms) sluice %6.2f  HAProxy %6.2f  ratio %.2f×\n", *sl.P99AddedUs/1000, *hp.P99AddedUs/1000, *sl.P99AddedUs/ref)
+	if sl.Failed > 0 || hp.Failed > 0 {
+		fmt.Printf("failed         sluice %d  HAProxy %d\n", sl.Failed, hp.Failed)
+	}
+	return nil
 }

@@ -109,6 +109,9 @@ func markdown(s *Summary) string {
 	if c.Ingresses > 0 || len(c.Errors) > 0 {
 		controlTable(&b, c, "Control plane")
 	}
+	if len(s.Rows) > 0 {
+		rowsTable(&b, s.Rows)
+	}
 	if ct := s.ControlTLS; ct.Ingresses > 0 || len(ct.Errors) > 0 {
 		controlTable(&b, ct, "Control plane with TLS (every Ingress its own ECDSA P-256 certificate and Secret)")
 		for _, e := range ct.Errors {
@@ -123,6 +126,9 @@ func markdown(s *Summary) string {
 	}
 	for _, e := range c.Errors {
 		errs = append(errs, "control plane: "+e)
+	}
+	for _, e := range s.RowErrors {
+		errs = append(errs, "extra rows: "+e)
 	}
 	if len(errs) > 0 {
 		b.WriteString("\n## Errors\n\n")

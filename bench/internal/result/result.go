@@ -24,6 +24,10 @@ const (
 	PhaseIdle       = "idle"       // RSS per idle keep-alive connection
 	PhaseControl    = "control"    // sluice control plane end to end
 	PhaseTranslate  = "translate"  // pure translation in-process
+	// PhaseRow is one of the extra rows (TLS, HTTP/2, large bodies), named
+	// by Variant: "https", "tls-new", "tls-resumed", "h2", "body-10k",
+	// "body-1m".
+	PhaseRow = "row"
 )
 
 // Record is one measurement. Fields that do not apply to a phase are zero and
@@ -53,9 +57,13 @@ type Record struct {
 	// Unsent counts scheduled requests the open-loop tool never sent because
 	// every connection was still waiting for the target: overload, not an
 	// error. They are not in Failed.
-	Unsent  int64            `json:"unsent,omitempty"`
-	P50Us   float64          `json:"p50_us,omitempty"`
-	P99Us   float64          `json:"p99_us,omitempty"`
+	Unsent int64   `json:"unsent,omitempty"`
+	P50Us  float64 `json:"p50_us,omitempty"`
+	P99Us  float64 `json:"p99_us,omitempty"`
+	// BodyBytes is the response body size of the run (extra rows).
+	BodyBytes int64 `json:"body_bytes,omitempty"`
+	// Resumed counts TLS handshakes that resumed a session (tls-resumed).
+	Resumed int64            `json:"resumed,omitempty"`
 	MaxUs   float64          `json:"max_us,omitempty"`
 	ByKind  map[string]int64 `json:"by_kind,omitempty"`
 	Samples []string         `json:"errors,omitempty"`
