@@ -27,6 +27,9 @@
 #      (bench/tlsconns), HTTP/2 over TLS (h2load, 4 connections × 16
 #      streams: CPU per request and p99), 10 KiB and 1 MiB responses (wrk;
 #      MiB/s per core). Each run lasts BENCH_ROW_DURATION.
+#   6. load sweep: open loop at 25, 50, 75 and 90% of each proxy's own max
+#      req/s from phase 1, BENCH_ROW_DURATION each: p99 by load (sweep.png).
+#      Phase 2 also records p90, p99.9 and the percentiles of hdr.png.
 #   4. profile (when sluice needs over BENCH_PROFILE_RATIO× HAProxy's CPU per
 #      request, or BENCH_PROFILE=1): perf record of sluice under wrk load →
 #      bench/results/sluice-profile.txt.
@@ -37,7 +40,8 @@
 # sluice's CPU per request and added p99 over HAProxy's.
 #
 # Knobs (environment): BENCH_ROUNDS=3 BENCH_DURATION=10s BENCH_CONNS=64
-# BENCH_PHASES="1 2 3 5" (phase 4 follows its own rule) BENCH_ROW_DURATION=5s
+# BENCH_PHASES="1 2 6 5 3" (which phases run; they run in the order 1 2 6 5 3,
+# phase 4 follows its own rule) BENCH_ROW_DURATION=5s (phases 5 and 6)
 # BENCH_IDLE_CONNS=auto BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
 # BENCH_RATE=haproxy|slowest|N (open-loop rate: half of HAProxy's max, half of
 # the slowest proxy's max, or N req/s)
@@ -60,7 +64,7 @@ fi
 ROUNDS=${BENCH_ROUNDS:-3}
 DURATION=${BENCH_DURATION:-10s}
 ROW_DURATION=${BENCH_ROW_DURATION:-5s}
-PHASES=" ${BENCH_PHASES:-1 2 3 5} "
+PHASES=" ${BENCH_PHASES:-1 2 6 5 3} "
 WRK_CONNS=${BENCH_CONNS:-64}
 INGRESSES=${BENCH_INGRESSES:-10000}
 PORT_BASE=${BENCH_PORT_BASE:-24080}
@@ -493,6 +497,28 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			--host "$HOST" --rate "$RATE" --duration "$DURATION" \
 			--pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)" >>"$raw"
 		tail -n 1 "$raw" >&2
+		stop "$PROXY_PID"
+	done
+done
+
+# ---------------------------------------------------------------- phase 6
+# (after phase 2, whose open-loop tool it uses, at rates from phase 1)
+if phase 6; then
+	log "phase 6: p99 at 25/50/75/90% of each proxy's own max req/s, $ROW_DURATION each, $ROUNDS rounds"
+fi
+for ((r = 1; r <= ROUNDS; r++)); do
+	phase 6 || break
+	for p in $(rotated "$r"); do
+		max=$("$B/report" --raw "$raw" --print "max:$p") || die "phase 6 needs phase 1's max req/s of $p"
+		log "round $r: $p (max $max req/s)"
+		start_proxy "$p"
+		wrk_args "${PORT[$p]}" 1s
+		taskset -c 1 "${WRK[@]}" >/dev/null
+		for share in 25 50 75 90; do
+			taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --sweep "$share" --addr "127.0.0.1:${PORT[$p]}" \
+				--host "$HOST" --rate $((max * share / 100)) --duration "$ROW_DURATION" >>"$raw"
+		done
+		tail -n 4 "$raw" | cut -c1-160 >&2
 		stop "$PROXY_PID"
 	done
 done

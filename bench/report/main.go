@@ -81,6 +81,9 @@ func run(rawPath, out string, meta []string) error {
 	if err := os.WriteFile(filepath.Join(out, "latest.json"), append(js, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing latest.json: %w", err)
 	}
+	if err := writeLatencyCharts(out, s); err != nil {
+		return err
+	}
 	if err := writeChart(filepath.Join(out, "cpu.png"), s); err != nil {
 		return err
 	}
@@ -139,6 +142,12 @@ func printOne(rawPath, what string) error {
 		fmt.Printf("%.2f\n", *r)
 	case "quick":
 		return printQuick(byName)
+	case "max:sluice", "max:haproxy", "max:nginx":
+		p := byName[strings.TrimPrefix(what, "max:")]
+		if p == nil || p.MaxRPS == nil {
+			return fmt.Errorf("no max req/s of %s measured", strings.TrimPrefix(what, "max:"))
+		}
+		fmt.Println(int(*p.MaxRPS))
 	default:
 		return fmt.Errorf("--print %q: want rate, slowest-rate, sluice-ratio or quick", what)
 	}
@@ -157,7 +166,12 @@ type Proxy struct {
 	P99Us        *float64 `json:"p99_us,omitempty"`
 	P50AddedUs   *float64 `json:"p50_added_us,omitempty"`
 	P99AddedUs   *float64 `json:"p99_added_us,omitempty"`
-	KiBPerConn   *float64 `json:"kib_per_idle_conn,omitempty"`
+	P90AddedUs   *float64 `json:"p90_added_us,omitempty"`
+	P999AddedUs  *float64 `json:"p999_added_us,omitempty"`
+	// HDRUs is the median over rounds of the latency at each of
+	// result.HDRPercentiles (not minus the direct run).
+	HDRUs      []float64 `json:"hdr_us,omitempty"`
+	KiBPerConn *float64  `json:"kib_per_idle_conn,omitempty"`
 	// RateCPUMicrosReq is the CPU per request during the open-loop run at
 	// the fixed rate (the same load for every proxy).
 	RateCPUMicrosReq *float64 `json:"cpu_us_per_req_at_rate,omitempty"`
@@ -200,6 +214,8 @@ type Summary struct {
 	// Rows are the TLS, HTTP/2 and large-body rows.
 	Rows      []Row    `json:"rows,omitempty"`
 	RowErrors []string `json:"row_errors,omitempty"`
+	// Sweep is p99 at shares of each proxy's own max req/s.
+	Sweep []SweepPoint `json:"sweep,omitempty"`
 }
 
 // controlSeries collects one control-plane variant's records.
@@ -261,8 +277,9 @@ func summarize(recs []result.Record) *Summary {
 	rounds := map[string]map[int]bool{}
 	var plain, withTLS controlSeries
 	s.Rows, s.RowErrors = summarizeRows(recs)
+	s.Sweep = summarizeSweep(recs)
 	for _, r := range recs {
-		if r.Phase == result.PhaseRow {
+		if r.Phase == result.PhaseRow || r.Phase == result.PhaseSweep {
 			continue
 		}
 		if r.Phase == result.PhaseControl || r.Phase == result.PhaseTranslate {
@@ -331,15 +348,21 @@ func summarize(recs []result.Record) *Summary {
 		// Added latency: the proxy's percentile minus the direct run's in
 		// the same round, then the median over rounds.
 		if p.Name != "direct" {
-			var d50, d99 []float64
+			var d50, d90, d99, d999 []float64
 			for round, r := range lat[p.Name] {
 				if d, ok := lat["direct"][round]; ok {
 					d50 = append(d50, r.P50Us-d.P50Us)
 					d99 = append(d99, r.P99Us-d.P99Us)
+					if r.P90Us > 0 && d.P90Us > 0 {
+						d90 = append(d90, r.P90Us-d.P90Us)
+						d999 = append(d999, r.P999Us-d.P999Us)
+					}
 				}
 			}
 			p.P50AddedUs, p.P99AddedUs = median(d50), median(d99)
+			p.P90AddedUs, p.P999AddedUs = median(d90), median(d999)
 		}
+		p.HDRUs = hdrMedian(lat[p.Name])
 	}
 	for _, p := range s.Proxies {
 		if p.CPUMicrosReq == nil {

@@ -105,6 +105,7 @@ func markdown(s *Summary) string {
 		}
 	}
 	b.WriteString("\n")
+	latencyTables(&b, s)
 	c := s.Control
 	if c.Ingresses > 0 || len(c.Errors) > 0 {
 		controlTable(&b, c, "Control plane")

@@ -28,7 +28,14 @@ const (
 	// by Variant: "https", "tls-new", "tls-resumed", "h2", "body-10k",
 	// "body-1m".
 	PhaseRow = "row"
+	// PhaseSweep is an open-loop run at a share of the proxy's own max
+	// req/s; Variant is the share in percent ("25", "50", "75", "90").
+	PhaseSweep = "sweep"
 )
+
+// HDRPercentiles are the percentiles of Record.HDRUs, for the
+// latency-by-percentile (HDR-style) plot.
+var HDRPercentiles = []float64{50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 100}
 
 // Record is one measurement. Fields that do not apply to a phase are zero and
 // omitted from JSON.
@@ -60,6 +67,10 @@ type Record struct {
 	Unsent int64   `json:"unsent,omitempty"`
 	P50Us  float64 `json:"p50_us,omitempty"`
 	P99Us  float64 `json:"p99_us,omitempty"`
+	P90Us  float64 `json:"p90_us,omitempty"`
+	P999Us float64 `json:"p999_us,omitempty"`
+	// HDRUs is the latency at each of HDRPercentiles (open loop).
+	HDRUs []float64 `json:"hdr_us,omitempty"`
 	// BodyBytes is the response body size of the run (extra rows).
 	BodyBytes int64 `json:"body_bytes,omitempty"`
 	// Resumed counts TLS handshakes that resumed a session (tls-resumed).
