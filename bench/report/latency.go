@@ -180,7 +180,7 @@ func lineChart(path, title string, ticks []tick, lines []line) error {
 	const (
 		w, h                     = 720, 420
 		scale                    = 2
-		left, right, top, bottom = 70, 30, 60, 60
+		left, right, top, bottom = 70, 60, 60, 60
 	)
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	white := color.RGBA{255, 255, 255, 255}
