@@ -33,6 +33,7 @@ func main() {
 	runs := flag.Int("runs", 5, "timed builds; the median is reported")
 	withTLS := flag.Bool("tls", false, "give every Ingress its own certificate and Secret")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed rebuilds to this file")
+	flag.BoolVar(&noCache, "no-cache", false, "parse every certificate on every build (translate.Build without a KeyPairCache), for comparison")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -54,6 +55,9 @@ func main() {
 
 // profile receives the CPU profile of the timed builds; nil for none.
 var profile *os.File
+
+// noCache builds without a KeyPairCache.
+var noCache bool
 
 func measure(rec *result.Record, n, runs int, withTLS bool) error {
 	if runs < 1 {
@@ -78,6 +82,9 @@ func measure(rec *result.Record, n, runs int, withTLS bool) error {
 	// Like the proxy's rebuild loop: parsed certificates are kept between
 	// builds, so only the first build parses them (FirstBuildMs).
 	cache := translate.NewKeyPairCache()
+	if noCache {
+		cache = nil
+	}
 	build := func() (*route.Table, []translate.Problem) {
 		cfg, problems := translate.BuildCached(in, translate.Options{}, cache)
 		return route.New(cfg), problems
