@@ -1,17 +1,17 @@
 package translate
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
+	"bytes"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
 // KeyPairCache keeps parsed kubernetes.io/tls Secrets from one Build to the
 // next, so a rebuild parses only the Secrets that changed. An entry is keyed
-// by the Secret's namespace/name and its version: the resourceVersion, or,
-// for objects without one (manifest files), a SHA-256 of its type and data.
+// by the Secret's namespace/name and its version: UID and resourceVersion,
+// or, for objects without a resourceVersion (manifest files), the content
+// itself (UID, type, certificate and key compared byte for byte: cheaper
+// than hashing them on every build, and without collisions).
 // After each Build the cache holds exactly the Secrets that Build looked up
 // and found: entries of Secrets that are gone or no longer referenced are
 // evicted.
@@ -24,9 +24,13 @@ type KeyPairCache struct {
 }
 
 type cachedKeyPair struct {
-	version string
-	kp      keyPair
-	used    bool // looked up by the Build in progress
+	version string // UID/resourceVersion; "" when the content is the version
+	// The content parsed, kept to compare when version is "" (the
+	// Secret's own, immutable, byte slices: nothing is copied).
+	uid, typ string
+	crt, key []byte
+	kp       keyPair
+	used     bool // looked up by the Build in progress
 }
 
 // NewKeyPairCache returns an empty cache.
@@ -44,13 +48,19 @@ func (c *KeyPairCache) lookup(nsName string, s *corev1.Secret) keyPair {
 		return parseSecret(nsName, nil)
 	}
 	v := secretVersion(s)
-	if e, ok := c.entries[nsName]; ok && e.version == v {
+	crt, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+	if e, ok := c.entries[nsName]; ok && e.version == v &&
+		(v != "" || e.uid == string(s.UID) && e.typ == string(s.Type) && bytes.Equal(e.crt, crt) && bytes.Equal(e.key, key)) {
 		e.used = true
 		c.entries[nsName] = e
 		return e.kp
 	}
 	kp := parseSecret(nsName, s)
-	c.entries[nsName] = cachedKeyPair{version: v, kp: kp, used: true}
+	e := cachedKeyPair{version: v, kp: kp, used: true}
+	if v == "" {
+		e.uid, e.typ, e.crt, e.key = string(s.UID), string(s.Type), crt, key
+	}
+	c.entries[nsName] = e
 	return kp
 }
 
@@ -66,19 +76,12 @@ func (c *KeyPairCache) sweep() {
 	}
 }
 
-// secretVersion is the resourceVersion, or "sha256:" and a hash of the type
-// and data when there is none. The UID is part of it, so a Secret deleted and
-// created again under the same name is parsed again.
+// secretVersion is UID/resourceVersion, or "" when the Secret has no
+// resourceVersion (its content is then compared). The UID is part of it, so
+// a Secret deleted and created again under the same name is parsed again.
 func secretVersion(s *corev1.Secret) string {
-	if s.ResourceVersion != "" {
-		return string(s.UID) + "/" + s.ResourceVersion
+	if s.ResourceVersion == "" {
+		return ""
 	}
-	h := sha256.New()
-	var n [8]byte
-	for _, part := range [][]byte{[]byte(s.UID), []byte(s.Type), s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		h.Write(n[:])
-		h.Write(part)
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return string(s.UID) + "/" + s.ResourceVersion
 }
