@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 FUZZTIME ?= 15s
 
-.PHONY: all build run run-manifests test test-unit test-race fuzz lint bench generate helm image image-test clean
+.PHONY: all build run run-manifests test test-unit test-race fuzz lint bench bench-quick generate helm image image-test clean
 
 all: build
 
@@ -42,6 +42,10 @@ lint:
 
 bench:
 	scripts/bench.sh
+
+# One round against HAProxy in under two minutes: a regression guard (README, "Benchmarks").
+bench-quick:
+	scripts/bench.sh quick
 
 ## generate: CRDs and deepcopy (controller-gen), then deploy/*.yaml and the chart's crds/ from the chart
 generate:

@@ -18,12 +18,30 @@
 #      proxy; the report subtracts the direct percentiles.
 #   3. control plane: translate 10,000 Ingresses in-process (bench/translate),
 #      then `sluice proxy --manifests` on them: start → serving, and one
-#      Ingress file changed → the new host answering (bench/ctlplane).
+#      Ingress file changed → the new host answering (bench/ctlplane); then
+#      the same with every Ingress having its own certificate (--tls; probes
+#      over HTTPS with SNI, certificates verified).
+#   5. TLS, HTTP/2 and large bodies, each proxy freshly started per round:
+#      HTTPS keep-alive (wrk, TLS 1.3, ECDSA P-256), new TLS connections per
+#      second with a full handshake and with session resumption
+#      (bench/tlsconns), HTTP/2 over TLS (h2load, 4 connections × 16
+#      streams: CPU per request and p99), 10 KiB and 1 MiB responses (wrk;
+#      MiB/s per core). Each run lasts BENCH_ROW_DURATION.
+#   6. load sweep: open loop at 25, 50, 75 and 90% of each proxy's own max
+#      req/s from phase 1, BENCH_ROW_DURATION each: p99 by load (sweep.png).
+#      Phase 2 also records p90, p99.9 and the percentiles of hdr.png.
 #   4. profile (when sluice needs over BENCH_PROFILE_RATIO× HAProxy's CPU per
 #      request, or BENCH_PROFILE=1): perf record of sluice under wrk load →
 #      bench/results/sluice-profile.txt.
 #
+# `scripts/bench.sh quick` (make bench-quick) is a regression guard of under
+# two minutes: one round of phases 1 (without idle connections) and 2 for
+# sluice and HAProxy, results in $TMPDIR/sluice-bench-quick, and a summary of
+# sluice's CPU per request and added p99 over HAProxy's.
+#
 # Knobs (environment): BENCH_ROUNDS=3 BENCH_DURATION=10s BENCH_CONNS=64
+# BENCH_PHASES="1 2 6 5 3" (which phases run; they run in the order 1 2 6 5 3,
+# phase 4 follows its own rule) BENCH_ROW_DURATION=5s (phases 5 and 6)
 # BENCH_IDLE_CONNS=auto BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
 # BENCH_RATE=haproxy|slowest|N (open-loop rate: half of HAProxy's max, half of
 # the slowest proxy's max, or N req/s)
@@ -34,8 +52,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+QUICK=0
+if [[ ${1:-} == quick ]]; then
+	QUICK=1
+	: "${BENCH_ROUNDS:=1}" "${BENCH_DURATION:=5s}" "${BENCH_PHASES:=1 2}" "${BENCH_IDLE_CONNS:=0}"
+	: "${BENCH_PROXIES:=sluice haproxy}" "${BENCH_OUT:=${TMPDIR:-/tmp}/sluice-bench-quick}" "${BENCH_PROFILE:=0}"
+elif [[ -n ${1:-} ]]; then
+	echo "usage: $0 [quick]" >&2
+	exit 2
+fi
 ROUNDS=${BENCH_ROUNDS:-3}
 DURATION=${BENCH_DURATION:-10s}
+ROW_DURATION=${BENCH_ROW_DURATION:-5s}
+PHASES=" ${BENCH_PHASES:-1 2 6 5 3} "
 WRK_CONNS=${BENCH_CONNS:-64}
 INGRESSES=${BENCH_INGRESSES:-10000}
 PORT_BASE=${BENCH_PORT_BASE:-24080}
@@ -43,19 +72,24 @@ OUT=${BENCH_OUT:-bench/results}
 PROFILE=${BENCH_PROFILE:-auto}
 PROFILE_RATIO=${BENCH_PROFILE_RATIO:-1.5}
 read -r -a PROXIES <<<"${BENCH_PROXIES:-sluice haproxy nginx}"
+phase() { [[ $PHASES == *" $1 "* ]]; }
 
 BACKEND_PORT=$PORT_BASE
 declare -A PORT=([sluice]=$((PORT_BASE + 1)) [nginx]=$((PORT_BASE + 2)) [haproxy]=$((PORT_BASE + 3)))
 SLUICE_ADMIN=$((PORT_BASE + 11))
 CTL_HTTP=$((PORT_BASE + 4))
 CTL_ADMIN=$((PORT_BASE + 14))
+CTL_HTTPS=$((PORT_BASE + 5))
+BACKEND_10K=$((PORT_BASE + 6))
+BACKEND_1M=$((PORT_BASE + 7))
+declare -A TLS_PORT=([sluice]=$((PORT_BASE + 21)) [nginx]=$((PORT_BASE + 22)) [haproxy]=$((PORT_BASE + 23)))
 HOST=bench.local
 
 log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 scripts/install-deps.sh bench
-for c in nginx haproxy wrk taskset curl ss; do
+for c in nginx haproxy wrk h2load openssl taskset curl ss; do
 	command -v "$c" >/dev/null || [[ -x /usr/sbin/$c ]] || die "$c not found"
 done
 export PATH=$PATH:/usr/sbin
@@ -71,16 +105,17 @@ if [[ ${BENCH_IDLE_CONNS:-auto} == auto ]]; then
 else
 	IDLE_CONNS=$BENCH_IDLE_CONNS
 fi
-((IDLE_CONNS >= 1000)) || die "fd limit $FD_LIMIT too low for the idle-connection test"
+((IDLE_CONNS >= 1000 || IDLE_CONNS == 0)) || die "fd limit $FD_LIMIT too low for the idle-connection test"
+MAXCONN=$((IDLE_CONNS + 500))
 
-for p in $BACKEND_PORT "${PORT[@]}" $SLUICE_ADMIN $CTL_HTTP $CTL_ADMIN; do
+for p in $BACKEND_PORT $BACKEND_10K $BACKEND_1M "${PORT[@]}" "${TLS_PORT[@]}" $SLUICE_ADMIN $CTL_HTTP $CTL_HTTPS $CTL_ADMIN; do
 	if [[ -n $(ss -Htln "sport = :$p") ]]; then
 		die "port $p is in use; set BENCH_PORT_BASE to a free range"
 	fi
 done
 
 tmp=$(mktemp -d /tmp/sluice-bench.XXXXXX)
-mkdir -p "$tmp/bin" "$tmp/log" "$tmp/manifests" "$tmp/nginx" "$OUT"
+mkdir -p "$tmp/bin" "$tmp/log" "$tmp/manifests" "$tmp/nginx" "$tmp/tls" "$OUT"
 raw=$tmp/raw.jsonl
 : >"$raw"
 
@@ -138,7 +173,7 @@ wait_ok() {
 
 # ---------------------------------------------------------------- build
 log "building sluice and the bench tools"
-go build -o "$tmp/bin/" ./bench/backend ./bench/throughput ./bench/latency ./bench/idleconns ./bench/report ./bench/ctlplane
+go build -o "$tmp/bin/" ./bench/backend ./bench/throughput ./bench/latency ./bench/idleconns ./bench/report ./bench/ctlplane ./bench/tlsconns
 translate_ok=1
 go build -o "$tmp/bin/" ./bench/translate 2>"$tmp/log/build-translate.log" || {
 	translate_ok=0
@@ -157,6 +192,12 @@ fi
 B=$tmp/bin
 
 # ---------------------------------------------------------------- configs
+# One ECDSA P-256 certificate for bench.local, served by every proxy.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+	-keyout "$tmp/tls/key.pem" -out "$tmp/tls/crt.pem" -subj "/CN=$HOST" \
+	-addext "subjectAltName=DNS:$HOST" 2>"$tmp/log/openssl.log" || die "generating the certificate failed: $(cat "$tmp/log/openssl.log")"
+cat "$tmp/tls/crt.pem" "$tmp/tls/key.pem" >"$tmp/tls/combined.pem"
+
 cat >"$tmp/manifests/bench.yaml" <<EOF
 apiVersion: networking.k8s.io/v1
 kind: IngressClass
@@ -200,8 +241,13 @@ kind: Ingress
 metadata:
   name: bench
   namespace: bench
+  annotations:
+    sluice.dev/ssl-redirect: "false"
 spec:
   ingressClassName: sluice
+  tls:
+  - hosts: [$HOST]
+    secretName: bench-tls
   rules:
   - host: $HOST
     http:
@@ -213,6 +259,64 @@ spec:
             name: backend
             port:
               name: http
+      - path: /10k
+        pathType: Prefix
+        backend:
+          service:
+            name: backend-10k
+            port:
+              name: http
+      - path: /1m
+        pathType: Prefix
+        backend:
+          service:
+            name: backend-1m
+            port:
+              name: http
+EOF
+for b in 10k:$BACKEND_10K 1m:$BACKEND_1M; do
+	cat >>"$tmp/manifests/bench.yaml" <<EOF
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: backend-${b%%:*}
+  namespace: bench
+spec:
+  selector: {app: backend-${b%%:*}}
+  ports:
+  - name: http
+    port: 80
+    targetPort: ${b##*:}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: backend-${b%%:*}-abcde
+  namespace: bench
+  labels:
+    kubernetes.io/service-name: backend-${b%%:*}
+addressType: IPv4
+ports:
+- name: http
+  port: ${b##*:}
+  protocol: TCP
+endpoints:
+- addresses: ["127.0.0.1"]
+  conditions: {ready: true}
+EOF
+done
+cat >>"$tmp/manifests/bench.yaml" <<EOF
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: bench-tls
+  namespace: bench
+type: kubernetes.io/tls
+data:
+  tls.crt: $(base64 -w0 "$tmp/tls/crt.pem")
+  tls.key: $(base64 -w0 "$tmp/tls/key.pem")
 EOF
 
 cat >"$tmp/haproxy.cfg" <<EOF
@@ -229,10 +333,19 @@ defaults
     maxconn $((IDLE_CONNS + 500))
 frontend bench
     bind 127.0.0.1:${PORT[haproxy]}
+    bind 127.0.0.1:${TLS_PORT[haproxy]} ssl crt $tmp/tls/combined.pem alpn h2,http/1.1 ssl-min-ver TLSv1.3
+    use_backend b10k if { path_beg /10k }
+    use_backend b1m if { path_beg /1m }
     default_backend backend
 backend backend
     http-reuse always
     server b1 127.0.0.1:$BACKEND_PORT
+backend b10k
+    http-reuse always
+    server b1 127.0.0.1:$BACKEND_10K
+backend b1m
+    http-reuse always
+    server b1 127.0.0.1:$BACKEND_1M
 EOF
 
 cat >"$tmp/nginx/nginx.conf" <<EOF
@@ -258,12 +371,32 @@ http {
         keepalive 128;
         keepalive_requests 1000000;
     }
+    upstream b10k {
+        server 127.0.0.1:$BACKEND_10K;
+        keepalive 128;
+        keepalive_requests 1000000;
+    }
+    upstream b1m {
+        server 127.0.0.1:$BACKEND_1M;
+        keepalive 128;
+        keepalive_requests 1000000;
+    }
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    ssl_certificate $tmp/tls/crt.pem;
+    ssl_certificate_key $tmp/tls/key.pem;
+    ssl_protocols TLSv1.3;
     server {
         listen 127.0.0.1:${PORT[nginx]};
+        listen 127.0.0.1:${TLS_PORT[nginx]} ssl http2;
         location / {
             proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
+        }
+        location /10k {
+            proxy_pass http://b10k;
+        }
+        location /1m {
+            proxy_pass http://b1m;
         }
     }
 }
@@ -276,7 +409,8 @@ start_proxy() {
 	case $1 in
 	sluice)
 		start sluice env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/manifests" \
-			--http-address "127.0.0.1:${PORT[sluice]}" --https-address "" \
+			--http-address "127.0.0.1:${PORT[sluice]}" --https-address "127.0.0.1:${TLS_PORT[sluice]}" \
+			--default-certificate bench/bench-tls \
 			--admin-address "127.0.0.1:$SLUICE_ADMIN" --drain-max-wait 0s --shutdown-timeout 2s
 		;;
 	haproxy)
@@ -311,17 +445,25 @@ wrk_args() {
 loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)
 start backend env GOMAXPROCS=1 taskset -c 1 "$B/backend" --listen "127.0.0.1:$BACKEND_PORT" --size 100
 wait_ok "http://127.0.0.1:$BACKEND_PORT/" || die "backend did not start"
+start backend-10k env GOMAXPROCS=1 taskset -c 1 "$B/backend" --listen "127.0.0.1:$BACKEND_10K" --size 10240
+start backend-1m env GOMAXPROCS=1 taskset -c 1 "$B/backend" --listen "127.0.0.1:$BACKEND_1M" --size 1048576
+wait_ok "http://127.0.0.1:$BACKEND_10K/" || die "backend-10k did not start"
+wait_ok "http://127.0.0.1:$BACKEND_1M/" || die "backend-1m did not start"
+RATE=none RATE_WHY="phase 2 not run"
 
 # ---------------------------------------------------------------- phase 1
-log "phase 1: idle memory ($IDLE_CONNS connections), CPU per request and max rate (wrk -c$WRK_CONNS -d$DURATION), $ROUNDS rounds"
+phase 1 && log "phase 1: idle memory ($IDLE_CONNS connections), CPU per request and max rate (wrk -c$WRK_CONNS -d$DURATION), $ROUNDS rounds"
 for ((r = 1; r <= ROUNDS; r++)); do
+	phase 1 || break
 	wrk_args "$BACKEND_PORT" "$DURATION"
 	taskset -c 1 "$B/throughput" --proxy direct --round "$r" -- "${WRK[@]}" >>"$raw"
 	for p in $(rotated "$r"); do
 		log "round $r: $p"
 		start_proxy "$p"
-		taskset -c 1 "$B/idleconns" --proxy "$p" --round "$r" --pid "$WORK_PID" \
-			--addr "127.0.0.1:${PORT[$p]}" --host "$HOST" --conns "$IDLE_CONNS" --settle 1s >>"$raw"
+		if ((IDLE_CONNS > 0)); then
+			taskset -c 1 "$B/idleconns" --proxy "$p" --round "$r" --pid "$WORK_PID" \
+				--addr "127.0.0.1:${PORT[$p]}" --host "$HOST" --conns "$IDLE_CONNS" --settle 1s >>"$raw"
+		fi
 		wrk_args "${PORT[$p]}" 2s
 		taskset -c 1 "${WRK[@]}" >/dev/null
 		wrk_args "${PORT[$p]}" "$DURATION"
@@ -333,13 +475,17 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 # ---------------------------------------------------------------- phase 2
-case ${BENCH_RATE:-haproxy} in
-haproxy) RATE=$("$B/report" --raw "$raw" --print rate) RATE_WHY="half of HAProxy's median max req/s" ;;
-slowest) RATE=$("$B/report" --raw "$raw" --print slowest-rate) RATE_WHY="half of the slowest proxy's median max req/s (BENCH_RATE=slowest)" ;;
-*) RATE=$BENCH_RATE RATE_WHY="set by BENCH_RATE" ;;
-esac
-log "phase 2: open-loop latency at $RATE req/s for $DURATION, $ROUNDS rounds"
+if phase 2; then
+	case ${BENCH_RATE:-haproxy} in
+	haproxy) RATE=$("$B/report" --raw "$raw" --print rate) RATE_WHY="half of HAProxy's median max req/s" ;;
+	slowest) RATE=$("$B/report" --raw "$raw" --print slowest-rate) RATE_WHY="half of the slowest proxy's median max req/s (BENCH_RATE=slowest)" ;;
+	*) RATE=$BENCH_RATE RATE_WHY="set by BENCH_RATE" ;;
+	esac
+	[[ $RATE =~ ^[0-9]+$ ]] || die "no rate for phase 2 (run phase 1 too, or set BENCH_RATE=N)"
+	log "phase 2: open-loop latency at $RATE req/s for $DURATION, $ROUNDS rounds"
+fi
 for ((r = 1; r <= ROUNDS; r++)); do
+	phase 2 || break
 	taskset -c 1 "$B/latency" --proxy direct --round "$r" --addr "127.0.0.1:$BACKEND_PORT" \
 		--host "$HOST" --rate "$RATE" --duration "$DURATION" >>"$raw"
 	for p in $(rotated "$r"); do
@@ -355,8 +501,59 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	done
 done
 
+# ---------------------------------------------------------------- phase 6
+# (after phase 2, whose open-loop tool it uses, at rates from phase 1)
+if phase 6; then
+	log "phase 6: p99 at 25/50/75/90% of each proxy's own max req/s, $ROW_DURATION each, $ROUNDS rounds"
+fi
+for ((r = 1; r <= ROUNDS; r++)); do
+	phase 6 || break
+	for p in $(rotated "$r"); do
+		max=$("$B/report" --raw "$raw" --print "max:$p") || die "phase 6 needs phase 1's max req/s of $p"
+		log "round $r: $p (max $max req/s)"
+		start_proxy "$p"
+		wrk_args "${PORT[$p]}" 1s
+		taskset -c 1 "${WRK[@]}" >/dev/null
+		for share in 25 50 75 90; do
+			taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --sweep "$share" --addr "127.0.0.1:${PORT[$p]}" \
+				--host "$HOST" --rate $((max * share / 100)) --duration "$ROW_DURATION" >>"$raw"
+		done
+		tail -n 4 "$raw" | cut -c1-160 >&2
+		stop "$PROXY_PID"
+	done
+done
+
+# ---------------------------------------------------------------- phase 5
+# (before phase 3, next to the other data-plane phases)
+if phase 5; then
+	log "phase 5: TLS, HTTP/2 and large bodies, $ROW_DURATION per run, $ROUNDS rounds"
+fi
+for ((r = 1; r <= ROUNDS; r++)); do
+	phase 5 || break
+	for p in $(rotated "$r"); do
+		log "round $r: $p"
+		start_proxy "$p"
+		tp=(taskset -c 1 "$B/throughput" --proxy "$p" --round "$r" --pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)")
+		https=https://127.0.0.1:${TLS_PORT[$p]}/
+		taskset -c 1 wrk -t1 -c"$WRK_CONNS" -d1s -H "Host: $HOST" "$https" >/dev/null
+		"${tp[@]}" --variant https -- wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "$https" >>"$raw"
+		for resume in "" --resume; do
+			taskset -c 1 "$B/tlsconns" --proxy "$p" --round "$r" --pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)" \
+				--addr "127.0.0.1:${TLS_PORT[$p]}" --host "$HOST" --duration "$ROW_DURATION" $resume >>"$raw"
+		done
+		"${tp[@]}" --variant h2 --h2load-log "$tmp/log/h2load-$p.tsv" -- h2load -t1 -c4 -m16 -D "$ROW_DURATION" \
+			--warm-up-time 1s --log-file "$tmp/log/h2load-$p.tsv" -H ":authority: $HOST" "$https" >>"$raw"
+		"${tp[@]}" --variant body-10k --body-bytes 10240 -- \
+			wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/10k" >>"$raw"
+		"${tp[@]}" --variant body-1m --body-bytes 1048576 -- \
+			wrk -t1 -c16 -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/1m" >>"$raw"
+		tail -n 6 "$raw" | cut -c1-200 >&2
+		stop "$PROXY_PID"
+	done
+done
+
 # ---------------------------------------------------------------- phase 3
-if [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
+if phase 3 && [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
 	log "phase 3: control plane with $INGRESSES Ingresses"
 	if ((translate_ok)); then
 		env GOMAXPROCS=1 taskset -c 0 "$B/translate" --ingresses "$INGRESSES" --runs 5 >>"$raw"
@@ -366,6 +563,18 @@ if [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
 		--http "127.0.0.1:$CTL_HTTP" --admin "127.0.0.1:$CTL_ADMIN" --changes 3 --log "$tmp/log/ctlplane-sluice.log" -- \
 		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane" \
 		--http-address "127.0.0.1:$CTL_HTTP" --https-address "" --admin-address "127.0.0.1:$CTL_ADMIN" \
+		--drain-max-wait 0s --shutdown-timeout 2s >>"$raw"
+	tail -n 3 "$raw" >&2
+	log "phase 3: control plane with $INGRESSES Ingresses, each with its own certificate"
+	if ((translate_ok)); then
+		env GOMAXPROCS=1 taskset -c 0 "$B/translate" --tls --ingresses "$INGRESSES" --runs 5 >>"$raw"
+		tail -n 1 "$raw" >&2
+	fi
+	taskset -c 1 "$B/ctlplane" --tls --dir "$tmp/ctlplane-tls" --ingresses "$INGRESSES" --backend-port "$BACKEND_PORT" \
+		--http "127.0.0.1:$CTL_HTTP" --https "127.0.0.1:$CTL_HTTPS" --admin "127.0.0.1:$CTL_ADMIN" --changes 3 \
+		--log "$tmp/log/ctlplane-tls-sluice.log" -- \
+		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane-tls" \
+		--http-address "127.0.0.1:$CTL_HTTP" --https-address "127.0.0.1:$CTL_HTTPS" --admin-address "127.0.0.1:$CTL_ADMIN" \
 		--drain-max-wait 0s --shutdown-timeout 2s >>"$raw"
 	tail -n 3 "$raw" >&2
 fi
@@ -379,9 +588,13 @@ cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 	--meta "load average (1/5/15 min) at start / end=$loadavg_start / $loadavg_end (other work shares this machine)" \
 	--meta "versions=sluice ${BENCH_SLUICE:+$BENCH_SLUICE }$(git describe --tags --always --dirty 2>/dev/null || echo dev), $(go version | cut -d' ' -f3), $(nginx -v 2>&1 | sed 's/.*: //'), HAProxy $(haproxy -v | head -1 | cut -d' ' -f3), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)" \
 	--meta "latency rate=$RATE req/s: $RATE_WHY" \
-	--meta "settings=$ROUNDS rounds, wrk -t1 -c$WRK_CONNS -d$DURATION, $IDLE_CONNS idle connections (fd limit $FD_LIMIT), $INGRESSES Ingresses"
+	--meta "settings=$ROUNDS rounds, wrk -t1 -c$WRK_CONNS -d$DURATION, $IDLE_CONNS idle connections (fd limit $FD_LIMIT), $INGRESSES Ingresses, phases$PHASES, $ROW_DURATION per TLS/HTTP/2/body run"
 cp "$raw" "$OUT/raw.jsonl"
 log "results in $OUT/latest.md, latest.json and cpu.png"
+if ((QUICK)); then
+	echo "bench-quick ($ROUNDS round, load average at start / end: $loadavg_start / $loadavg_end):"
+	"$B/report" --raw "$raw" --print quick
+fi
 
 # ---------------------------------------------------------------- phase 4
 # syscalls NAME: system calls and context switches per request of NAME's

@@ -3,7 +3,7 @@
 # `make bench` need. Idempotent: installs only what is missing.
 #
 #   scripts/install-deps.sh            # test + run dependencies
-#   scripts/install-deps.sh bench      # also nginx and wrk
+#   scripts/install-deps.sh bench      # also nginx, wrk and h2load (nghttp2-client)
 #   scripts/install-deps.sh image      # also buildah, podman and crun (make image)
 #
 # helm is not a Debian package here: scripts/helm.sh builds the pinned
@@ -12,7 +12,7 @@ set -euo pipefail
 
 want=(haproxy etcd-server socat iproute2 util-linux bind9 bind9-dnsutils)
 if [[ "${1:-}" == "bench" ]]; then
-	want+=(nginx wrk)
+	want+=(nginx wrk nghttp2-client)
 fi
 if [[ "${1:-}" == "image" ]]; then
 	want+=(buildah podman crun)

@@ -9,6 +9,10 @@
 // translate → table swap) → HTTP probe (here) → JSON lines → raw.jsonl →
 // report.
 //
+// With --tls every Ingress has its own certificate in its own Secret
+// (ECDSA P-256, one CA), the probes go over HTTPS to --https with the host as
+// SNI and verify the certificate, and the records' Variant is "tls".
+//
 //	ctlplane --dir /tmp/m --http 127.0.0.1:24081 --admin 127.0.0.1:24091 \
 //	    --backend-port 24080 -- taskset -c 0 sluice proxy --manifests /tmp/m ...
 package main
@@ -16,6 +20,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,6 +44,8 @@ import (
 type Options struct {
 	Dir        string // manifests directory (created, must be empty)
 	HTTPAddr   string // sluice's --http-address
+	HTTPSAddr  string // sluice's --https-address (with TLS)
+	TLS        bool   // every Ingress with its own certificate
 	AdminAddr  string // sluice's --admin-address
 	Corpus     corpus.Options
 	Changes    int           // changes timed
@@ -52,6 +60,8 @@ func main() {
 	var backendPort int
 	flag.StringVar(&o.Dir, "dir", "", "manifests directory to create (must not exist or be empty)")
 	flag.StringVar(&o.HTTPAddr, "http", "127.0.0.1:24081", "sluice's HTTP address (loopback)")
+	flag.StringVar(&o.HTTPSAddr, "https", "127.0.0.1:24082", "sluice's HTTPS address (loopback; with --tls)")
+	flag.BoolVar(&o.TLS, "tls", false, "give every Ingress its own certificate and Secret, probe over HTTPS")
 	flag.StringVar(&o.AdminAddr, "admin", "127.0.0.1:24091", "sluice's admin address (loopback)")
 	flag.IntVar(&o.Corpus.Ingresses, "ingresses", 10000, "generated Ingresses (two routes each)")
 	flag.IntVar(&backendPort, "backend-port", 24080, "port of the bench backend on 127.0.0.1")
@@ -69,6 +79,11 @@ func main() {
 	if err != nil {
 		recs = append(recs, result.Record{Phase: result.PhaseControl, Proxy: "sluice", Error: err.Error(), Failed: -1})
 	}
+	if o.TLS {
+		for i := range recs {
+			recs[i].Variant = "tls"
+		}
+	}
 	for _, r := range recs {
 		result.Print(r)
 	}
@@ -78,13 +93,20 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 	if len(o.Command) == 0 {
 		return nil, errors.New("no sluice command after --")
 	}
-	for _, a := range []string{o.HTTPAddr, o.AdminAddr} {
+	for _, a := range []string{o.HTTPAddr, o.HTTPSAddr, o.AdminAddr} {
 		if err := checkLoopback(a); err != nil {
 			return nil, err
 		}
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", o.Dir, err)
+	}
+	if o.TLS {
+		ca, err := corpus.NewCA()
+		if err != nil {
+			return nil, err
+		}
+		o.Corpus.TLS = ca
 	}
 	if err := corpus.WriteDir(o.Dir, o.Corpus); err != nil {
 		return nil, err
@@ -119,6 +141,12 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 		Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4},
 		Timeout:   2 * time.Second,
 	}
+	status := func(host string) int { return get(client, "http://"+o.HTTPAddr+"/", host) }
+	if o.TLS {
+		tc := &tlsClients{addr: o.HTTPSAddr, roots: o.Corpus.TLS.Pool()}
+		defer tc.close()
+		status = tc.get
+	}
 	probe := func(host string) (time.Duration, error) {
 		t0 := time.Now()
 		deadline := t0.Add(o.Timeout)
@@ -131,7 +159,7 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 				return 0, fmt.Errorf("sluice exited: %v", err)
 			default:
 			}
-			if get(client, "http://"+o.HTTPAddr+"/", host) == http.StatusOK {
+			if status(host) == http.StatusOK {
 				return time.Since(t0), nil
 			}
 			time.Sleep(o.Poll)
@@ -145,7 +173,8 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 	}
 	base := result.Record{Phase: result.PhaseControl, Proxy: "sluice", Ingresses: o.Corpus.Ingresses}
 	base.StartupMs = float64(time.Since(start)) / float64(time.Millisecond)
-	m, err := metrics(client, o.AdminAddr)
+	// The admin server shares one core with table builds: wait longer.
+	m, err := metrics(&http.Client{Transport: client.Transport, Timeout: 30 * time.Second}, o.AdminAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +189,7 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 	var out []result.Record
 	for i := 1; i <= o.Changes; i++ {
 		host := fmt.Sprintf("changed-%d-%d.bench.local", i, time.Now().UnixNano())
-		if get(client, "http://"+o.HTTPAddr+"/", host) == http.StatusOK {
+		if status(host) == http.StatusOK {
 			return out, fmt.Errorf("host %s answers before the change", host)
 		}
 		t0 := time.Now()
@@ -175,7 +204,7 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 		r.ChangeToLiveMs = float64(time.Since(t0)) / float64(time.Millisecond)
 		out = append(out, r)
 		// The old host must be gone in the same table.
-		if code := get(client, "http://"+o.HTTPAddr+"/", corpus.IngressHost(0)); code == http.StatusOK && i == 1 {
+		if code := status(corpus.IngressHost(0)); code == http.StatusOK && i == 1 {
 			out[len(out)-1].Samples = append(out[len(out)-1].Samples, "old host still answers after the change")
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -197,6 +226,36 @@ func get(c *http.Client, url, host string) int {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// tlsClients probes over HTTPS with the host as SNI, verifying the
+// certificate against the corpus CA: one keep-alive client per host.
+type tlsClients struct {
+	addr    string
+	roots   *x509.CertPool
+	clients map[string]*http.Client
+}
+
+func (t *tlsClients) get(host string) int {
+	c, ok := t.clients[host]
+	if !ok {
+		if t.clients == nil {
+			t.clients = map[string]*http.Client{}
+		}
+		c = &http.Client{
+			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1,
+				TLSClientConfig: &tls.Config{RootCAs: t.roots, ServerName: host}},
+			Timeout: 2 * time.Second,
+		}
+		t.clients[host] = c
+	}
+	return get(c, "https://"+t.addr+"/", host)
+}
+
+func (t *tlsClients) close() {
+	for _, c := range t.clients {
+		c.CloseIdleConnections()
+	}
 }
 
 // metrics scrapes the admin /metrics page into name → value for unlabelled

@@ -33,6 +33,10 @@ type Options struct {
 	Conns       int           // idle connections to hold
 	Concurrency int           // connections being opened at once
 	Settle      time.Duration // wait before each RSS reading
+	// Sources is how many loopback source addresses (127.0.0.1, .2, ...)
+	// the connections are spread over: one address has about 28k
+	// ephemeral ports, so 50k connections need two.
+	Sources int
 }
 
 func main() {
@@ -45,6 +49,7 @@ func main() {
 	flag.IntVar(&o.Conns, "conns", 10000, "idle keep-alive connections to open")
 	flag.IntVar(&o.Concurrency, "concurrency", 100, "connections opened in parallel")
 	flag.DurationVar(&o.Settle, "settle", 2*time.Second, "wait before each RSS reading")
+	flag.IntVar(&o.Sources, "sources", 0, "loopback source addresses to spread the connections over (0: one per 25,000 connections)")
 	flag.Parse()
 	rec := result.Record{Phase: result.PhaseIdle, Proxy: *proxy, Round: *round}
 	if err := measure(&rec, o); err != nil {
@@ -60,12 +65,18 @@ func measure(rec *result.Record, o Options) error {
 	if o.PID <= 0 || o.Conns <= 0 || o.Concurrency <= 0 {
 		return errors.New("--pid, --conns and --concurrency must be positive")
 	}
+	if o.Sources <= 0 {
+		o.Sources = (o.Conns + 24999) / 25000
+	}
+	if o.Sources > 250 {
+		return errors.New("--sources must be at most 250")
+	}
 	req := []byte("GET / HTTP/1.1\r\nHost: " + o.Host + "\r\nUser-Agent: sluice-bench-idle\r\n\r\n")
 
 	// Warm up on one connection so lazily allocated state (upstream
 	// connection, pools) is in the "before" reading, not charged to the
 	// idle connections.
-	c, err := open(o.Addr, req)
+	c, err := open(o.Addr, req, 0)
 	if err != nil {
 		return fmt.Errorf("warming up: %w", err)
 	}
@@ -89,7 +100,7 @@ func measure(rec *result.Record, o Options) error {
 				if i >= o.Conns {
 					return
 				}
-				c, err := open(o.Addr, req)
+				c, err := open(o.Addr, req, i%o.Sources)
 				if err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
@@ -137,9 +148,11 @@ func measure(rec *result.Record, o Options) error {
 	return nil
 }
 
-// open dials addr, sends one request and reads the whole response.
-func open(addr string, req []byte) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+// open dials addr from 127.0.0.(1+source), sends one request and reads the
+// whole response.
+func open(addr string, req []byte, source int) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+source))}}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("dialing: %w", err)
 	}

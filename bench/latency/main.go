@@ -1,5 +1,6 @@
 // Command latency sends requests at a fixed rate (open loop) to a proxy or
-// straight to the backend and reports p50, p99 and max latency, measured from
+// straight to the backend and reports p50, p90, p99, p99.9 and max latency
+// (and the percentiles of the HDR-style plot), measured from
 // each request's scheduled start, so a stalled proxy shows up as latency
 // instead of a slower send rate. The report subtracts the direct run's
 // percentiles to get the latency each proxy adds.
@@ -57,11 +58,15 @@ func main() {
 	flag.DurationVar(&o.Timeout, "timeout", 5*time.Second, "per-request timeout")
 	pid := flag.Int("pid", 0, "PID whose CPU time per request is measured (the proxy's worker); 0 for none")
 	hz := flag.Float64("clock-ticks", 100, "USER_HZ of /proc/PID/stat (getconf CLK_TCK)")
+	sweep := flag.String("sweep", "", "a load-sweep run at this share (percent) of the proxy's own max req/s: recorded as phase sweep with this variant")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rec := result.Record{Phase: result.PhaseLatency, Proxy: *proxy, Round: *round, Rate: o.Rate}
+	if *sweep != "" {
+		rec.Phase, rec.Variant = result.PhaseSweep, *sweep
+	}
 	var before float64
 	if *pid > 0 {
 		var err error
@@ -170,7 +175,10 @@ schedule:
 		i = max(0, min(i, len(lat)-1))
 		return float64(lat[i]) / float64(time.Microsecond)
 	}
-	rec.P50Us, rec.P99Us, rec.MaxUs = q(0.50), q(0.99), q(1)
+	rec.P50Us, rec.P90Us, rec.P99Us, rec.P999Us, rec.MaxUs = q(0.50), q(0.90), q(0.99), q(0.999), q(1)
+	for _, p := range result.HDRPercentiles {
+		rec.HDRUs = append(rec.HDRUs, q(p/100))
+	}
 	return nil
 }
 

@@ -31,7 +31,7 @@ func (m *metaFlag) Set(s string) error { *m = append(*m, s); return nil }
 func main() {
 	raw := flag.String("raw", "raw.jsonl", "raw records, one JSON object a line")
 	out := flag.String("out", "bench/results", "directory for latest.md, latest.json and cpu.png")
-	printWhat := flag.String("print", "", "print one number and write nothing: \"rate\" (half of HAProxy's median max req/s, the open-loop rate), \"slowest-rate\" (half of the slowest proxy's) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's)")
+	printWhat := flag.String("print", "", "print one number and write nothing: \"rate\" (half of HAProxy's median max req/s, the open-loop rate), \"slowest-rate\" (half of the slowest proxy's) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's); or \"quick\": the make bench-quick summary")
 	var meta metaFlag
 	flag.Var(&meta, "meta", "KEY=VALUE shown in the header (repeatable, kept in order)")
 	flag.Parse()
@@ -80,6 +80,9 @@ func run(rawPath, out string, meta []string) error {
 	}
 	if err := os.WriteFile(filepath.Join(out, "latest.json"), append(js, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing latest.json: %w", err)
+	}
+	if err := writeLatencyCharts(out, s); err != nil {
+		return err
 	}
 	if err := writeChart(filepath.Join(out, "cpu.png"), s); err != nil {
 		return err
@@ -137,8 +140,16 @@ func printOne(rawPath, what string) error {
 			return nil
 		}
 		fmt.Printf("%.2f\n", *r)
+	case "quick":
+		return printQuick(byName)
+	case "max:sluice", "max:haproxy", "max:nginx":
+		p := byName[strings.TrimPrefix(what, "max:")]
+		if p == nil || p.MaxRPS == nil {
+			return fmt.Errorf("no max req/s of %s measured", strings.TrimPrefix(what, "max:"))
+		}
+		fmt.Println(int(*p.MaxRPS))
 	default:
-		return fmt.Errorf("--print %q: want rate, slowest-rate or sluice-ratio", what)
+		return fmt.Errorf("--print %q: want rate, slowest-rate, sluice-ratio or quick", what)
 	}
 	return nil
 }
@@ -155,7 +166,12 @@ type Proxy struct {
 	P99Us        *float64 `json:"p99_us,omitempty"`
 	P50AddedUs   *float64 `json:"p50_added_us,omitempty"`
 	P99AddedUs   *float64 `json:"p99_added_us,omitempty"`
-	KiBPerConn   *float64 `json:"kib_per_idle_conn,omitempty"`
+	P90AddedUs   *float64 `json:"p90_added_us,omitempty"`
+	P999AddedUs  *float64 `json:"p999_added_us,omitempty"`
+	// HDRUs is the median over rounds of the latency at each of
+	// result.HDRPercentiles (not minus the direct run).
+	HDRUs      []float64 `json:"hdr_us,omitempty"`
+	KiBPerConn *float64  `json:"kib_per_idle_conn,omitempty"`
 	// RateCPUMicrosReq is the CPU per request during the open-loop run at
 	// the fixed rate (the same load for every proxy).
 	RateCPUMicrosReq *float64 `json:"cpu_us_per_req_at_rate,omitempty"`
@@ -175,6 +191,7 @@ type Control struct {
 	Ingresses       int       `json:"ingresses,omitempty"`
 	Routes          int       `json:"routes,omitempty"`
 	BuildMs         *float64  `json:"build_ms_in_process,omitempty"`
+	FirstBuildMs    *float64  `json:"first_build_ms_in_process,omitempty"`
 	HeapPerRouteB   *float64  `json:"heap_per_route_bytes,omitempty"`
 	StartupMs       *float64  `json:"startup_ms,omitempty"`
 	BinaryBuildMs   *float64  `json:"build_ms_in_binary,omitempty"`
@@ -191,6 +208,51 @@ type Summary struct {
 	IdleConns int         `json:"idle_conns"`
 	Proxies   []*Proxy    `json:"proxies"`
 	Control   Control     `json:"control"`
+	// ControlTLS is the control plane with every Ingress having its own
+	// certificate (records with Variant "tls").
+	ControlTLS Control `json:"control_tls"`
+	// Rows are the TLS, HTTP/2 and large-body rows.
+	Rows      []Row    `json:"rows,omitempty"`
+	RowErrors []string `json:"row_errors,omitempty"`
+	// Sweep is p99 at shares of each proxy's own max req/s.
+	Sweep []SweepPoint `json:"sweep,omitempty"`
+}
+
+// controlSeries collects one control-plane variant's records.
+type controlSeries struct{ build, first, heap, startup, binBuild, change, rss []float64 }
+
+func (cs *controlSeries) add(c *Control, r result.Record) {
+	if r.Error != "" {
+		c.Errors = append(c.Errors, r.Phase+": "+r.Error)
+		return
+	}
+	if r.Ingresses > 0 {
+		c.Ingresses = r.Ingresses
+	}
+	if r.Routes > 0 {
+		c.Routes = r.Routes
+	}
+	if r.Phase == result.PhaseTranslate {
+		cs.build = append(cs.build, r.BuildMs)
+		if r.FirstBuildMs > 0 {
+			cs.first = append(cs.first, r.FirstBuildMs)
+		}
+		cs.heap = append(cs.heap, r.HeapPerRouteB)
+		return
+	}
+	cs.startup = append(cs.startup, r.StartupMs)
+	if r.BuildMs > 0 {
+		cs.binBuild = append(cs.binBuild, r.BuildMs)
+	}
+	cs.change = append(cs.change, r.ChangeToLiveMs)
+	cs.rss = append(cs.rss, float64(r.ProcessRSSKiB))
+	c.Errors = append(c.Errors, r.Samples...)
+}
+
+func (cs *controlSeries) fill(c *Control) {
+	c.BuildMs, c.FirstBuildMs, c.HeapPerRouteB = median(cs.build), median(cs.first), median(cs.heap)
+	c.StartupMs, c.BinaryBuildMs, c.ChangeToLiveMs, c.RSSKiB = median(cs.startup), median(cs.binBuild), median(cs.change), median(cs.rss)
+	c.ChangeToLiveAll = cs.change
 }
 
 func median(xs []float64) *float64 {
@@ -213,32 +275,19 @@ func summarize(recs []result.Record) *Summary {
 	ser := map[string]*series{}
 	lat := map[string]map[int]result.Record{} // proxy → round → record
 	rounds := map[string]map[int]bool{}
-	var build, heap, startup, binBuild, change, rss []float64
+	var plain, withTLS controlSeries
+	s.Rows, s.RowErrors = summarizeRows(recs)
+	s.Sweep = summarizeSweep(recs)
 	for _, r := range recs {
+		if r.Phase == result.PhaseRow || r.Phase == result.PhaseSweep {
+			continue
+		}
 		if r.Phase == result.PhaseControl || r.Phase == result.PhaseTranslate {
-			c := &s.Control
-			if r.Error != "" {
-				c.Errors = append(c.Errors, r.Phase+": "+r.Error)
-				continue
+			if r.Variant == "tls" {
+				withTLS.add(&s.ControlTLS, r)
+			} else {
+				plain.add(&s.Control, r)
 			}
-			if r.Ingresses > 0 {
-				c.Ingresses = r.Ingresses
-			}
-			if r.Routes > 0 {
-				c.Routes = r.Routes
-			}
-			if r.Phase == result.PhaseTranslate {
-				build = append(build, r.BuildMs)
-				heap = append(heap, r.HeapPerRouteB)
-				continue
-			}
-			startup = append(startup, r.StartupMs)
-			if r.BuildMs > 0 {
-				binBuild = append(binBuild, r.BuildMs)
-			}
-			change = append(change, r.ChangeToLiveMs)
-			rss = append(rss, float64(r.ProcessRSSKiB))
-			c.Errors = append(c.Errors, r.Samples...)
 			continue
 		}
 		p, ok := by[r.Proxy]
@@ -299,15 +348,21 @@ func summarize(recs []result.Record) *Summary {
 		// Added latency: the proxy's percentile minus the direct run's in
 		// the same round, then the median over rounds.
 		if p.Name != "direct" {
-			var d50, d99 []float64
+			var d50, d90, d99, d999 []float64
 			for round, r := range lat[p.Name] {
 				if d, ok := lat["direct"][round]; ok {
 					d50 = append(d50, r.P50Us-d.P50Us)
 					d99 = append(d99, r.P99Us-d.P99Us)
+					if r.P90Us > 0 && d.P90Us > 0 {
+						d90 = append(d90, r.P90Us-d.P90Us)
+						d999 = append(d999, r.P999Us-d.P999Us)
+					}
 				}
 			}
 			p.P50AddedUs, p.P99AddedUs = median(d50), median(d99)
+			p.P90AddedUs, p.P999AddedUs = median(d90), median(d999)
 		}
+		p.HDRUs = hdrMedian(lat[p.Name])
 	}
 	for _, p := range s.Proxies {
 		if p.CPUMicrosReq == nil {
@@ -322,9 +377,29 @@ func summarize(recs []result.Record) *Summary {
 			p.RatioNginx = &v
 		}
 	}
-	c := &s.Control
-	c.BuildMs, c.HeapPerRouteB = median(build), median(heap)
-	c.StartupMs, c.BinaryBuildMs, c.ChangeToLiveMs, c.RSSKiB = median(startup), median(binBuild), median(change), median(rss)
-	c.ChangeToLiveAll = change
+	plain.fill(&s.Control)
+	withTLS.fill(&s.ControlTLS)
 	return s
+}
+
+// printQuick prints make bench-quick's summary: sluice's CPU per request
+// and added p99 over HAProxy's.
+func printQuick(by map[string]*Proxy) error {
+	sl, hp := by["sluice"], by["haproxy"]
+	if sl == nil || hp == nil || sl.CPUMicrosReq == nil || hp.CPUMicrosReq == nil || *hp.CPUMicrosReq <= 0 {
+		return fmt.Errorf("bench-quick needs the throughput of sluice and HAProxy")
+	}
+	fmt.Printf("CPU µs/req     sluice %6.1f  HAProxy %6.1f  ratio %.2f×\n", *sl.CPUMicrosReq, *hp.CPUMicrosReq, *sl.CPUMicrosReq / *hp.CPUMicrosReq)
+	if sl.P99AddedUs == nil || hp.P99AddedUs == nil {
+		fmt.Println("p99 added      not measured")
+		return nil
+	}
+	// The added p99 can be near zero or negative for a fast proxy: the
+	// ratio is against at least 0.1 ms.
+	ref := max(*hp.P99AddedUs, 100)
+	fmt.Printf("p99 added (ms) sluice %6.2f  HAProxy %6.2f  ratio %.2f×\n", *sl.P99AddedUs/1000, *hp.P99AddedUs/1000, *sl.P99AddedUs/ref)
+	if sl.Failed > 0 || hp.Failed > 0 {
+		fmt.Printf("failed         sluice %d  HAProxy %d\n", sl.Failed, hp.Failed)
+	}
+	return nil
 }

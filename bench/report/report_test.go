@@ -18,14 +18,21 @@ func TestSummarize(t *testing.T) {
 		{Phase: result.PhaseThroughput, Proxy: "haproxy", Round: 3, RPS: 200, CPUMicrosReq: 20},
 		{Phase: result.PhaseThroughput, Proxy: "nginx", Round: 1, RPS: 100, CPUMicrosReq: 40},
 		{Phase: result.PhaseThroughput, Proxy: "sluice", Round: 1, RPS: 100, CPUMicrosReq: 30, Failed: 2, Non2xx: 2},
-		{Phase: result.PhaseLatency, Proxy: "direct", Round: 1, Rate: 50, P50Us: 100, P99Us: 1000},
+		{Phase: result.PhaseLatency, Proxy: "direct", Round: 1, Rate: 50, P50Us: 100, P99Us: 1000, P90Us: 500, P999Us: 3000,
+			HDRUs: []float64{100, 200, 500, 600, 1000, 1500, 3000, 3500, 4000, 5000}},
 		{Phase: result.PhaseLatency, Proxy: "direct", Round: 2, Rate: 50, P50Us: 200, P99Us: 2000},
-		{Phase: result.PhaseLatency, Proxy: "sluice", Round: 1, Rate: 50, P50Us: 150, P99Us: 1500},
+		{Phase: result.PhaseLatency, Proxy: "sluice", Round: 1, Rate: 50, P50Us: 150, P99Us: 1500, P90Us: 800, P999Us: 9000,
+			HDRUs: []float64{150, 300, 800, 900, 1500, 2500, 9000, 9500, 9900, 10000}},
+		{Phase: result.PhaseSweep, Variant: "25", Proxy: "sluice", Round: 1, Rate: 25, P99Us: 700},
+		{Phase: result.PhaseSweep, Variant: "90", Proxy: "sluice", Round: 1, Rate: 90, P99Us: 4000},
+		{Phase: result.PhaseSweep, Variant: "25", Proxy: "haproxy", Round: 1, Rate: 30, P99Us: 500},
 		{Phase: result.PhaseLatency, Proxy: "sluice", Round: 2, Rate: 50, P50Us: 260, P99Us: 2700},
 		{Phase: result.PhaseIdle, Proxy: "sluice", Round: 1, Conns: 9000, KiBPerConn: 4.5},
 		{Phase: result.PhaseIdle, Proxy: "nginx", Round: 1, Error: "boom", Failed: 0},
 		{Phase: result.PhaseTranslate, Proxy: "sluice", Ingresses: 10, Routes: 21, BuildMs: 3, HeapPerRouteB: 200},
 		{Phase: result.PhaseControl, Proxy: "sluice", Round: 1, Ingresses: 10, StartupMs: 50, ChangeToLiveMs: 7},
+		{Phase: result.PhaseTranslate, Proxy: "sluice", Variant: "tls", Ingresses: 10, Routes: 21, BuildMs: 9, FirstBuildMs: 90},
+		{Phase: result.PhaseControl, Proxy: "sluice", Variant: "tls", Round: 1, Ingresses: 10, StartupMs: 500, ChangeToLiveMs: 70},
 	}
 	s := summarize(recs)
 	by := map[string]*Proxy{}
@@ -52,6 +59,23 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("rate %d idle %d routes %d", s.Rate, s.IdleConns, s.Control.Routes)
 	}
 	eq("change to live", s.Control.ChangeToLiveMs, 7)
+	eq("sluice p90 added", by["sluice"].P90AddedUs, 300)
+	eq("sluice p99.9 added", by["sluice"].P999AddedUs, 6000)
+	if len(by["sluice"].HDRUs) != len(result.HDRPercentiles) || by["haproxy"].HDRUs != nil {
+		t.Errorf("HDR: sluice %v, haproxy %v", by["sluice"].HDRUs, by["haproxy"].HDRUs)
+	}
+	if len(s.Sweep) != 3 || s.Sweep[0].Proxy != "sluice" || s.Sweep[0].SharePct != 25 || s.Sweep[1].P99Us != 4000 || s.Sweep[2].Proxy != "haproxy" {
+		t.Errorf("sweep = %+v", s.Sweep)
+	}
+	if by["sluice"].Failed != 2 {
+		t.Errorf("sweep records counted in the sluice row: failed %d", by["sluice"].Failed)
+	}
+	eq("TLS rebuild", s.ControlTLS.BuildMs, 9)
+	eq("TLS first build", s.ControlTLS.FirstBuildMs, 90)
+	eq("TLS change to live", s.ControlTLS.ChangeToLiveMs, 70)
+	if s.Control.FirstBuildMs != nil {
+		t.Errorf("plain first build = %v, want none", *s.Control.FirstBuildMs)
+	}
 
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "raw.jsonl")
@@ -76,7 +100,7 @@ func TestSummarize(t *testing.T) {
 			t.Errorf("latest.md lacks %q:\n%s", want, md)
 		}
 	}
-	for _, name := range []string{"latest.json", "cpu.png"} {
+	for _, name := range []string{"latest.json", "cpu.png", "hdr.png", "sweep.png"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written: %v", name, err)
 		}

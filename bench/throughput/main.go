@@ -6,7 +6,12 @@
 // Data flow: scripts/bench.sh → throughput → wrk → proxy → backend;
 // throughput → JSON line → raw.jsonl → report.
 //
+// With --variant the record is one of the extra rows (result.PhaseRow):
+// HTTPS, large bodies (--body-bytes) or HTTP/2, where the command is h2load
+// and --h2load-log names its --log-file, from which the p99 is taken.
+//
 //	throughput --proxy nginx --pid 1234 --round 1 -- wrk -t1 -c64 -d10s http://127.0.0.1:24082/
+//	throughput --proxy sluice --variant h2 --h2load-log /tmp/h2.log -- h2load -c4 -m16 -D 10 --log-file /tmp/h2.log https://...
 package main
 
 import (
@@ -16,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -29,16 +35,22 @@ func main() {
 	pid := flag.Int("pid", 0, "PID whose CPU time is measured (the proxy's worker); 0 for none")
 	round := flag.Int("round", 0, "round number, recorded as is")
 	hz := flag.Float64("clock-ticks", 100, "USER_HZ of /proc/PID/stat (getconf CLK_TCK)")
+	variant := flag.String("variant", "", "extra row this run is (https, h2, body-10k, body-1m); empty for the plain throughput phase")
+	bodyBytes := flag.Int64("body-bytes", 0, "response body size, recorded as is")
+	h2log := flag.String("h2load-log", "", "h2load's --log-file, read for the p99 (the command is h2load)")
 	flag.Parse()
 	rec := result.Record{Phase: result.PhaseThroughput, Proxy: *proxy, Round: *round}
-	if err := run(&rec, *pid, *hz, flag.Args()); err != nil {
+	if *variant != "" {
+		rec.Phase, rec.Variant, rec.BodyBytes = result.PhaseRow, *variant, *bodyBytes
+	}
+	if err := run(&rec, *pid, *hz, flag.Args(), *h2log); err != nil {
 		rec.Error = err.Error()
 		rec.Failed = -1
 	}
 	result.Print(rec)
 }
 
-func run(rec *result.Record, pid int, hz float64, wrk []string) error {
+func run(rec *result.Record, pid int, hz float64, wrk []string, h2log string) error {
 	if len(wrk) == 0 {
 		return errors.New("no wrk command after --")
 	}
@@ -66,11 +78,20 @@ func run(rec *result.Record, pid int, hz float64, wrk []string) error {
 		rec.CPUSeconds = after - before
 		rec.CPUUtil = rec.CPUSeconds / wall
 	}
-	w, err := parseWrk(out.String())
+	var w wrkResult
+	if filepath.Base(wrk[0]) == "h2load" {
+		w, err = parseH2load(out.String())
+		if err == nil && h2log != "" {
+			w.p99Us, err = h2loadP99(h2log)
+		}
+	} else {
+		w, err = parseWrk(out.String())
+	}
 	if err != nil {
 		return err
 	}
 	rec.Requests, rec.RPS, rec.Non2xx, rec.SocketErrors = w.requests, w.rps, w.non2xx, w.socketErrors
+	rec.P99Us = w.p99Us
 	rec.Failed = w.non2xx + w.socketErrors
 	if pid > 0 && w.requests > 0 {
 		rec.CPUMicrosReq = rec.CPUSeconds * 1e6 / float64(w.requests)
@@ -83,6 +104,7 @@ type wrkResult struct {
 	rps          float64
 	non2xx       int64
 	socketErrors int64
+	p99Us        float64 // 0 when not reported
 }
 
 var (
@@ -90,6 +112,7 @@ var (
 	reRPS      = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
 	reNon2xx   = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+(\d+)`)
 	reSocket   = regexp.MustCompile(`(?m)^\s*Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
+	reP99      = regexp.MustCompile(`(?m)^\s*99%\s+([0-9.]+)(us|ms|s)\s*$`)
 )
 
 // parseWrk reads wrk 4.x's summary. wrk prints the "Non-2xx" and "Socket
@@ -112,6 +135,10 @@ func parseWrk(s string) (wrkResult, error) {
 			n, _ := strconv.ParseInt(v, 10, 64)
 			w.socketErrors += n
 		}
+	}
+	if m := reP99.FindStringSubmatch(s); m != nil {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		w.p99Us = v * map[string]float64{"us": 1, "ms": 1e3, "s": 1e6}[m[2]]
 	}
 	if strings.Contains(s, "unable to connect") {
 		return w, fmt.Errorf("wrk could not connect: %q", s)

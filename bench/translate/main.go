@@ -6,13 +6,19 @@
 // Data flow: corpus → translate.Build → route.New (here, timed) → JSON line →
 // raw.jsonl → report.
 //
-//	translate --ingresses 10000 --runs 5
+// With --tls every Ingress has its own certificate (ECDSA P-256) in its own
+// Secret; the record's Variant is "tls". Generating the certificates is not
+// timed.
+//
+//	translate --ingresses 10000 --runs 5 [--tls]
 package main
 
 import (
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"time"
 
@@ -25,29 +31,67 @@ import (
 func main() {
 	n := flag.Int("ingresses", 10000, "generated Ingresses (two routes each)")
 	runs := flag.Int("runs", 5, "timed builds; the median is reported")
+	withTLS := flag.Bool("tls", false, "give every Ingress its own certificate and Secret")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed rebuilds to this file")
+	flag.BoolVar(&noCache, "no-cache", false, "parse every certificate on every build (translate.Build without a KeyPairCache), for comparison")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		profile = f
+	}
 	rec := result.Record{Phase: result.PhaseTranslate, Proxy: "sluice", Ingresses: *n}
-	if err := measure(&rec, *n, *runs); err != nil {
+	if *withTLS {
+		rec.Variant = "tls"
+	}
+	if err := measure(&rec, *n, *runs, *withTLS); err != nil {
 		rec.Error = err.Error()
 	}
 	result.Print(rec)
 }
 
-func measure(rec *result.Record, n, runs int) error {
+// profile receives the CPU profile of the timed builds; nil for none.
+var profile *os.File
+
+// noCache builds without a KeyPairCache.
+var noCache bool
+
+func measure(rec *result.Record, n, runs int, withTLS bool) error {
 	if runs < 1 {
 		return fmt.Errorf("--runs must be at least 1, not %d", runs)
 	}
 	o := corpus.Options{Ingresses: n, BackendPort: 8080}
+	if withTLS {
+		ca, err := corpus.NewCA()
+		if err != nil {
+			return err
+		}
+		o.TLS = ca
+	}
 	heap0 := heapAfterGC()
-	in := corpus.All(o)
+	in, err := corpus.All(o)
+	if err != nil {
+		return err
+	}
 	heap1 := heapAfterGC()
 	rec.InputHeapPerIng = float64(heap1-heap0) / float64(len(in.Ingresses))
 
+	// Like the proxy's rebuild loop: parsed certificates are kept between
+	// builds, so only the first build parses them (FirstBuildMs).
+	cache := translate.NewKeyPairCache()
+	if noCache {
+		cache = nil
+	}
 	build := func() (*route.Table, []translate.Problem) {
-		cfg, problems := translate.Build(in, translate.Options{})
+		cfg, problems := translate.BuildCached(in, translate.Options{}, cache)
 		return route.New(cfg), problems
 	}
+	start := time.Now()
 	t, problems := build() // warm-up, and the table whose heap is counted
+	rec.FirstBuildMs = float64(time.Since(start)) / float64(time.Millisecond)
 	if len(problems) > 0 {
 		p := problems[0]
 		return fmt.Errorf("translation reported %d problems, first: %s %s/%s %s: %s",
@@ -65,6 +109,12 @@ func measure(rec *result.Record, n, runs int) error {
 	t = nil
 
 	var times []float64
+	if profile != nil {
+		if err := pprof.StartCPUProfile(profile); err != nil {
+			return fmt.Errorf("starting profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	for i := 0; i < runs; i++ {
 		runtime.GC()
 		start := time.Now()

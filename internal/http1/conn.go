@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -52,6 +53,12 @@ type conn struct {
 	bgDone  chan struct{} // closed when the background read ended; nil if none
 	bgErr   error         // the read failed: the client is gone
 	bgAbort atomic.Bool   // the loop stopped the read itself
+
+	// The idle wait without a buffer (idle.go); raw is nil when the
+	// connection does not give its descriptor.
+	raw     syscall.RawConn
+	tryRead func(fd uintptr) bool
+	idleErr error
 }
 
 // connReader is the reader below the bufio.Reader: it hands out the byte
@@ -60,9 +67,15 @@ type connReader struct {
 	nc      net.Conn
 	pending byte
 	has     bool
+	// direct: read(2) on fd (in the idle wait's callback, idle.go).
+	direct bool
+	fd     int
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
+	if r.direct {
+		return r.readDirect(p)
+	}
 	if r.has && len(p) > 0 {
 		p[0] = r.pending
 		r.has = false
@@ -85,6 +98,7 @@ func (s *Server) ServeConn(nc net.Conn) {
 	c.br.Reset(&c.cr)
 	c.accepted = time.Now()
 	c.fresh.Store(true)
+	c.initIdleWait()
 	s.track(c, true)
 	handedOff := false
 	defer func() {
@@ -191,7 +205,13 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 		// request: 5.2 → 4.3 system calls per proxied request).
 		runtime.Gosched()
 	}
-	_, err := c.br.Peek(want)
+	var err error
+	if c.raw != nil && c.br.Buffered() == 0 && !c.cr.has {
+		err = c.waitIdle()
+	}
+	if err == nil {
+		_, err = c.br.Peek(want)
+	}
 	c.idle.Store(false)
 	c.fresh.Store(false)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -202,6 +203,16 @@ type trackedConn struct {
 func (c *trackedConn) Close() error {
 	c.once.Do(func() { close(c.done) })
 	return c.Conn.Close()
+}
+
+// SyscallConn keeps the descriptor, so the fast loop waits for idle
+// connections' requests without a buffer (idle.go), as it does in the
+// proxy; net/http does not use it.
+func (c *trackedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // CloseWrite keeps the half-close both servers use before closing.

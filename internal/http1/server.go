@@ -65,13 +65,16 @@ type Options struct {
 	// first request once the server shuts down: net/http's 5 seconds;
 	// shorter in tests.
 	freshGrace time.Duration
+	// idleWait, if set, is called each time a connection starts waiting
+	// for a request without a buffer (tests).
+	idleWait func()
 }
 
 // Server runs the loop on the connections given to ServeConn.
 type Server struct {
 	o    Options
 	log  *slog.Logger
-	brs  sync.Pool // *bufio.Reader, held by a connection for its life
+	brs  sync.Pool // *bufio.Reader, held by a connection except while idle (idle.go)
 	bws  sync.Pool // *bufio.Writer, lent per response
 	date atomic.Pointer[dateLine]
 

@@ -2,7 +2,9 @@
 // it waits for the source to report a change, takes a snapshot, runs the pure
 // translation, compiles the table and hands it to the proxy, which swaps it
 // atomically. Changes arriving while a table is being built are coalesced into
-// the next build, so a burst of object updates costs one build, not many.
+// the next build, so a burst of object updates costs one build, not many. The
+// loop keeps the parsed TLS Secrets between builds (translate.KeyPairCache),
+// so a rebuild parses only the certificates that changed.
 //
 // Data flow: source.Source → Loop (here) → translate.Build → route.New →
 // Updater (the proxy).
@@ -64,11 +66,13 @@ type Loop struct {
 	endpoints    prometheus.Gauge
 
 	lastProblems map[string]bool
+	keyPairs     *translate.KeyPairCache // parsed TLS Secrets, used by rebuild only
 }
 
 // New returns a Loop. Call Run to start it.
 func New(o Options) (*Loop, error) {
-	l := &Loop{o: o, log: o.Logger, kick: make(chan struct{}, 1), lastProblems: map[string]bool{}}
+	l := &Loop{o: o, log: o.Logger, kick: make(chan struct{}, 1), lastProblems: map[string]bool{},
+		keyPairs: translate.NewKeyPairCache()}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -134,7 +138,7 @@ func (l *Loop) rebuild() {
 	since := l.changed.Swap(0)
 	start := time.Now()
 	in := l.o.Source.Snapshot()
-	cfg, problems := translate.Build(in, l.o.Translate)
+	cfg, problems := translate.BuildCached(in, l.o.Translate, l.keyPairs)
 	t := route.New(cfg)
 	built := time.Since(start)
 	l.o.Updater.Update(t)

@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -106,6 +108,17 @@ type trackedConn struct {
 	listener string
 	hijacked atomic.Bool
 	once     sync.Once
+}
+
+// SyscallConn passes on the descriptor of a plain TCP connection, so the
+// fast HTTP/1.1 loop can wait for an idle connection's next request without
+// holding a buffer (internal/http1). A wrapped connection (PROXY protocol)
+// has none: the loop then keeps its buffer.
+func (c *trackedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 func (c *trackedConn) Close() error {

@@ -24,8 +24,20 @@ const DefaultIngressClass = "sluice"
 // Problem, sorted. The result does not depend on the order of the objects in
 // in. Build does not modify in; the Config shares nothing mutable with it.
 func Build(in Input, opts Options) (route.Config, []Problem) {
+	return BuildCached(in, opts, nil)
+}
+
+// BuildCached is Build with parsed TLS Secrets taken from, and kept in,
+// cache (nil for none): a rebuild parses only the Secrets that changed. The
+// result is the same as Build's. The parsed certificates are shared between
+// the Configs of successive builds; nothing modifies them.
+func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []Problem) {
 	opts = opts.withDefaults()
 	b := newBuilder(in, opts)
+	b.cache = cache
+	if cache != nil {
+		defer cache.sweep()
+	}
 
 	filter := NewClassFilter(in.IngressClasses, opts)
 	ings := make([]*networkingv1.Ingress, 0, len(in.Ingresses))
@@ -59,6 +71,7 @@ type builder struct {
 	backends map[backendKey]*route.Backend           // shared backends
 	variants map[serviceKey]int                      // policies per Service port
 	keyPairs map[string]keyPair                      // parsed Secrets
+	cache    *KeyPairCache                           // parsed Secrets of earlier builds; nil for none
 	sni      map[string]sniOwner                     // TLS host → owner
 	certs    map[string][]string                     // Secret → claimed hosts
 	certOf   map[string]*tls.Certificate             // Secret → key pair

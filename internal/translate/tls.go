@@ -25,13 +25,19 @@ type sniOwner struct {
 	source  string // Secret namespace/name
 }
 
-// keyPair parses the kubernetes.io/tls Secret namespace/name once per build.
+// keyPair parses the kubernetes.io/tls Secret namespace/name once per build,
+// or takes it from the cache when it has not changed since an earlier build.
 func (b *builder) keyPair(namespace, name string) keyPair {
 	nsName := namespace + "/" + name
 	if kp, ok := b.keyPairs[nsName]; ok {
 		return kp
 	}
-	kp := parseSecret(nsName, b.secrets[nsName])
+	var kp keyPair
+	if b.cache != nil {
+		kp = b.cache.lookup(nsName, b.secrets[nsName])
+	} else {
+		kp = parseSecret(nsName, b.secrets[nsName])
+	}
 	b.keyPairs[nsName] = kp
 	return kp
 }

@@ -2,7 +2,8 @@
 // one IngressClass, a few Services with EndpointSlices pointing at the bench
 // backend on loopback, one Ingress for host bench.local (the data-plane
 // benchmarks) and N generated Ingresses with two Prefix paths each (the
-// control-plane benchmarks: 10,000 Ingresses ≈ 20,000 routes).
+// control-plane benchmarks: 10,000 Ingresses ≈ 20,000 routes), optionally
+// each with its own TLS Secret (ECDSA P-256 leaf signed by one CA).
 //
 // Data flow: corpus → translate.Input (in-process benchmark, bench/translate)
 // or → YAML files in a directory → `sluice proxy --manifests DIR`
@@ -43,6 +44,10 @@ type Options struct {
 	BackendPort int32
 	// PerFile is the number of generated Ingresses per YAML file; default 100.
 	PerFile int
+	// TLS, when set, gives every generated Ingress a spec.tls entry for its
+	// host and its own kubernetes.io/tls Secret (SecretName), signed by this
+	// CA; nil means plain HTTP Ingresses.
+	TLS *CA
 }
 
 func (o *Options) defaults() {
@@ -110,16 +115,34 @@ func Base(o Options) translate.Input {
 // Ingress returns generated Ingress i with the given host.
 func Ingress(o Options, i int, host string) *networkingv1.Ingress {
 	o.defaults()
-	return ingress(fmt.Sprintf("ing-%05d", i), host, serviceName(i%o.Services), "/", "/api")
+	ing := ingress(fmt.Sprintf("ing-%05d", i), host, serviceName(i%o.Services), "/", "/api")
+	if o.TLS != nil {
+		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{host}, SecretName: SecretName(i)}}
+	}
+	return ing
 }
 
-// All returns Base plus the generated Ingresses.
-func All(o Options) translate.Input {
+// All returns Base plus the generated Ingresses (and their Secrets, with
+// o.TLS).
+func All(o Options) (translate.Input, error) {
 	in := Base(o)
 	for i := 0; i < o.Ingresses; i++ {
 		in.Ingresses = append(in.Ingresses, Ingress(o, i, IngressHost(i)))
+		if o.TLS != nil {
+			s, err := Secret(o, i)
+			if err != nil {
+				return in, err
+			}
+			in.Secrets = append(in.Secrets, s)
+		}
 	}
-	return in
+	return in, nil
+}
+
+// SecretFile is the file holding generated Ingress i's Secret.
+func SecretFile(o Options, i int) string {
+	o.defaults()
+	return fmt.Sprintf("secrets-%03d.yaml", i/o.PerFile)
 }
 
 // IngressFile is the file holding generated Ingress i.
@@ -128,7 +151,8 @@ func IngressFile(o Options, i int) string {
 	return fmt.Sprintf("ingresses-%03d.yaml", i/o.PerFile)
 }
 
-// WriteDir writes base.yaml and the Ingress files into dir.
+// WriteDir writes base.yaml and the Ingress files (and, with o.TLS, the
+// Secret files) into dir.
 func WriteDir(dir string, o Options) error {
 	o.defaults()
 	base := Base(o)
@@ -150,6 +174,20 @@ func WriteDir(dir string, o Options) error {
 	}
 	for start := 0; start < o.Ingresses; start += o.PerFile {
 		if err := WriteIngressFile(dir, o, start, nil); err != nil {
+			return err
+		}
+		if o.TLS == nil {
+			continue
+		}
+		var secrets []any
+		for i := start; i < start+o.PerFile && i < o.Ingresses; i++ {
+			s, err := Secret(o, i)
+			if err != nil {
+				return err
+			}
+			secrets = append(secrets, s)
+		}
+		if err := writeYAML(filepath.Join(dir, SecretFile(o, start)), secrets); err != nil {
 			return err
 		}
 	}

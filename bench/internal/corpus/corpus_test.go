@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,11 @@ import (
 
 func TestAllTranslates(t *testing.T) {
 	o := Options{Ingresses: 25, Services: 4, BackendPort: 8080}
-	cfg, problems := translate.Build(All(o), translate.Options{})
+	in, err := All(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, problems := translate.Build(in, translate.Options{})
 	if len(problems) > 0 {
 		t.Fatalf("problems: %+v", problems)
 	}
@@ -65,5 +70,37 @@ func TestWriteDir(t *testing.T) {
 	}
 	if ing.Spec.Rules[0].Host != "new.bench.local" || ing.Namespace != Namespace || ing.Kind != "Ingress" {
 		t.Errorf("first Ingress = %s %s/%s host %s", ing.Kind, ing.Namespace, ing.Name, ing.Spec.Rules[0].Host)
+	}
+}
+
+func TestAllTLSTranslates(t *testing.T) {
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Ingresses: 5, Services: 2, BackendPort: 8080, TLS: ca}
+	in, err := All(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Secrets) != 5 {
+		t.Fatalf("%d Secrets, want 5", len(in.Secrets))
+	}
+	cfg, problems := translate.Build(in, translate.Options{})
+	if len(problems) > 0 {
+		t.Fatalf("problems: %+v", problems)
+	}
+	tbl := route.New(cfg)
+	for i := range 5 {
+		c := tbl.Certificate(IngressHost(i))
+		if c == nil || c.Leaf == nil {
+			t.Fatalf("no certificate for %s", IngressHost(i))
+		}
+		if _, err := c.Leaf.Verify(x509.VerifyOptions{DNSName: IngressHost(i), Roots: ca.Pool()}); err != nil {
+			t.Errorf("certificate for %s: %v", IngressHost(i), err)
+		}
+		if i > 0 && c == tbl.Certificate(IngressHost(i-1)) {
+			t.Errorf("%s and %s share a certificate", IngressHost(i), IngressHost(i-1))
+		}
 	}
 }

@@ -24,7 +24,18 @@ const (
 	PhaseIdle       = "idle"       // RSS per idle keep-alive connection
 	PhaseControl    = "control"    // sluice control plane end to end
 	PhaseTranslate  = "translate"  // pure translation in-process
+	// PhaseRow is one of the extra rows (TLS, HTTP/2, large bodies), named
+	// by Variant: "https", "tls-new", "tls-resumed", "h2", "body-10k",
+	// "body-1m".
+	PhaseRow = "row"
+	// PhaseSweep is an open-loop run at a share of the proxy's own max
+	// req/s; Variant is the share in percent ("25", "50", "75", "90").
+	PhaseSweep = "sweep"
 )
+
+// HDRPercentiles are the percentiles of Record.HDRUs, for the
+// latency-by-percentile (HDR-style) plot.
+var HDRPercentiles = []float64{50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 100}
 
 // Record is one measurement. Fields that do not apply to a phase are zero and
 // omitted from JSON.
@@ -32,7 +43,11 @@ type Record struct {
 	Phase string `json:"phase"`
 	// Proxy is "sluice", "nginx", "haproxy" or "direct" (no proxy).
 	Proxy string `json:"proxy,omitempty"`
-	Round int    `json:"round,omitempty"`
+	// Variant tells apart runs of one phase with different traffic or
+	// objects: "" is the plain HTTP case; "tls" (control plane: every
+	// Ingress with its own certificate).
+	Variant string `json:"variant,omitempty"`
+	Round   int    `json:"round,omitempty"`
 
 	// Throughput (wrk).
 	Requests     int64   `json:"requests,omitempty"`
@@ -49,9 +64,17 @@ type Record struct {
 	// Unsent counts scheduled requests the open-loop tool never sent because
 	// every connection was still waiting for the target: overload, not an
 	// error. They are not in Failed.
-	Unsent  int64            `json:"unsent,omitempty"`
-	P50Us   float64          `json:"p50_us,omitempty"`
-	P99Us   float64          `json:"p99_us,omitempty"`
+	Unsent int64   `json:"unsent,omitempty"`
+	P50Us  float64 `json:"p50_us,omitempty"`
+	P99Us  float64 `json:"p99_us,omitempty"`
+	P90Us  float64 `json:"p90_us,omitempty"`
+	P999Us float64 `json:"p999_us,omitempty"`
+	// HDRUs is the latency at each of HDRPercentiles (open loop).
+	HDRUs []float64 `json:"hdr_us,omitempty"`
+	// BodyBytes is the response body size of the run (extra rows).
+	BodyBytes int64 `json:"body_bytes,omitempty"`
+	// Resumed counts TLS handshakes that resumed a session (tls-resumed).
+	Resumed int64            `json:"resumed,omitempty"`
 	MaxUs   float64          `json:"max_us,omitempty"`
 	ByKind  map[string]int64 `json:"by_kind,omitempty"`
 	Samples []string         `json:"errors,omitempty"`
@@ -68,7 +91,8 @@ type Record struct {
 	// Control plane.
 	Ingresses       int     `json:"ingresses,omitempty"`
 	Routes          int     `json:"routes,omitempty"`
-	BuildMs         float64 `json:"build_ms,omitempty"` // translate + compile, in-process
+	BuildMs         float64 `json:"build_ms,omitempty"`       // translate + compile, in-process (rebuild, as the loop does it)
+	FirstBuildMs    float64 `json:"first_build_ms,omitempty"` // the first build of a process (nothing cached)
 	HeapPerRouteB   float64 `json:"heap_per_route_bytes,omitempty"`
 	InputHeapPerIng float64 `json:"input_heap_per_ingress_bytes,omitempty"`
 	StartupMs       float64 `json:"startup_ms,omitempty"`        // process start → last route answers

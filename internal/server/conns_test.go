@@ -1,0 +1,39 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+)
+
+// TestTrackedConnDescriptor: a tracked TCP connection passes on its
+// descriptor (the fast HTTP/1.1 loop's idle wait needs it); any other
+// connection says it has none.
+func TestTrackedConnDescriptor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var tc net.Conn = &trackedConn{Conn: c}
+	sc, ok := tc.(syscall.Conn)
+	if !ok {
+		t.Fatal("trackedConn is not a syscall.Conn")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil || raw == nil {
+		t.Fatalf("SyscallConn of a TCP connection: %v, %v", raw, err)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, err := (&trackedConn{Conn: a}).SyscallConn(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("SyscallConn of a pipe: %v, want ErrUnsupported", err)
+	}
+}
