@@ -121,13 +121,15 @@ func nodeHealthObjects() []client.Object {
 	labels := map[string]string{"app.kubernetes.io/name": nodeHealthName}
 	return []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: nodeHealthName}},
+		// Own names: deploy/rbac.yaml (applied by newEnv) has the chart's
+		// sluice-node-health ClusterRole already.
 		&rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: nodeHealthName},
+			ObjectMeta: metav1.ObjectMeta{Name: nodeHealthName + "-e2e"},
 			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"get", "list", "watch"}}},
 		},
 		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: nodeHealthName},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: nodeHealthName},
+			ObjectMeta: metav1.ObjectMeta{Name: nodeHealthName + "-e2e"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: nodeHealthName + "-e2e"},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: proxyNS, Name: nodeHealthName}},
 		},
 		&appsv1.DaemonSet{
