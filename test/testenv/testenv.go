@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,10 +29,18 @@ import (
 // to loopback, and a port the kernel handed out as free (port 0) was
 // often some client's source port a moment later ("address already in
 // use"). It falls back to the kernel's choice.
+//
+// A port is handed out at most once per test process: it is free only
+// until its test binds it, so two random picks of the same port (a test
+// asks for a dozen; a package for hundreds) would both pass the check and
+// the second bind would fail. That happened in a make test run.
 func Port(host string) (int, error) {
 	low := ephemeralLow()
 	for range 100 {
 		port := minPort + rand.IntN(low-minPort)
+		if !given.take(port) {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err == nil {
 			l.Close()
@@ -45,6 +54,29 @@ func Port(host string) (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// handedOut is the set of ports Port returned (or tried) in this process.
+type handedOut struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}
+
+// take marks port as handed out; false if it was already.
+func (h *handedOut) take(port int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ports[port] {
+		return false
+	}
+	if h.ports == nil {
+		h.ports = map[int]bool{}
+	}
+	h.ports[port] = true
+	return true
+}
+
+// given is the one per process: every test of a package shares the ports.
+var given handedOut
 
 // minPort is the lowest port Port picks: above the well-known services.
 const minPort = 20000

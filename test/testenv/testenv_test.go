@@ -32,3 +32,16 @@ func TestStopEndsProcessByPID(t *testing.T) {
 		t.Errorf("exit code %d, want -1 (killed by a signal)", code)
 	}
 }
+
+// No port is handed out twice in one process: 1000 random picks from the
+// ~12,000 ports below the ephemeral range would repeat one almost surely.
+func TestPortNeverHandedOutTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 1000 {
+		p := FreePort(t, "127.0.0.1")
+		if seen[p] {
+			t.Fatalf("port %d handed out twice", p)
+		}
+		seen[p] = true
+	}
+}
