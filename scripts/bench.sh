@@ -475,6 +475,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 # ---------------------------------------------------------------- phase 2
+# runtime_metrics PROXY: for sluice, the latency tool reads its Go runtime
+# metrics before and after the run (GC, scheduling latency).
+runtime_metrics() { [[ $1 == sluice ]] && echo --metrics "http://127.0.0.1:$SLUICE_ADMIN/metrics"; true; }
 if phase 2; then
 	case ${BENCH_RATE:-haproxy} in
 	haproxy) RATE=$("$B/report" --raw "$raw" --print rate) RATE_WHY="half of HAProxy's median max req/s" ;;
@@ -494,7 +497,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		wrk_args "${PORT[$p]}" 1s
 		taskset -c 1 "${WRK[@]}" >/dev/null
 		taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --addr "127.0.0.1:${PORT[$p]}" \
-			--host "$HOST" --rate "$RATE" --duration "$DURATION" \
+			--host "$HOST" --rate "$RATE" --duration "$DURATION" $(runtime_metrics "$p") \
 			--pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)" >>"$raw"
 		tail -n 1 "$raw" >&2
 		stop "$PROXY_PID"
@@ -516,7 +519,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		taskset -c 1 "${WRK[@]}" >/dev/null
 		for share in 25 50 75 90; do
 			taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --sweep "$share" --addr "127.0.0.1:${PORT[$p]}" \
-				--host "$HOST" --rate $((max * share / 100)) --duration "$ROW_DURATION" >>"$raw"
+				--host "$HOST" --rate $((max * share / 100)) --duration "$ROW_DURATION" $(runtime_metrics "$p") >>"$raw"
 		done
 		tail -n 4 "$raw" | cut -c1-160 >&2
 		stop "$PROXY_PID"

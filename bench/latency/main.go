@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"sluice.dev/sluice/bench/internal/goruntime"
 	"sluice.dev/sluice/bench/internal/result"
 )
 
@@ -58,6 +59,7 @@ func main() {
 	flag.DurationVar(&o.Timeout, "timeout", 5*time.Second, "per-request timeout")
 	pid := flag.Int("pid", 0, "PID whose CPU time per request is measured (the proxy's worker); 0 for none")
 	hz := flag.Float64("clock-ticks", 100, "USER_HZ of /proc/PID/stat (getconf CLK_TCK)")
+	metrics := flag.String("metrics", "", "a Go proxy's Prometheus endpoint (http://127.0.0.1:PORT/metrics), read before and after the run: GC and scheduling latency during it")
 	sweep := flag.String("sweep", "", "a load-sweep run at this share (percent) of the proxy's own max req/s: recorded as phase sweep with this variant")
 	flag.Parse()
 
@@ -76,6 +78,15 @@ func main() {
 			return
 		}
 	}
+	var rtBefore goruntime.Snapshot
+	if *metrics != "" {
+		var err error
+		if rtBefore, err = goruntime.Scrape(*metrics); err != nil {
+			rec.Error = err.Error()
+			result.Print(rec)
+			return
+		}
+	}
 	if err := run(ctx, &rec, o); err != nil {
 		rec.Error = err.Error()
 	}
@@ -84,6 +95,14 @@ func main() {
 		if ok := rec.Sent - rec.Failed - rec.Unsent; err == nil && ok > 0 {
 			rec.CPUSeconds = after - before
 			rec.CPUMicrosReq = rec.CPUSeconds * 1e6 / float64(ok)
+		}
+	}
+	if *metrics != "" {
+		if rtAfter, err := goruntime.Scrape(*metrics); err == nil {
+			st := goruntime.Delta(rtBefore, rtAfter)
+			rec.Runtime = &st
+		} else if rec.Error == "" {
+			rec.Error = err.Error()
 		}
 	}
 	result.Print(rec)

@@ -103,6 +103,7 @@ func latencyTables(b *strings.Builder, s *Summary) {
 			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", p.Name, micros(p.P50AddedUs), micros(p.P90AddedUs), micros(p.P99AddedUs), micros(p.P999AddedUs))
 		}
 	}
+	defer runtimeTable(b, s.Runtime)
 	if len(s.Sweep) == 0 {
 		return
 	}

@@ -216,6 +216,8 @@ type Summary struct {
 	RowErrors []string `json:"row_errors,omitempty"`
 	// Sweep is p99 at shares of each proxy's own max req/s.
 	Sweep []SweepPoint `json:"sweep,omitempty"`
+	// Runtime is sluice's Go runtime account of its open-loop runs.
+	Runtime []RuntimeRow `json:"runtime,omitempty"`
 }
 
 // controlSeries collects one control-plane variant's records.
@@ -278,6 +280,7 @@ func summarize(recs []result.Record) *Summary {
 	var plain, withTLS controlSeries
 	s.Rows, s.RowErrors = summarizeRows(recs)
 	s.Sweep = summarizeSweep(recs)
+	s.Runtime = summarizeRuntime(recs)
 	for _, r := range recs {
 		if r.Phase == result.PhaseRow || r.Phase == result.PhaseSweep {
 			continue

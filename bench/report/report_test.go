@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"sluice.dev/sluice/bench/internal/goruntime"
 	"sluice.dev/sluice/bench/internal/result"
 )
 
@@ -110,4 +111,28 @@ func TestSummarize(t *testing.T) {
 func jsonLine(r result.Record) ([]byte, error) {
 	b, err := json.Marshal(r)
 	return append(b, '\n'), err
+}
+
+func TestRuntimeTable(t *testing.T) {
+	st := goruntime.Stats{GCCycles: 3, GCCPUSeconds: 0.05, AssistCPUSeconds: 0.01, GCPauses: 6, GCPauseP99Us: 64, GCPauseMaxUs: 128,
+		SchedWaits: 1000, SchedLatencyP50Us: 1, SchedLatencyP99Us: 256, SchedLatencyMaxUs: 2048, GoroutinesCreated: 50}
+	recs := []result.Record{
+		{Phase: result.PhaseSweep, Variant: "90", Proxy: "sluice", Round: 1, Rate: 900, P99Us: 4000, Sent: 100, Runtime: &st},
+		{Phase: result.PhaseLatency, Proxy: "sluice", Round: 2, Rate: 500, P99Us: 1500, Sent: 1000, CPUSeconds: 0.5, Runtime: &st},
+		{Phase: result.PhaseLatency, Proxy: "haproxy", Round: 1, Rate: 500, P99Us: 900},
+	}
+	rows := summarizeRuntime(recs)
+	if len(rows) != 2 || rows[0].Run != "fixed rate" || rows[1].Run != "90% of max" {
+		t.Fatalf("rows = %+v, want the fixed-rate run, then the 90%% share", rows)
+	}
+	var b strings.Builder
+	runtimeTable(&b, rows)
+	for _, want := range []string{
+		"| fixed rate | 2 | 500 | 1500 µs | 3 | 50 ms (10.0% of CPU) | 10 ms | ≤64 µs / ≤128 µs | ≤1 µs / ≤256 µs / ≤2.0 ms | 0.050 |",
+		"| 90% of max | 1 | 900 | 4000 µs | 3 | 50 ms | 10 ms |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
 }

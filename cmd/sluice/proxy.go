@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -209,7 +210,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	var (
 		src     rebuild.Source
@@ -401,4 +402,17 @@ func warnGracePeriod(ctx context.Context, client kubernetes.Interface, ns, name 
 	}
 	log.Info("timers fit: terminationGracePeriodSeconds covers --drain-max-wait + --shutdown-timeout (the controller compares them with the load balancer in the binding's TimersConsistent condition)",
 		"terminationGracePeriodSeconds", grace.Seconds(), "drainMaxWait", c.drainMaxWait, "shutdownTimeout", c.shutdownTimeout)
+}
+
+// goCollector exports the Go runtime's metrics with, beyond the defaults,
+// the scheduler's latency histogram, the stop-the-world pauses and the GC's
+// share of CPU (/sched/..., /gc/..., /cpu/classes/gc/...): what a tail
+// latency comes from in a Go proxy. make bench reads them around its
+// fixed-rate run.
+func goCollector() prometheus.Collector {
+	return collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.MetricsGC,
+		collectors.MetricsScheduler,
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/gc/`)},
+	))
 }

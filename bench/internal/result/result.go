@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sluice.dev/sluice/bench/internal/goruntime"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,6 +99,10 @@ type Record struct {
 	StartupMs       float64 `json:"startup_ms,omitempty"`        // process start → last route answers
 	ChangeToLiveMs  float64 `json:"change_to_live_ms,omitempty"` // file write → new route answers
 	ProcessRSSKiB   int64   `json:"process_rss_kib,omitempty"`
+
+	// Runtime is the Go runtime's view of a fixed-rate run (sluice only,
+	// from its /metrics): GC and scheduling latency during the run.
+	Runtime *goruntime.Stats `json:"runtime,omitempty"`
 
 	// Error is set when the measurement could not be taken.
 	Error string `json:"error,omitempty"`
