@@ -307,7 +307,7 @@ func (c *conn) handOff(reason string) bool {
 	}
 	// Deadlines are net/http's from now on.
 	c.nc.SetReadDeadline(time.Time{})
-	return c.s.o.HandOff.handOff(&replayConn{Conn: c.nc, buf: buf})
+	return c.s.o.HandOff.handOff(replay(c.nc, buf))
 }
 
 // badRequest answers a request the loop could not take, byte for byte as

@@ -93,3 +93,24 @@ func connTLS(nc net.Conn) *tls.ConnectionState {
 // tlsState is a connection's TLS state (an alias, so conn.go needs no
 // crypto/tls import).
 type tlsState = tls.ConnectionState
+
+// replay wraps a connection handed to net/http with the bytes the loop
+// had read. net/http sees the wrapper, not a *tls.Conn: over TLS the
+// wrapper reports the connection's state, from which net/http sets
+// Request.TLS (it asks any connection for ConnectionState).
+func replay(nc net.Conn, buf []byte) net.Conn {
+	rc := &replayConn{Conn: nc, buf: buf}
+	if tc, ok := nc.(*tls.Conn); ok {
+		return &tlsReplayConn{replayConn: rc, tc: tc}
+	}
+	return rc
+}
+
+// tlsReplayConn is a replayConn over TLS.
+type tlsReplayConn struct {
+	*replayConn
+	tc *tls.Conn
+}
+
+// ConnectionState is the handshake's outcome, as tls.Conn reports it.
+func (c *tlsReplayConn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }

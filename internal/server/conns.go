@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -140,52 +139,22 @@ type connTrafficKey struct{}
 // connection (concurrent ones, for HTTP/2).
 type connTraffic struct {
 	counted atomic.Bool // a request other than a health check was seen
-	// tls is the state of a TLS connection that net/http serves without
-	// seeing TLS: the fast loop handed it off wrapped (with the bytes it
-	// had read); nil otherwise. trafficHandler sets Request.TLS from it.
-	tls *tls.ConnectionState
 }
 
 // connContext gives every traffic connection its connTraffic
 // (http.Server.ConnContext).
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connTrafficKey{}, &connTraffic{tls: handedOffTLS(c)})
+func connContext(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connTrafficKey{}, &connTraffic{})
 }
 
-// handedOffTLS returns the TLS state of c if c wraps a *tls.Conn whose
-// handshake is done (a hand-off from the fast loop's ServeTLS). A
-// *tls.Conn itself, and one still before its handshake (net/http's own
-// TLS listener), gets nil: net/http sets Request.TLS for those.
-func handedOffTLS(c net.Conn) *tls.ConnectionState {
-	if _, ok := c.(*tls.Conn); ok {
-		return nil
-	}
-	for c != nil {
-		if tc, ok := c.(*tls.Conn); ok {
-			st := tc.ConnectionState()
-			if !st.HandshakeComplete {
-				return nil
-			}
-			return &st
-		}
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		c = u.NetConn()
-	}
-	return nil
-}
-
-// countTraffic records a request that is not a health check, on the
-// connection of ct, as new traffic for DrainQuietPeriod if it is the first
-// such request on its connection. A connection is new traffic from its first real request
+// countTraffic records r, a request that is not a health check, as new
+// traffic for DrainQuietPeriod if it is the first such request on its
+// connection. A connection is new traffic from its first real request
 // on, not from its accept: load balancers that health-check the traffic
 // port open a connection per check and keep checking a deregistered
 // target, and pre-opened or TCP-checked connections carry no request.
-// ct is the request's connection state (nil: not known, counted).
-func (t *tracker) countTraffic(ct *connTraffic) {
-	if ct != nil && !ct.counted.CompareAndSwap(false, true) {
+func (t *tracker) countTraffic(r *http.Request) {
+	if ct, ok := r.Context().Value(connTrafficKey{}).(*connTraffic); ok && !ct.counted.CompareAndSwap(false, true) {
 		return
 	}
 	t.lastTraffic.Store(time.Now().UnixNano())

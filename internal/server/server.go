@@ -354,16 +354,10 @@ func (s *Server) Close() error {
 // trafficHandler answers /healthz when asked to and, from draining on,
 // asks every connection to close after its response: HTTP/1.1 gets
 // "Connection: close", and net/http turns the same header on an HTTP/2
-// response into a GOAWAY for that connection. It also gives a request
-// that came over TLS but reached net/http through the fast loop's
-// hand-off its Request.TLS, which net/http cannot see (connContext).
+// response into a GOAWAY for that connection.
 func (s *Server) trafficHandler() http.Handler {
 	next := s.o.Handler
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ct, _ := r.Context().Value(connTrafficKey{}).(*connTraffic)
-		if r.TLS == nil && ct != nil {
-			r.TLS = ct.tls
-		}
 		if s.State() != StateServing && !isUpgrade(r) {
 			w.Header().Set("Connection", "close")
 		}
@@ -371,7 +365,7 @@ func (s *Server) trafficHandler() http.Handler {
 			s.serveHealth(w, r)
 			return
 		}
-		s.tracker.countTraffic(ct)
+		s.tracker.countTraffic(r)
 		next.ServeHTTP(w, r)
 	})
 }
