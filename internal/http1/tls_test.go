@@ -246,3 +246,71 @@ func TestLooksLikeHTTP(t *testing.T) {
 		}
 	}
 }
+
+// writeCounter counts the writes to the connection below TLS.
+type writeCounter struct {
+	net.Conn
+	mu     sync.Mutex
+	writes int
+}
+
+func (c *writeCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *writeCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// A response that fits the write buffer goes out in one flush: over TLS,
+// one record and one write(2) per request.
+func TestServeTLSOneWritePerResponse(t *testing.T) {
+	cfg := testTLSConfig(t)
+	s := New(Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, strings.Repeat("x", 100))
+	}), HandOff: NewListener(&net.TCPAddr{})})
+	ln := listen(t)
+	defer ln.Close()
+	wc := make(chan *writeCounter, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(wc)
+			return
+		}
+		w := &writeCounter{Conn: c}
+		wc <- w
+		s.ServeTLS(tls.Server(w, cfg))
+	}()
+	const n = 10
+	req := "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"
+	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: "a.test", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := <-wc
+	br := bufio.NewReader(c)
+	do := func() {
+		io.WriteString(c, req)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
+	do() // after the handshake's writes (and TLS 1.3's session tickets)
+	before := w.count()
+	for range n {
+		do()
+	}
+	if got := w.count() - before; got != n {
+		t.Errorf("%d writes for %d responses, want one each", got, n)
+	}
+}
