@@ -314,3 +314,94 @@ func TestServeTLSOneWritePerResponse(t *testing.T) {
 		t.Errorf("%d writes for %d responses, want one each", got, n)
 	}
 }
+
+// tlsDialer returns a target's dial over TLS, offering http/1.1 only.
+func tlsDialer(addr string) func() (net.Conn, error) {
+	return func() (net.Conn, error) {
+		d := &net.Dialer{Timeout: hangTimeout}
+		return tls.DialWithDialer(d, "tcp", addr, &tls.Config{ServerName: "a.test", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	}
+}
+
+// startStdTLS is startStd behind net/http's TLS listener.
+func startStdTLS(t testing.TB, mk func(*reqLog) http.Handler) *target {
+	tg := &target{name: "std", log: &reqLog{}, conns: &connTracker{}}
+	ln := listen(t)
+	tg.addr = ln.Addr().String()
+	tg.dial = tlsDialer(tg.addr)
+	srv := newHTTPServer(mk(tg.log))
+	cfg := testTLSConfig(t)
+	srv.TLSConfig = cfg
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(tls.NewListener(trackingListener{ln, tg.conns}, cfg))
+	}()
+	t.Cleanup(func() {
+		srv.Close()
+		tg.conns.closeAll()
+		<-done
+	})
+	return tg
+}
+
+// startFastTLS is startFast with ServeTLS in the place of ServeConn.
+func startFastTLS(t testing.TB, mk func(*reqLog) http.Handler) *target {
+	tg := &target{name: "fast", log: &reqLog{}, conns: &connTracker{}, handoffs: map[string]int{}}
+	ln := listen(t)
+	tg.addr = ln.Addr().String()
+	tg.dial = tlsDialer(tg.addr)
+	h := mk(tg.log)
+	hl := NewListener(ln.Addr())
+	tg.fast = New(Options{Handler: h, HandOff: hl, OnHandOff: func(reason string) {
+		tg.mu.Lock()
+		tg.handoffs[reason]++
+		tg.mu.Unlock()
+	}})
+	cfg := testTLSConfig(t)
+	hsrv := newHTTPServer(h)
+	hsrv.TLSConfig = cfg
+	var wg sync.WaitGroup
+	wg.Go(func() { hsrv.Serve(hl) })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { tg.fast.ServeTLS(tls.Server(tg.conns.track(c), cfg)) })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		tg.fast.Shutdown()
+		hsrv.Close()
+		tg.conns.closeAll()
+		wg.Wait()
+	})
+	return tg
+}
+
+// The differential cases, over TLS: the loop behind ServeTLS answers as
+// net/http's server over TLS does, and every request on either path
+// carries Request.TLS.
+func TestDifferentialTLS(t *testing.T) {
+	var noTLS sync.Map // handler target name → a request without TLS state
+	mk := func(name string) func(*reqLog) http.Handler {
+		return func(l *reqLog) http.Handler {
+			h := diffHandler(l)
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.TLS == nil || !r.TLS.HandshakeComplete {
+					noTLS.Store(name, r.Method+" "+r.RequestURI)
+				}
+				h.ServeHTTP(w, r)
+			})
+		}
+	}
+	std, fast := startStdTLS(t, mk("std")), startFastTLS(t, mk("fast"))
+	runConcurrently(t, diffCases, func(t *testing.T, tc diffCase) { runDiffCase(t, std, fast, tc) })
+	noTLS.Range(func(k, v any) bool {
+		t.Errorf("%s: request %v without Request.TLS", k, v)
+		return true
+	})
+}
