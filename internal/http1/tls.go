@@ -35,7 +35,7 @@ func (s *Server) ServeTLS(tc *tls.Conn) {
 		tc.Close()
 		return
 	}
-	if tc.ConnectionState().NegotiatedProtocol == reasonH2 {
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
 		if s.o.OnHandOff != nil {
 			s.o.OnHandOff(reasonH2)
 		}
