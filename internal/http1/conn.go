@@ -29,6 +29,7 @@ type conn struct {
 	br     *bufio.Reader
 	remote string
 	ctx    context.Context // values for every request
+	tls    *tlsState       // Request.TLS of every request; nil on plain TCP
 
 	// idle is set while the loop waits for the first bytes of a request;
 	// fresh until the first request's header is read.
@@ -89,6 +90,7 @@ func (r *connReader) Read(p []byte) (int, error) {
 func (s *Server) ServeConn(nc net.Conn) {
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
 	c.cr.nc = nc
+	c.tls = connTLS(nc)
 	// As net/http's, with the address the connection came to.
 	c.ctx = context.WithValue(context.Background(), http.LocalAddrContextKey, nc.LocalAddr())
 	if s.o.ConnContext != nil {
@@ -285,6 +287,7 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 		}
 	}
 	req.RemoteAddr = c.remote
+	req.TLS = c.tls
 	c.lastPOST = req.Method == http.MethodPost
 	return req, "", nil
 }
@@ -304,7 +307,7 @@ func (c *conn) handOff(reason string) bool {
 	}
 	// Deadlines are net/http's from now on.
 	c.nc.SetReadDeadline(time.Time{})
-	return c.s.o.HandOff.handOff(&replayConn{Conn: c.nc, buf: buf})
+	return c.s.o.HandOff.handOff(replay(c.nc, buf))
 }
 
 // badRequest answers a request the loop could not take, byte for byte as

@@ -310,6 +310,9 @@ type target struct {
 	log   *reqLog
 	conns *connTracker
 	fast  *Server // nil for std
+	// dial, if set, connects a client (over TLS: tls_test.go); nil
+	// dials addr over TCP.
+	dial func() (net.Conn, error)
 
 	mu       sync.Mutex
 	handoffs map[string]int
@@ -436,7 +439,11 @@ type result struct {
 // then closes the connection and waits for the server to be done with it.
 func talk(t testing.TB, tg *target, idle time.Duration, o talkOpts, parts ...[]byte) result {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", tg.addr, hangTimeout)
+	dial := tg.dial
+	if dial == nil {
+		dial = func() (net.Conn, error) { return net.DialTimeout("tcp", tg.addr, hangTimeout) }
+	}
+	c, err := dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +469,7 @@ func talk(t testing.TB, tg *target, idle time.Duration, o talkOpts, parts ...[]b
 			}
 		}
 		if o.halfClose {
-			c.(*net.TCPConn).CloseWrite()
+			c.(interface{ CloseWrite() error }).CloseWrite()
 		}
 	}()
 	r.raw, r.closed, r.reset = readAll(c, idle)

@@ -43,7 +43,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		}, []string{"listener"}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_http1_handoffs_total",
-			Help: "Plain-HTTP connections the fast HTTP/1.1 loop handed to net/http, by reason: version, target, upgrade, expect, transfer_encoding, header_size.",
+			Help: "Connections the fast HTTP/1.1 loop handed to net/http, by reason: h2 (HTTPS that negotiated HTTP/2), version, target, upgrade, expect, transfer_encoding, header_size.",
 		}, []string{"reason"}),
 	}
 	if r == nil {

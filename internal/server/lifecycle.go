@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -118,16 +119,23 @@ func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 		}
 	}
 	if s.fast != nil {
-		traffic.Go(func() {
-			if err := s.acceptFast(); err != nil {
-				serveErr <- fmt.Errorf("serving %s: %w", s.httpLn.Addr(), err)
+		acceptFast := func(l net.Listener, serveConn func(net.Conn)) {
+			if l == nil {
+				return
 			}
-		})
+			traffic.Go(func() {
+				if err := s.acceptFast(l, serveConn); err != nil {
+					serveErr <- fmt.Errorf("serving %s: %w", l.Addr(), err)
+				}
+			})
+		}
+		acceptFast(s.httpLn, s.fast.ServeConn)
+		acceptFast(s.httpsLn, func(c net.Conn) { s.fast.ServeTLS(tls.Server(c, s.tlsConf)) })
 		serve(&traffic, s.traffic, s.handoff)
 	} else {
 		serve(&traffic, s.traffic, s.httpLn)
+		serve(&traffic, s.traffic, s.httpsLn)
 	}
-	serve(&traffic, s.traffic, s.httpsLn)
 	httpAddr, httpsAddr, adminAddr := s.Addrs()
 	s.log.Info("serving", "http", httpAddr, "https", httpsAddr, "admin", adminAddr)
 
@@ -264,10 +272,14 @@ func (s *Server) stopping(reason string, signals <-chan os.Signal, traffic *sync
 	// sends GOAWAY on HTTP/2 ones and waits for active ones to go idle.
 	go func() { shutdown <- s.traffic.Shutdown(ctx) }()
 	if s.fast != nil {
-		// net/http does not know the fast loop's listener and
+		// net/http does not know the fast loop's listeners and
 		// connections: stop accepting, close the idle ones, and have the
 		// others close after their response.
-		s.httpLn.Close()
+		for _, l := range []net.Listener{s.httpLn, s.httpsLn} {
+			if l != nil {
+				l.Close()
+			}
+		}
 		s.fast.Shutdown()
 	}
 	traffic.Wait()
@@ -312,13 +324,13 @@ wait:
 	return forced
 }
 
-// acceptFast accepts plain-HTTP connections for the fast HTTP/1.1 loop
-// until the listener closes. Temporary errors (out of file descriptors)
-// are retried with backoff, as net/http does.
-func (s *Server) acceptFast() error {
+// acceptFast accepts connections on l for the fast HTTP/1.1 loop
+// (serveConn, in a goroutine of its own) until l closes. Temporary errors
+// (out of file descriptors) are retried with backoff, as net/http does.
+func (s *Server) acceptFast(l net.Listener, serveConn func(net.Conn)) error {
 	var delay time.Duration
 	for {
-		c, err := s.httpLn.Accept()
+		c, err := l.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
@@ -333,7 +345,7 @@ func (s *Server) acceptFast() error {
 			return err
 		}
 		delay = 0
-		go s.fast.ServeConn(c)
+		go serveConn(c)
 	}
 }
 

@@ -8,9 +8,10 @@
 // Data flow: client → TCP listener → connection tracking → PROXY protocol
 // (internal/proxyproto) → TLS (SNI via Options.GetCertificate) → net/http
 // (HTTP/1.1, HTTP/2 via ALPN) → drain-aware wrapper → Options.Handler
-// (internal/proxy). With Options.FastHTTP1, plain-HTTP connections go to
-// internal/http1 instead of net/http, which takes back those it does not
-// serve. cmd/sluice builds the Options and calls Run.
+// (internal/proxy). With Options.FastHTTP1, HTTP/1.1 connections, plain
+// and over TLS, go to internal/http1 instead of net/http, which takes back
+// those it does not serve and every connection that negotiated HTTP/2.
+// cmd/sluice builds the Options and calls Run.
 package server
 
 import (
@@ -73,11 +74,13 @@ type Options struct {
 	// connections get once stopping starts. Zero means 30s; a negative
 	// value closes everything at once.
 	ShutdownTimeout time.Duration
-	// FastHTTP1 serves the plain-HTTP listener with sluice's own HTTP/1.1
-	// connection loop (internal/http1), which hands every connection it
-	// does not serve (HTTP/1.0, upgrades, Expect, chunked request bodies,
-	// large headers) to net/http. Off: net/http serves every connection.
-	// HTTPS is always served by net/http (HTTP/2 over ALPN).
+	// FastHTTP1 serves HTTP/1.1 with sluice's own connection loop
+	// (internal/http1), on the plain-HTTP listener and, after the TLS
+	// handshake, on the HTTPS listener for connections that did not
+	// negotiate "h2" by ALPN. The loop hands every connection it does not
+	// serve (HTTP/2 over TLS, HTTP/1.0, upgrades, Expect, chunked request
+	// bodies, large headers) to net/http. Off: net/http serves every
+	// connection.
 	FastHTTP1 bool
 	// H2C serves HTTP/2 without TLS (prior knowledge, as gRPC clients
 	// send it) on the plain-HTTP listener besides HTTP/1.1. With
@@ -134,10 +137,12 @@ type Server struct {
 	// true (ReusePort with a Ready signal).
 	deferTraffic   bool
 	traffic, admin *http.Server
-	// fast serves httpLn when Options.FastHTTP1 is set; handoff carries
-	// the connections it leaves to traffic.
+	// fast serves httpLn and httpsLn when Options.FastHTTP1 is set;
+	// handoff carries the connections it leaves to traffic. httpsLn is
+	// then below TLS, and tlsConf is the handshake's config.
 	fast    *http1.Server
 	handoff *http1.Listener
+	tlsConf *tls.Config
 
 	state   atomic.Int32
 	mu      sync.Mutex
@@ -211,12 +216,16 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// newFast sets up the fast HTTP/1.1 loop on the bound plain-HTTP listener
+// newFast sets up the fast HTTP/1.1 loop on the bound traffic listeners
 // when Options.FastHTTP1 is set.
 func (s *Server) newFast() {
 	o, m := s.o, s.m
-	if o.FastHTTP1 && s.httpLn != nil {
-		s.handoff = http1.NewListener(s.httpLn.Addr())
+	ln := s.httpLn
+	if ln == nil {
+		ln = s.httpsLn
+	}
+	if o.FastHTTP1 && ln != nil {
+		s.handoff = http1.NewListener(ln.Addr())
 		s.fast = http1.New(http1.Options{
 			Handler:           s.traffic.Handler,
 			HandOff:           s.handoff,
@@ -281,7 +290,9 @@ func (s *Server) listen(addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// bindTraffic opens the plain-HTTP and HTTPS listeners.
+// bindTraffic opens the plain-HTTP and HTTPS listeners. With FastHTTP1,
+// the HTTPS listener stays below TLS: the fast loop does the handshake in
+// the connection's goroutine (http1.Server.ServeTLS).
 func (s *Server) bindTraffic() error {
 	traffic := func(addr, name string) (net.Listener, error) {
 		l, err := s.listen(addr)
@@ -301,7 +312,11 @@ func (s *Server) bindTraffic() error {
 	if s.httpsLn, err = traffic(s.o.HTTPSAddress, listenerHTTPS); err != nil {
 		return err
 	}
-	if s.httpsLn != nil {
+	switch {
+	case s.httpsLn == nil:
+	case s.o.FastHTTP1:
+		s.tlsConf = s.tlsConfig()
+	default:
 		s.httpsLn = tls.NewListener(s.httpsLn, s.tlsConfig())
 	}
 	return nil
