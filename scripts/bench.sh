@@ -10,7 +10,9 @@
 #
 # Phases:
 #   1. throughput: fresh proxy → VmRSS per idle keep-alive connection
-#      (bench/idleconns) → wrk -t1 -c64 warm-up → wrk -t1 -c64 -d10s, with the
+#      (bench/idleconns; read once VmRSS stopped falling, for sluice after
+#      the first garbage collection, so up to about 2 minutes per round)
+#      → wrk -t1 -c64 warm-up → wrk -t1 -c64 -d10s, with the
 #      proxy's utime+stime read from /proc/PID/stat before and after
 #      (bench/throughput): CPU µs per request and max req/s.
 #   2. latency: open loop at half of HAProxy's median max rate
@@ -42,7 +44,8 @@
 # Knobs (environment): BENCH_ROUNDS=3 BENCH_DURATION=10s BENCH_CONNS=64
 # BENCH_PHASES="1 2 6 5 3" (which phases run; they run in the order 1 2 6 5 3,
 # phase 4 follows its own rule) BENCH_ROW_DURATION=5s (phases 5 and 6)
-# BENCH_IDLE_CONNS=auto BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
+# BENCH_IDLE_CONNS=auto BENCH_IDLE_QUIET=10s BENCH_IDLE_SETTLE_MAX=180s
+# BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
 # BENCH_RATE=haproxy|slowest|N (open-loop rate: half of HAProxy's max, half of
 # the slowest proxy's max, or N req/s)
 # BENCH_SLUICE=PATH (a prebuilt sluice instead of building ./cmd/sluice)
