@@ -31,10 +31,6 @@ func settle(o Options) (int64, error) {
 		gcs0 = vals["go_gc_duration_seconds_count"]
 	}
 	time.Sleep(o.Settle)
-	type sample struct {
-		at  time.Time
-		kib int64
-	}
 	var samples []sample
 	for {
 		kib, err := result.RSSKiB(o.PID)
@@ -57,20 +53,35 @@ func settle(o Options) (int64, error) {
 			samples = samples[:0]
 		}
 		samples = append(samples, sample{now, kib})
-		// The sample at least SettleQuiet old that is closest to now.
-		for i := len(samples) - 1; collected && i >= 0; i-- {
-			if now.Sub(samples[i].at) >= o.SettleQuiet {
-				if samples[i].kib-kib <= o.SettleSlack {
-					return kib, nil
-				}
-				break
-			}
+		if collected && settled(samples, o.SettleQuiet, o.SettleSlack) {
+			return kib, nil
 		}
 		if now.Sub(start) >= o.SettleMax {
 			return kib, nil
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// sample is one VmRSS reading.
+type sample struct {
+	at  time.Time
+	kib int64
+}
+
+// settled reports whether the last of samples is at most slack KiB below
+// the latest sample taken at least quiet before it.
+func settled(samples []sample, quiet time.Duration, slack int64) bool {
+	if len(samples) == 0 {
+		return false
+	}
+	last := samples[len(samples)-1]
+	for i := len(samples) - 1; i >= 0; i-- {
+		if last.at.Sub(samples[i].at) >= quiet {
+			return samples[i].kib-last.kib <= slack
+		}
+	}
+	return false
 }
 
 // runtimeView reads the Go runtime's figures from the proxy's Prometheus
