@@ -4,6 +4,8 @@ package http1
 
 import (
 	"errors"
+	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,33 +21,67 @@ type poller struct {
 }
 
 // startPoller starts the poller goroutine if it does not run (s.mu held).
+//
+// The poller does not block in epoll_wait: a goroutine in a blocking
+// system call keeps the only P (GOMAXPROCS=1) until sysmon takes it back,
+// up to 10 ms later, which stalled every connection once a second (p99).
+// The epoll descriptor is itself pollable, so the runtime's netpoller
+// waits for it (os.File, RawConn.Read) and epoll_wait runs with a zero
+// timeout; the read deadline is the sweep's tick.
 func (s *Server) startPoller() {
 	p := &s.park
 	if p.running || s.o.parkTick < 0 {
 		return
 	}
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err == nil {
+		err = unix.SetNonblock(epfd, true)
+	}
+	var f *os.File
+	var rc syscall.RawConn
+	if err == nil {
+		f = os.NewFile(uintptr(epfd), "http1-parked")
+		rc, err = f.SyscallConn()
+	}
 	if err != nil {
 		// Idle connections then keep their goroutine.
 		s.log.Warn("http1: creating the epoll instance for idle connections", "error", err)
+		if f != nil {
+			f.Close()
+		} else if epfd >= 0 {
+			unix.Close(epfd)
+		}
 		return
 	}
 	p.epfd, p.running = epfd, true
-	go s.poll(epfd)
+	go s.poll(f, rc)
 }
 
 // poll waits for parked connections to become readable, starts their new
 // loops, and sweeps every parkTick, until the server has no connection.
-func (s *Server) poll(epfd int) {
+func (s *Server) poll(f *os.File, rc syscall.RawConn) {
 	tick := s.o.parkTick
 	events := make([]unix.EpollEvent, 256)
 	var ready []*conn
+	var n int
+	var werr error
+	wait := func(fd uintptr) bool {
+		for {
+			n, werr = unix.EpollWait(int(fd), events, 0)
+			if !errors.Is(werr, unix.EINTR) {
+				return n > 0 || werr != nil
+			}
+		}
+	}
 	last := time.Now()
 	for {
-		n, err := unix.EpollWait(epfd, events, int(max(tick/time.Millisecond, 1)))
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			s.log.Error("http1: waiting for parked connections", "error", err)
-			n = 0
+		n, werr = 0, nil
+		f.SetReadDeadline(last.Add(tick))
+		if err := rc.Read(wait); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			werr = err
+		}
+		if werr != nil {
+			s.log.Error("http1: waiting for parked connections", "error", werr)
 			time.Sleep(tick) // not a busy loop; the sweep still runs
 		}
 		s.mu.Lock()
@@ -61,7 +97,7 @@ func (s *Server) poll(epfd int) {
 		stop := len(s.conns) == 0
 		if stop {
 			s.park.running = false
-			unix.Close(epfd)
+			f.Close()
 		}
 		s.mu.Unlock()
 		for i, c := range ready {
