@@ -10,7 +10,9 @@
 #
 # Phases:
 #   1. throughput: fresh proxy → VmRSS per idle keep-alive connection
-#      (bench/idleconns) → wrk -t1 -c64 warm-up → wrk -t1 -c64 -d10s, with the
+#      (bench/idleconns; read once VmRSS stopped falling, for sluice after
+#      the first garbage collection, so up to about 2 minutes per round)
+#      → wrk -t1 -c64 warm-up → wrk -t1 -c64 -d10s, with the
 #      proxy's utime+stime read from /proc/PID/stat before and after
 #      (bench/throughput): CPU µs per request and max req/s.
 #   2. latency: open loop at half of HAProxy's median max rate
@@ -42,7 +44,8 @@
 # Knobs (environment): BENCH_ROUNDS=3 BENCH_DURATION=10s BENCH_CONNS=64
 # BENCH_PHASES="1 2 6 5 3" (which phases run; they run in the order 1 2 6 5 3,
 # phase 4 follows its own rule) BENCH_ROW_DURATION=5s (phases 5 and 6)
-# BENCH_IDLE_CONNS=auto BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
+# BENCH_IDLE_CONNS=auto BENCH_IDLE_QUIET=10s BENCH_IDLE_SETTLE_MAX=180s
+# BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
 # BENCH_RATE=haproxy|slowest|N (open-loop rate: half of HAProxy's max, half of
 # the slowest proxy's max, or N req/s)
 # BENCH_SLUICE=PATH (a prebuilt sluice instead of building ./cmd/sluice)
@@ -107,6 +110,11 @@ else
 fi
 ((IDLE_CONNS >= 1000 || IDLE_CONNS == 0)) || die "fd limit $FD_LIMIT too low for the idle-connection test"
 MAXCONN=$((IDLE_CONNS + 500))
+IDLE_QUIET=${BENCH_IDLE_QUIET:-10s}
+IDLE_SETTLE_MAX=${BENCH_IDLE_SETTLE_MAX:-180s}
+# Every proxy keeps idle client connections 300 s (not the usual 120 s), so
+# they outlive the idle phase's wait for VmRSS to settle.
+IDLE_TIMEOUT=300s
 
 for p in $BACKEND_PORT $BACKEND_10K $BACKEND_1M "${PORT[@]}" "${TLS_PORT[@]}" $SLUICE_ADMIN $CTL_HTTP $CTL_HTTPS $CTL_ADMIN; do
 	if [[ -n $(ss -Htln "sport = :$p") ]]; then
@@ -327,9 +335,9 @@ defaults
     mode http
     option http-keep-alive
     timeout connect 5s
-    timeout client 120s
+    timeout client $IDLE_TIMEOUT
     timeout server 60s
-    timeout http-keep-alive 120s
+    timeout http-keep-alive $IDLE_TIMEOUT
     maxconn $((IDLE_CONNS + 500))
 frontend bench
     bind 127.0.0.1:${PORT[haproxy]}
@@ -364,7 +372,7 @@ http {
     fastcgi_temp_path $tmp/nginx/fastcgi;
     uwsgi_temp_path $tmp/nginx/uwsgi;
     scgi_temp_path $tmp/nginx/scgi;
-    keepalive_timeout 120s;
+    keepalive_timeout $IDLE_TIMEOUT;
     keepalive_requests 1000000;
     upstream backend {
         server 127.0.0.1:$BACKEND_PORT;
@@ -411,7 +419,7 @@ start_proxy() {
 		start sluice env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/manifests" \
 			--http-address "127.0.0.1:${PORT[sluice]}" --https-address "127.0.0.1:${TLS_PORT[sluice]}" \
 			--default-certificate bench/bench-tls \
-			--admin-address "127.0.0.1:$SLUICE_ADMIN" --drain-max-wait 0s --shutdown-timeout 2s
+			--admin-address "127.0.0.1:$SLUICE_ADMIN" --drain-max-wait 0s --shutdown-timeout 2s --idle-timeout "$IDLE_TIMEOUT"
 		;;
 	haproxy)
 		start haproxy taskset -c 0 haproxy -db -f "$tmp/haproxy.cfg"
@@ -461,8 +469,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		log "round $r: $p"
 		start_proxy "$p"
 		if ((IDLE_CONNS > 0)); then
+			# VmRSS is read once it stopped falling for BENCH_IDLE_QUIET
+			# (sluice frees an idle connection's stack when it parks it,
+			# after 1-2 s, and the runtime returns the pages later), at
+			# most BENCH_IDLE_SETTLE_MAX; samples in the log.
+			metrics=()
+			[[ $p == sluice ]] && metrics=(--metrics "http://127.0.0.1:$SLUICE_ADMIN/metrics")
 			taskset -c 1 "$B/idleconns" --proxy "$p" --round "$r" --pid "$WORK_PID" \
-				--addr "127.0.0.1:${PORT[$p]}" --host "$HOST" --conns "$IDLE_CONNS" --settle 1s >>"$raw"
+				--addr "127.0.0.1:${PORT[$p]}" --host "$HOST" --conns "$IDLE_CONNS" --settle 1s \
+				--settle-quiet "$IDLE_QUIET" --settle-max "$IDLE_SETTLE_MAX" "${metrics[@]}" >>"$raw" 2>>"$tmp/log/idleconns.log"
 		fi
 		wrk_args "${PORT[$p]}" 2s
 		taskset -c 1 "${WRK[@]}" >/dev/null

@@ -1,8 +1,18 @@
 // Command idleconns measures a proxy's memory per idle keep-alive client
 // connection: it reads the proxy's VmRSS, opens N connections that each send
-// one request and read the whole response, waits for the proxy to settle,
-// reads VmRSS again and reports (after-before)/N. The connections stay open
-// and idle until the second reading, then are closed.
+// one request and read the whole response, waits for the proxy's VmRSS to
+// settle, reads it again and reports (after-before)/N. The connections stay
+// open and idle until the second reading, then are closed.
+//
+// Settling: a proxy may give memory back a while after its connections went
+// idle (sluice parks an idle connection after 1-2 s, which frees its
+// goroutine's stack; the Go runtime then returns the pages to the system
+// in the background, or at a collection). The reading is taken once VmRSS
+// has not fallen by more than --settle-slack over --settle-quiet, or after
+// --settle-max; the record says how long that took (settle_seconds) and
+// the VmRSS samples go to stderr. With --metrics (a Prometheus endpoint,
+// sluice's admin /metrics) the record also has the Go runtime's view after
+// the wait: goroutines, stack and heap in use.
 //
 // Data flow: scripts/bench.sh → idleconns → N × TCP → proxy → backend;
 // idleconns → JSON line → raw.jsonl → report.
@@ -32,7 +42,13 @@ type Options struct {
 	Host        string        // Host header
 	Conns       int           // idle connections to hold
 	Concurrency int           // connections being opened at once
-	Settle      time.Duration // wait before each RSS reading
+	Settle      time.Duration // wait before the first RSS reading, and at least before the second
+	// SettleQuiet, SettleSlack, SettleMax: the second reading waits until
+	// VmRSS has not fallen by more than SettleSlack KiB over SettleQuiet,
+	// at most SettleMax.
+	SettleQuiet, SettleMax time.Duration
+	SettleSlack            int64
+	Metrics                string // Prometheus endpoint of the proxy (sluice), or ""
 	// Sources is how many loopback source addresses (127.0.0.1, .2, ...)
 	// the connections are spread over: one address has about 28k
 	// ephemeral ports, so 50k connections need two.
@@ -48,7 +64,11 @@ func main() {
 	flag.StringVar(&o.Host, "host", "bench.local", "Host header")
 	flag.IntVar(&o.Conns, "conns", 10000, "idle keep-alive connections to open")
 	flag.IntVar(&o.Concurrency, "concurrency", 100, "connections opened in parallel")
-	flag.DurationVar(&o.Settle, "settle", 2*time.Second, "wait before each RSS reading")
+	flag.DurationVar(&o.Settle, "settle", 2*time.Second, "wait before the first RSS reading, and at least before the second")
+	flag.DurationVar(&o.SettleQuiet, "settle-quiet", 10*time.Second, "the second RSS reading waits until VmRSS has not fallen for this long")
+	flag.Int64Var(&o.SettleSlack, "settle-slack", 256, "KiB VmRSS may fall over --settle-quiet and still count as settled")
+	flag.DurationVar(&o.SettleMax, "settle-max", 180*time.Second, "longest wait for VmRSS to settle (the Go runtime collects at least every 2 minutes)")
+	flag.StringVar(&o.Metrics, "metrics", "", "the proxy's Prometheus endpoint (sluice admin /metrics): the Go runtime's view goes into the record")
 	flag.IntVar(&o.Sources, "sources", 0, "loopback source addresses to spread the connections over (0: one per 25,000 connections)")
 	flag.Parse()
 	rec := result.Record{Phase: result.PhaseIdle, Proxy: *proxy, Round: *round}
@@ -118,9 +138,15 @@ func measure(rec *result.Record, o Options) error {
 			}
 		}
 	}()
-	time.Sleep(o.Settle)
-	if rec.RSSAfterKiB, err = result.RSSKiB(o.PID); err != nil {
+	start := time.Now()
+	if rec.RSSAfterKiB, err = settle(o); err != nil {
 		return err
+	}
+	rec.SettleSeconds = time.Since(start).Seconds()
+	if o.Metrics != "" {
+		if err := runtimeView(rec, o.Metrics); err != nil {
+			rec.Samples = append(rec.Samples, err.Error())
+		}
 	}
 	// Check that the proxy kept them open: a closed connection reads EOF at
 	// once, an open idle one times out.

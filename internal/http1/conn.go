@@ -60,6 +60,7 @@ type conn struct {
 	raw     syscall.RawConn
 	tryRead func(fd uintptr) bool
 	idleErr error
+	parkState
 }
 
 // connReader is the reader below the bufio.Reader: it hands out the byte
@@ -102,10 +103,21 @@ func (s *Server) ServeConn(nc net.Conn) {
 	c.fresh.Store(true)
 	c.initIdleWait()
 	s.track(c, true)
-	handedOff := false
+	c.loop(true)
+}
+
+// loop serves c's requests until it closes, is handed off, or is parked
+// (park.go: the goroutine ends, and the poller starts a new loop when the
+// client sends again). first: c has not sent a request yet.
+func (c *conn) loop(first bool) {
+	s, nc := c.s, c.nc
+	handedOff, parked := false, false
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("http1: panic serving connection", "remote", c.remote, "panic", v, "stack", string(debug.Stack()))
+		}
+		if parked {
+			return // c is the poller's now
 		}
 		s.track(c, false)
 		if !handedOff {
@@ -115,8 +127,12 @@ func (s *Server) ServeConn(nc net.Conn) {
 		s.brs.Put(c.br)
 	}()
 
-	for first := true; ; first = false {
+	for ; ; first = false {
 		req, reason, err := c.readRequest(first)
+		if err == errParked {
+			parked = true
+			return
+		}
 		if reason != "" {
 			handedOff = c.handOff(reason)
 			return
@@ -209,7 +225,9 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 	}
 	var err error
 	if c.raw != nil && c.br.Buffered() == 0 && !c.cr.has {
-		err = c.waitIdle()
+		if err = c.waitIdle(first); err == errParked {
+			return nil, "", err // c is the poller's now: touch nothing
+		}
 	}
 	if err == nil {
 		_, err = c.br.Peek(want)

@@ -44,7 +44,9 @@ func (c *conn) initIdleWait() {
 // sends something, and returns with c.br holding at least one byte, or
 // with the error that ended the wait (a deadline, EOF, a reset). c.br is
 // never nil when it returns. It needs nothing buffered (br and cr empty).
-func (c *conn) waitIdle() error {
+// A keep-alive wait (not first) may instead park the connection
+// (park.go): it then returns errParked, and c is no longer the caller's.
+func (c *conn) waitIdle(first bool) error {
 	c.br.Reset(nil)
 	c.s.brs.Put(c.br)
 	c.br = nil
@@ -52,7 +54,11 @@ func (c *conn) waitIdle() error {
 	if c.s.o.idleWait != nil {
 		c.s.o.idleWait()
 	}
+	parkable := c.beginWait(first)
 	err := c.raw.Read(c.tryRead)
+	if parkable && c.endWait() && c.afterWait(err) {
+		return errParked
+	}
 	if c.br == nil {
 		// The wait ended without a read (deadline, closed): the rest of
 		// the loop still expects a reader.

@@ -68,6 +68,13 @@ type Options struct {
 	// idleWait, if set, is called each time a connection starts waiting
 	// for a request without a buffer (tests).
 	idleWait func()
+	// parkTick is the poller's sweep interval: a keep-alive connection
+	// found waiting in the same wait at two sweeps is parked (park.go).
+	// Default 1s; shorter in tests; negative: never park.
+	parkTick time.Duration
+	// beforePark, if set, runs just before a connection is registered
+	// with the poller (tests).
+	beforePark func()
 }
 
 // Server runs the loop on the connections given to ServeConn.
@@ -81,6 +88,7 @@ type Server struct {
 	shutdown atomic.Bool
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
+	park     parking // the parked connections (park.go), guarded by mu
 }
 
 // New returns a Server.
@@ -94,7 +102,10 @@ func New(o Options) *Server {
 	if o.freshGrace <= 0 {
 		o.freshGrace = 5 * time.Second
 	}
-	s := &Server{o: o, log: o.Logger, conns: map[*conn]struct{}{}}
+	if o.parkTick == 0 {
+		o.parkTick = defaultParkTick
+	}
+	s := &Server{o: o, log: o.Logger, conns: map[*conn]struct{}{}, park: parking{conns: map[uint64]*conn{}}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -114,6 +125,7 @@ func (s *Server) Shutdown() {
 	s.shutdown.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closeParked() // idle, without a goroutine: closed at once
 	for c := range s.conns {
 		if !c.idle.Load() {
 			continue
@@ -133,6 +145,7 @@ func (s *Server) track(c *conn, add bool) {
 	s.mu.Lock()
 	if add {
 		s.conns[c] = struct{}{}
+		s.startPoller()
 	} else {
 		delete(s.conns, c)
 	}

@@ -85,6 +85,13 @@ type Record struct {
 	RSSBeforeKiB int64   `json:"rss_before_kib,omitempty"`
 	RSSAfterKiB  int64   `json:"rss_after_kib,omitempty"`
 	KiBPerConn   float64 `json:"kib_per_conn,omitempty"`
+	// SettleSeconds: how long the reading waited for VmRSS to stop
+	// falling; Goroutines, GoStackKiB, GoHeapKiB: the Go runtime's view
+	// then (sluice only).
+	SettleSeconds float64 `json:"settle_seconds,omitempty"`
+	Goroutines    int64   `json:"goroutines,omitempty"`
+	GoStackKiB    int64   `json:"go_stack_kib,omitempty"`
+	GoHeapKiB     int64   `json:"go_heap_kib,omitempty"`
 
 	// Failed counts requests that did not succeed (any phase).
 	Failed int64 `json:"failed"`
