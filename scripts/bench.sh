@@ -477,7 +477,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			[[ $p == sluice ]] && metrics=(--metrics "http://127.0.0.1:$SLUICE_ADMIN/metrics")
 			taskset -c 1 "$B/idleconns" --proxy "$p" --round "$r" --pid "$WORK_PID" \
 				--addr "127.0.0.1:${PORT[$p]}" --host "$HOST" --conns "$IDLE_CONNS" --settle 1s \
-				--settle-quiet "$IDLE_QUIET" --settle-max "$IDLE_SETTLE_MAX" "${metrics[@]}" >>"$raw" 2>>"$tmp/log/idleconns.log"
+				--settle-quiet "$IDLE_QUIET" --settle-max "$IDLE_SETTLE_MAX" --halves "${metrics[@]}" >>"$raw" 2>>"$tmp/log/idleconns.log"
 		fi
 		wrk_args "${PORT[$p]}" 2s
 		taskset -c 1 "${WRK[@]}" >/dev/null

@@ -53,6 +53,9 @@ type Options struct {
 	// the connections are spread over: one address has about 28k
 	// ephemeral ports, so 50k connections need two.
 	Sources int
+	// Halves: also read VmRSS, settled, after the first half of the
+	// connections, and report what the second half cost per connection.
+	Halves bool
 }
 
 func main() {
@@ -70,6 +73,7 @@ func main() {
 	flag.DurationVar(&o.SettleMax, "settle-max", 180*time.Second, "longest wait for VmRSS to settle (the Go runtime collects at least every 2 minutes)")
 	flag.StringVar(&o.Metrics, "metrics", "", "the proxy's Prometheus endpoint (sluice admin /metrics): the Go runtime's view goes into the record")
 	flag.IntVar(&o.Sources, "sources", 0, "loopback source addresses to spread the connections over (0: one per 25,000 connections)")
+	flag.BoolVar(&o.Halves, "halves", false, "also read VmRSS (settled) after the first half of the connections and report the second half's KiB per connection (kib_per_conn_marginal)")
 	flag.Parse()
 	rec := result.Record{Phase: result.PhaseIdle, Proxy: *proxy, Round: *round}
 	if err := measure(&rec, o); err != nil {
@@ -109,28 +113,31 @@ func measure(rec *result.Record, o Options) error {
 	conns := make([]net.Conn, o.Conns)
 	var failed atomic.Int64
 	var firstErr atomic.Value
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < o.Concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= o.Conns {
-					return
+	openRange := func(from, to int) {
+		var next atomic.Int64
+		next.Store(int64(from))
+		var wg sync.WaitGroup
+		for w := 0; w < o.Concurrency; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= to {
+						return
+					}
+					c, err := open(o.Addr, req, i%o.Sources)
+					if err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+						continue
+					}
+					conns[i] = c
 				}
-				c, err := open(o.Addr, req, i%o.Sources)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				conns[i] = c
-			}
-		}()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
@@ -138,11 +145,30 @@ func measure(rec *result.Record, o Options) error {
 			}
 		}
 	}()
+	// With Halves, the first half is opened and settled first: the growth
+	// from there to all of them is what one more idle connection costs,
+	// without the one-time growth of the process (a Go runtime's heap
+	// goal, pools) that the first connections pay for.
+	half, halfRSS := 0, int64(0)
+	if o.Halves {
+		half = o.Conns / 2
+		openRange(0, half)
+		if halfRSS, err = settle(o); err != nil {
+			return err
+		}
+	}
+	halfFailed := failed.Load()
+	openRange(half, o.Conns)
 	start := time.Now()
 	if rec.RSSAfterKiB, err = settle(o); err != nil {
 		return err
 	}
 	rec.SettleSeconds = time.Since(start).Seconds()
+	if o.Halves {
+		if n := o.Conns - half - int(failed.Load()-halfFailed); n > 0 {
+			rec.KiBPerConnMarginal = float64(rec.RSSAfterKiB-halfRSS) / float64(n)
+		}
+	}
 	if o.Metrics != "" {
 		if err := runtimeView(rec, o.Metrics); err != nil {
 			rec.Samples = append(rec.Samples, err.Error())

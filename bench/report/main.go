@@ -172,6 +172,9 @@ type Proxy struct {
 	// result.HDRPercentiles (not minus the direct run).
 	HDRUs      []float64 `json:"hdr_us,omitempty"`
 	KiBPerConn *float64  `json:"kib_per_idle_conn,omitempty"`
+	// KiBPerConnMarginal: VmRSS growth per connection of the second half
+	// of the idle connections.
+	KiBPerConnMarginal *float64 `json:"kib_per_idle_conn_marginal,omitempty"`
 	// RateCPUMicrosReq is the CPU per request during the open-loop run at
 	// the fixed rate (the same load for every proxy).
 	RateCPUMicrosReq *float64 `json:"cpu_us_per_req_at_rate,omitempty"`
@@ -273,7 +276,7 @@ func summarize(recs []result.Record) *Summary {
 		by[name] = p
 		s.Proxies = append(s.Proxies, p)
 	}
-	type series struct{ cpu, util, rps, p50, p99, kib, rateCPU []float64 }
+	type series struct{ cpu, util, rps, p50, p99, kib, kibMarginal, rateCPU []float64 }
 	ser := map[string]*series{}
 	lat := map[string]map[int]result.Record{} // proxy → round → record
 	rounds := map[string]map[int]bool{}
@@ -336,6 +339,9 @@ func summarize(recs []result.Record) *Summary {
 		case result.PhaseIdle:
 			s.IdleConns = max(s.IdleConns, r.Conns)
 			se.kib = append(se.kib, r.KiBPerConn)
+			if r.KiBPerConnMarginal != 0 {
+				se.kibMarginal = append(se.kibMarginal, r.KiBPerConnMarginal)
+			}
 		}
 	}
 	for _, p := range s.Proxies {
@@ -347,6 +353,7 @@ func summarize(recs []result.Record) *Summary {
 		p.CPUMicrosReq, p.CPUUtil, p.MaxRPS = median(se.cpu), median(se.util), median(se.rps)
 		p.P50Us, p.P99Us, p.KiBPerConn = median(se.p50), median(se.p99), median(se.kib)
 		p.RateCPUMicrosReq = median(se.rateCPU)
+		p.KiBPerConnMarginal = median(se.kibMarginal)
 		p.Overloaded = p.Unsent > 0 || (p.MaxRPS != nil && s.Rate > 0 && *p.MaxRPS < float64(s.Rate))
 		// Added latency: the proxy's percentile minus the direct run's in
 		// the same round, then the median over rounds.

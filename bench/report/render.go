@@ -47,7 +47,7 @@ func markdown(s *Summary) string {
 		"(sluice GOMAXPROCS=1, nginx worker_processes 1, HAProxy nbthread 1); wrk, the open-loop " +
 		"load tool and the backend share core 1. Ratios are sluice's (or the row's) CPU per request " +
 		"divided by HAProxy's and nginx's.\n\n")
-	b.WriteString("| proxy | CPU µs/req | ratio vs HAProxy | ratio vs nginx | max req/s | p50 added | p99 added | KiB per idle conn | failed |\n")
+	b.WriteString("| proxy | CPU µs/req | ratio vs HAProxy | ratio vs nginx | max req/s | p50 added | p99 added | KiB per idle conn (all / second half) | failed |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, p := range s.Proxies {
 		failed := fmt.Sprint(p.Failed)
@@ -63,14 +63,16 @@ func markdown(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			p.Name, num(p.CPUMicrosReq, "%.1f"), num(p.RatioHAProxy, "%.2f×"), num(p.RatioNginx, "%.2f×"),
-			num(p.MaxRPS, "%.0f"), p50, p99, num(p.KiBPerConn, "%.1f"), failed)
+			num(p.MaxRPS, "%.0f"), p50, p99, idleCell(p), failed)
 	}
 	fmt.Fprintf(&b, "\n- CPU µs/req: the proxy process's utime+stime (/proc/PID/stat) during the wrk run (settings above; "+
 		"100-byte responses, HTTP/1.1 keep-alive on both sides) divided by the requests wrk completed.\n")
 	fmt.Fprintf(&b, "- max req/s: wrk's rate in the same run. `direct` is wrk straight to the backend (the ceiling of core 1).\n")
 	fmt.Fprintf(&b, "- p50/p99 added: the proxy's latency percentile minus the direct run's in the same round, open loop at %d req/s "+
 		"(the latency rate above) for the wrk duration, latency counted from each request's scheduled start; the `direct` row shows the base in parentheses.\n", s.Rate)
-	fmt.Fprintf(&b, "- KiB per idle conn: VmRSS growth of a freshly started proxy after %d keep-alive connections each sent one request and went idle.\n", s.IdleConns)
+	fmt.Fprintf(&b, "- KiB per idle conn: VmRSS growth of a freshly started proxy after %d keep-alive connections each sent one request and went idle, "+
+		"read once VmRSS stopped falling; second half: the growth from half of them (settled) to all of them, per connection of that half, "+
+		"which leaves out what the process grows by once whatever the connection count (for sluice, the Go heap goal its GC floor sets).\n", s.IdleConns)
 	fmt.Fprintf(&b, "- failed: non-2xx responses + wrk socket errors + failed open-loop requests + idle connections that could not be opened or were closed; must be 0.\n")
 
 	var over []string
@@ -254,4 +256,13 @@ func savePNG(path string, img image.Image) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// idleCell is the KiB per idle connection cell: all of them, and the
+// second half's, when measured.
+func idleCell(p *Proxy) string {
+	if p.KiBPerConnMarginal == nil {
+		return num(p.KiBPerConn, "%.1f")
+	}
+	return num(p.KiBPerConn, "%.1f") + " / " + num(p.KiBPerConnMarginal, "%.1f")
 }

@@ -85,6 +85,9 @@ type Record struct {
 	RSSBeforeKiB int64   `json:"rss_before_kib,omitempty"`
 	RSSAfterKiB  int64   `json:"rss_after_kib,omitempty"`
 	KiBPerConn   float64 `json:"kib_per_conn,omitempty"`
+	// KiBPerConnMarginal is the VmRSS growth per connection from half of
+	// the connections (settled) to all of them (idleconns --halves).
+	KiBPerConnMarginal float64 `json:"kib_per_conn_marginal,omitempty"`
 	// SettleSeconds: how long the reading waited for VmRSS to stop
 	// falling; Goroutines, GoStackKiB, GoHeapKiB: the Go runtime's view
 	// then (sluice only).
