@@ -17,3 +17,20 @@ func (hc *h1conn) alive() bool {
 	})
 	return ok && err == nil
 }
+
+// readNow reads into p what the connection holds, without waiting: 0 if
+// nothing is there (or the read fails: the next read sees it again).
+// Only for a connection whose bufio.Reader is empty.
+func (hc *h1conn) readNow(p []byte) int {
+	if hc.raw == nil {
+		return 0
+	}
+	n := 0
+	hc.raw.Read(func(fd uintptr) bool {
+		if k, err := syscall.Read(int(fd), p); err == nil && k > 0 {
+			n = k
+		}
+		return true // never wait for readiness
+	})
+	return n
+}

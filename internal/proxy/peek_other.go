@@ -5,3 +5,6 @@ package proxy
 // alive cannot peek on this platform; a closed idle connection shows up as
 // a failed request instead.
 func (hc *h1conn) alive() bool { return true }
+
+// readNow reads nothing without waiting on this platform.
+func (hc *h1conn) readNow(p []byte) int { return 0 }
