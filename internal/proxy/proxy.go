@@ -213,6 +213,9 @@ var (
 // attempts end in 502, or 504 when the last one timed out (connecting or
 // waiting for response headers).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 2 {
+		growStack() // a new goroutine per stream (stack.go)
+	}
 	start := time.Now()
 	if p.ids != nil {
 		p.setRequestID(w, r)
