@@ -194,14 +194,16 @@ func TestBodiesInPieces(t *testing.T) {
 				}
 				return true
 			})
-			_, url, c := fastProxy(t, Options{}, u.addr())
-			for i := range 2 {
-				if r := get(t, c, url); r.status != 200 || r.body != string(body) {
-					t.Fatalf("request %d: %d, %d bytes, want 200 and the %d bytes sent", i, r.status, len(r.body), len(body))
+			for _, splice := range []bool{false, true} {
+				_, url, c := fastProxy(t, Options{SpliceBodies: splice}, u.addr())
+				for i := range 2 {
+					if r := get(t, c, url); r.status != 200 || r.body != string(body) {
+						t.Fatalf("splice %v, request %d: %d, %d bytes, want 200 and the %d bytes sent", splice, i, r.status, len(r.body), len(body))
+					}
 				}
 			}
-			if !stdMode && u.conns.Load() != 1 {
-				t.Errorf("upstream connections = %d, want 1 (reused)", u.conns.Load())
+			if !stdMode && u.conns.Load() != 2 {
+				t.Errorf("upstream connections = %d, want 2 (one per proxy, reused)", u.conns.Load())
 			}
 		})
 	}
@@ -212,21 +214,25 @@ func TestBodiesInPieces(t *testing.T) {
 // more than it announced is not reused.
 func TestKnownLengthBodyCutShort(t *testing.T) {
 	short := newRawUpstream(t, func(c net.Conn, _ *http.Request) bool {
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 50000))
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n"+strings.Repeat("x", 50000))
+		time.Sleep(10 * time.Millisecond)
+		io.WriteString(c, strings.Repeat("x", 150000))
 		return false
 	})
-	_, url, c := fastProxy(t, Options{}, short.addr())
-	res, err := c.Get(url)
-	if err == nil {
-		_, err = io.ReadAll(res.Body)
-		res.Body.Close()
-	}
-	if err == nil {
-		t.Error("client read a whole body from an upstream that cut it short")
+	for _, splice := range []bool{false, true} {
+		_, url, c := fastProxy(t, Options{SpliceBodies: splice}, short.addr())
+		res, err := c.Get(url)
+		if err == nil {
+			_, err = io.ReadAll(res.Body)
+			res.Body.Close()
+		}
+		if err == nil {
+			t.Errorf("splice %v: client read a whole body from an upstream that cut it short", splice)
+		}
 	}
 
 	long := newRawUpstream(t, canned("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"))
-	_, url, c = fastProxy(t, Options{}, long.addr())
+	_, url, c := fastProxy(t, Options{}, long.addr())
 	for i := range 2 {
 		if r := get(t, c, url); r.status != 200 || r.body != "ok" {
 			t.Fatalf("request %d: %d %q, want 200 ok", i, r.status, r.body)

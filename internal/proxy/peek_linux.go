@@ -34,3 +34,20 @@ func (hc *h1conn) readNow(p []byte) int {
 	})
 	return n
 }
+
+// broken reports whether the connection was closed or reset by the
+// upstream (a peek finds its end or an error; data or nothing yet means
+// it is fine).
+func (hc *h1conn) broken() bool {
+	if hc.raw == nil {
+		return true
+	}
+	broken := false
+	err := hc.raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		broken = n == 0 && err == nil || err != nil && err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
+		return true // never wait for readiness
+	})
+	return broken || err != nil
+}

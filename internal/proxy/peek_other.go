@@ -8,3 +8,6 @@ func (hc *h1conn) alive() bool { return true }
 
 // readNow reads nothing without waiting on this platform.
 func (hc *h1conn) readNow(p []byte) int { return 0 }
+
+// broken cannot peek on this platform: a failed copy is the upstream's.
+func (hc *h1conn) broken() bool { return true }
