@@ -18,8 +18,10 @@ func tcpSource(t *testing.T, b []byte) net.Conn {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	accepted := make(chan struct{})
 	go func() {
 		c, err := ln.Accept()
+		close(accepted) // the listener closes after the accept, not before
 		if err != nil {
 			return
 		}
@@ -30,6 +32,7 @@ func tcpSource(t *testing.T, b []byte) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-accepted
 	t.Cleanup(func() { c.Close() })
 	return c
 }
