@@ -68,6 +68,7 @@ type proxyConfig struct {
 	h2c        bool
 	reusePort  bool
 	maxStreams int
+	splice     bool
 	accessLog  bool
 }
 
@@ -103,6 +104,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.BoolVar(&c.reusePort, "reuse-port", false, "set SO_REUSEPORT on every listener (traffic and admin), so several proxies on one host network share the ports (per-node replicas); set net.ipv4.tcp_migrate_req=1 on the node so a stopping replica's queued connections move to another")
 	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, as gRPC clients use) on the plain-HTTP listener")
 	fs.IntVar(&c.maxStreams, "upstream-max-streams-per-connection", 100, "most concurrent requests on one HTTP/2 connection to a pod (h2c, grpc, grpcs backends); more open another connection")
+	fs.BoolVar(&c.splice, "splice-bodies", false, "copy large Content-Length response bodies from the pod's connection to a plain-HTTP client's with splice(2) (less proxy CPU, more for the receiving client on loopback)")
 	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -256,6 +258,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		AccessLog:               accessLog,
 		RequestID:               c.requestID,
 		MaxStreamsPerConnection: c.maxStreams,
+		SpliceBodies:            c.splice,
 	})
 	loop, err := rebuild.New(rebuild.Options{
 		Source:  src,

@@ -37,11 +37,16 @@ import (
 	"time"
 )
 
-// bufSize is the size of a connection's read buffer and of the write
-// buffer lent to it per response. A request header must fit in the read
-// buffer to be served here; a larger one goes to net/http, which applies
-// the server's MaxHeaderBytes.
+// bufSize is the size of a connection's read buffer. A request header
+// must fit in it to be served here; a larger one goes to net/http, which
+// applies the server's MaxHeaderBytes.
 const bufSize = 4 << 10
+
+// writeBufSize is the size of the write buffer lent per response (not
+// held while idle): the header and a body of up to about 16 KiB go out in
+// one write, as with HAProxy's 16 KiB buffers; with 4 KiB a 10 KiB body
+// took two writes, each a wake-up of the client.
+const writeBufSize = 16 << 10
 
 // Options configure a Server.
 type Options struct {
@@ -110,7 +115,7 @@ func New(o Options) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.brs.New = func() any { return bufio.NewReaderSize(nil, bufSize) }
-	s.bws.New = func() any { return bufio.NewWriterSize(nil, bufSize) }
+	s.bws.New = func() any { return bufio.NewWriterSize(nil, writeBufSize) }
 	return s
 }
 

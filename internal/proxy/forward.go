@@ -421,6 +421,9 @@ func (p *Proxy) copyBody(w io.Writer, src io.Reader, rc *http.ResponseController
 	bp := p.bufs.Get().(*[]byte)
 	defer p.bufs.Put(bp)
 	buf := *bp
+	if hb, ok := src.(*h1body); ok && rc == nil && hb.hc.length > 0 {
+		return p.copyLength(w, hb.hc, hb.hc.length, buf)
+	}
 	for {
 		nr, err := src.Read(buf)
 		if nr > 0 {

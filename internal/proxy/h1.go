@@ -64,7 +64,14 @@ type h1conn struct {
 	body     h1body
 	// rr parses the common responses, reusing one Response from one
 	// response to the next: a response lives only until finish.
-	rr     http1.ResponseReader
+	rr http1.ResponseReader
+	// lazy is the request's context while the body is read under the
+	// header's short deadline: the client is watched only if the body
+	// stalls past it (bodyReader). Nil otherwise.
+	lazy context.Context
+	// length is the body's length if it is framed by Content-Length
+	// (copyLength), 0 otherwise.
+	length int64
 	idleAt int64 // Unix nanoseconds, while idle
 	sent   int64 // Unix nanoseconds, when the current request was sent
 	reused bool  // served a request before the current one
@@ -74,6 +81,7 @@ type h1conn struct {
 // body was read to its end, and its Close does nothing, because closing a
 // body of http.ReadResponse drains it; finish decides the connection's fate.
 type h1body struct {
+	hc  *h1conn
 	rc  io.ReadCloser
 	eof bool
 }
@@ -145,9 +153,12 @@ const watchAfter = 100 * time.Millisecond
 func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *replayBody, start time.Time) (res *http.Response, wrote bool, err error) {
 	hc.stop = nil
 	hc.br = p.brs.Get().(*bufio.Reader)
+	hc.lr.R = (*bodyReader)(hc)
 	hc.br.Reset(&hc.lr)
 	hc.lr.N = 0
-	hc.body = h1body{}
+	hc.body = h1body{hc: hc}
+	hc.lazy = nil
+	hc.length = 0
 
 	werr := p.writeRequest(hc, r, rb)
 	if werr != nil {
@@ -231,11 +242,20 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 	}
 	// A body already in the buffer is copied without reading from the
 	// connection: the header deadline may stay, and the client need not be
-	// watched. Otherwise the body may take any time (a stream).
+	// watched. Otherwise the body may take any time (a stream); while the
+	// header's short deadline is in effect, the change waits until the
+	// body stalls past it (bodyReader): most bodies have come by then.
 	if res.Body != http.NoBody && (res.ContentLength < 0 || int64(hc.br.Buffered()) < res.ContentLength) {
-		hc.c.SetReadDeadline(time.Time{})
-		hc.deadline = false
-		hc.watch(ctx)
+		if short {
+			hc.lazy = ctx
+		} else {
+			hc.c.SetReadDeadline(time.Time{})
+			hc.deadline = false
+			hc.watch(ctx)
+		}
+	}
+	if res.Body != http.NoBody && res.ContentLength > 0 && len(res.TransferEncoding) == 0 {
+		hc.length = res.ContentLength
 	}
 	hc.body.rc = res.Body
 	res.Body = &hc.body
@@ -253,6 +273,7 @@ func (hc *h1conn) watch(ctx context.Context) {
 // finish returns hc to its pool if the response was read to its end and
 // allows another request, and closes it otherwise.
 func (p *Proxy) finish(hc *h1conn, res *http.Response) {
+	hc.lazy = nil // the request's context is not kept
 	alive := hc.stop == nil || hc.stop()
 	if alive && hc.body.eof && !res.Close && hc.br.Buffered() == 0 {
 		// A response that came at once ended when it was sent, near

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -119,6 +120,16 @@ func (c *trackedConn) SyscallConn() (syscall.RawConn, error) {
 		return sc.SyscallConn()
 	}
 	return nil, errors.ErrUnsupported
+}
+
+// ReadFrom passes on the plain TCP connection's, so that a response body
+// copied from an upstream connection moves with splice(2) (the fast
+// HTTP/1.1 loop's response.ReadFrom, net.TCPConn.ReadFrom).
+func (c *trackedConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
 func (c *trackedConn) Close() error {

@@ -2,7 +2,9 @@ package server
 
 import (
 	"errors"
+	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -35,5 +37,39 @@ func TestTrackedConnDescriptor(t *testing.T) {
 	defer b.Close()
 	if _, err := (&trackedConn{Conn: a}).SyscallConn(); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("SyscallConn of a pipe: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestTrackedConnReadFrom: a tracked connection's ReadFrom (the splice
+// path of response bodies) writes what it reads, over TCP and over a
+// connection without a ReadFrom of its own.
+func TestTrackedConnReadFrom(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	for _, pair := range [][2]net.Conn{{c, s}, {a, b}} {
+		w := &trackedConn{Conn: pair[0]}
+		go func() {
+			w.ReadFrom(strings.NewReader("body bytes"))
+		}()
+		got := make([]byte, len("body bytes"))
+		if _, err := io.ReadFull(pair[1], got); err != nil || string(got) != "body bytes" {
+			t.Errorf("%T: read %q, %v", pair[0], got, err)
+		}
 	}
 }
