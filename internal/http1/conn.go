@@ -133,6 +133,7 @@ func (s *Server) ServeConn(nc net.Conn) {
 			}
 			return
 		}
+		c.recycle(x)
 	}
 }
 
@@ -251,7 +252,7 @@ func (c *conn) readRequest(first bool) (*exchange, string, error) {
 		}
 	}
 
-	x := &exchange{c: c}
+	x := c.newExchange()
 	req := &x.req
 	if parseHead(head, x, c.br) {
 		c.br.Discard(len(head))
@@ -506,6 +507,8 @@ type exchange struct {
 	url  url.URL
 	vals [maxInlineFields]string
 	lim  limitedBody
+	// hdr is the empty header map of a recycled exchange (exchange.go).
+	hdr http.Header
 }
 
 // reqBody is the request body handed to the handler. It notes its end,

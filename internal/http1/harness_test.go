@@ -416,7 +416,9 @@ func startFast(t testing.TB, mk func(*reqLog) http.Handler, o Options) *target {
 
 // startPair starts std and fast with the same handler.
 func startPair(t testing.TB, mk func(*reqLog) http.Handler) (std, fast *target) {
-	return startStd(t, mk), startFast(t, mk, Options{})
+	// The test handler keeps nothing of a request: the fast loop may
+	// recycle them.
+	return startStd(t, mk), startFast(t, mk, Options{RecycleRequests: true})
 }
 
 // result is what a client got from one connection.

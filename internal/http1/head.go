@@ -58,7 +58,7 @@ func parseHead(head []byte, x *exchange, br *bufio.Reader) bool {
 	if n > len(vals) {
 		vals = make([]string, n)
 	}
-	h := make(http.Header, n+extraFields)
+	h := x.header(n + extraFields)
 	var host, cl string
 	hosts, cls := 0, 0
 	pos := nl + 1
