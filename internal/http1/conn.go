@@ -172,6 +172,11 @@ func (c *conn) setDeadline(now time.Time, timeout time.Duration) {
 	c.nc.SetReadDeadline(t)
 }
 
+// now is the time for c's deadlines: the time of the accept moved on by
+// the monotonic clock. That is one clock read where time.Now makes two
+// (wall and monotonic), and deadlines go by the monotonic clock anyway.
+func (c *conn) now() time.Time { return c.accepted.Add(time.Since(c.accepted)) }
+
 // readRequest waits for the next request and reads its header into a new
 // exchange. A non-empty reason means the connection goes to net/http,
 // with nothing of the request consumed.
@@ -185,7 +190,7 @@ func (c *conn) readRequest(first bool) (*exchange, string, error) {
 		want = 1
 		c.setDeadline(time.Now(), o.ReadHeaderTimeout)
 	} else if c.br.Buffered() < want {
-		c.setDeadline(time.Now(), o.IdleTimeout)
+		c.setDeadline(c.now(), o.IdleTimeout)
 	}
 	c.idle.Store(true)
 	if c.s.shutdown.Load() {
@@ -240,7 +245,7 @@ func (c *conn) readRequest(first bool) (*exchange, string, error) {
 			// The header is arriving in pieces: it has ReadHeaderTimeout
 			// from now, not the idle timeout.
 			headerDeadline = true
-			c.setDeadline(time.Now(), o.ReadHeaderTimeout)
+			c.setDeadline(c.now(), o.ReadHeaderTimeout)
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
 			if err == io.EOF && len(buf) > 0 {
