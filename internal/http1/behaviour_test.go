@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -369,6 +370,38 @@ func TestContextDoneAfterHandler(t *testing.T) {
 		default:
 			t.Errorf("%s: context not done after the handler", path)
 		}
+	}
+}
+
+// TestRecycleKeepsWatchedRequests: with RecycleRequests, a request whose
+// context a handler watched is never reused, so the context stays done
+// (and its header as it was) however many requests follow.
+func TestRecycleKeepsWatchedRequests(t *testing.T) {
+	type kept struct {
+		ctx context.Context
+		r   *http.Request
+	}
+	reqs := make(chan kept, 1)
+	tg := startFast(t, handlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/watched" {
+			_ = r.Context().Done()
+			reqs <- kept{r.Context(), r}
+		}
+		io.WriteString(w, "ok")
+	}), Options{RecycleRequests: true})
+	cl := dial(t, tg)
+	cl.send("GET /watched HTTP/1.1\nHost: a\nX-Kept: 1\n\n")
+	cl.body(cl.response("GET"))
+	k := <-reqs
+	for i := range 5 {
+		cl.send("GET /" + strconv.Itoa(i) + " HTTP/1.1\nHost: b\nX-Kept: 2\n\n")
+		cl.body(cl.response("GET"))
+	}
+	if err := k.ctx.Err(); err != context.Canceled {
+		t.Errorf("context error %v after the handler, want %v", err, context.Canceled)
+	}
+	if got := k.r.Header.Get("X-Kept"); got != "1" || k.r.Host != "a" || k.r.URL.Path != "/watched" {
+		t.Errorf("kept request changed: host %q, path %q, X-Kept %q", k.r.Host, k.r.URL.Path, got)
 	}
 }
 

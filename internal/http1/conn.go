@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -128,7 +129,7 @@ func (c *conn) loop(first bool) {
 	}()
 
 	for ; ; first = false {
-		req, reason, err := c.readRequest(first)
+		x, reason, err := c.readRequest(first)
 		if err == errParked {
 			parked = true
 			return
@@ -144,12 +145,13 @@ func (c *conn) loop(first bool) {
 			}
 			return
 		}
-		if !c.serve(req) {
+		if !c.serve(x) {
 			if c.linger {
 				c.lingerClose()
 			}
 			return
 		}
+		c.recycle(x)
 	}
 }
 
@@ -170,8 +172,6 @@ func (e *requestError) Error() string {
 
 func (e *requestError) Unwrap() error { return e.err }
 
-func badRequestText(text string) error { return &requestError{text: text} }
-
 // errShutdown ends the loop of an idle connection at shutdown.
 var errShutdown = errors.New("server shutting down")
 
@@ -190,10 +190,15 @@ func (c *conn) setDeadline(now time.Time, timeout time.Duration) {
 	c.nc.SetReadDeadline(t)
 }
 
-// readRequest waits for the next request and reads its header. A
-// non-empty reason means the connection goes to net/http, with nothing
-// of the request consumed.
-func (c *conn) readRequest(first bool) (*http.Request, string, error) {
+// now is the time for c's deadlines: the time of the accept moved on by
+// the monotonic clock. That is one clock read where time.Now makes two
+// (wall and monotonic), and deadlines go by the monotonic clock anyway.
+func (c *conn) now() time.Time { return c.accepted.Add(time.Since(c.accepted)) }
+
+// readRequest waits for the next request and reads its header into a new
+// exchange. A non-empty reason means the connection goes to net/http,
+// with nothing of the request consumed.
+func (c *conn) readRequest(first bool) (*exchange, string, error) {
 	o := &c.s.o
 	// As net/http: the first request has ReadHeaderTimeout from the
 	// accept; a later one has IdleTimeout for its first 4 bytes, and a
@@ -203,7 +208,7 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 		want = 1
 		c.setDeadline(time.Now(), o.ReadHeaderTimeout)
 	} else if c.br.Buffered() < want {
-		c.setDeadline(time.Now(), o.IdleTimeout)
+		c.setDeadline(c.now(), o.IdleTimeout)
 	}
 	c.idle.Store(true)
 	if c.s.shutdown.Load() {
@@ -260,7 +265,7 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 			// The header is arriving in pieces: it has ReadHeaderTimeout
 			// from now, not the idle timeout.
 			headerDeadline = true
-			c.setDeadline(time.Now(), o.ReadHeaderTimeout)
+			c.setDeadline(c.now(), o.ReadHeaderTimeout)
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
 			if err == io.EOF && len(buf) > 0 {
@@ -272,16 +277,48 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 		}
 	}
 
+	x := c.newExchange()
+	req := &x.req
+	if parseHead(head, x, c.br) {
+		c.br.Discard(len(head))
+	} else if err := c.readStdRequest(x, head); err != nil {
+		return nil, "", err
+	}
+	req.RemoteAddr = c.remote
+	req.TLS = c.tls
+	c.lastPOST = req.Method == http.MethodPost
+	return x, "", nil
+}
+
+// readStdRequest reads the request with http.ReadRequest into x, and
+// checks it as net/http's server does: the requests parseHead does not
+// take.
+func (c *conn) readStdRequest(x *exchange, head []byte) error {
 	req, err := http.ReadRequest(c.br)
 	if err != nil {
-		return nil, "", &requestError{err: err}
+		return &requestError{err: err}
 	}
-	// The checks of net/http's server after ReadRequest. The scan made
-	// sure of the version and the fields it hands off; check again.
+	if err := checkRequest(req, head); err != nil {
+		if err.err == errUnsupported {
+			c.s.log.Warn("http1: request passed the scan but needs net/http; answered 400", "remote", c.remote)
+		}
+		return err
+	}
+	x.req = *req.WithContext(&x.ctx)
+	return nil
+}
+
+// errUnsupported: a request that passed the scan needs net/http after all.
+var errUnsupported = errors.New("unsupported request")
+
+// checkRequest makes the checks of net/http's server after ReadRequest
+// on req, read from head.
+func checkRequest(req *http.Request, head []byte) *requestError {
+	// The scan made sure of the version and the fields it hands off;
+	// check again.
 	if req.ProtoMajor != 1 || req.ProtoMinor != 1 || req.Header["Upgrade"] != nil ||
 		req.Header["Expect"] != nil || req.Header["Transfer-Encoding"] != nil {
-		c.s.log.Warn("http1: request passed the scan but needs net/http; answered 400", "remote", c.remote)
-		return nil, "", &requestError{err: errors.New("unsupported request")}
+		return &requestError{err: errUnsupported}
 	}
 	// http.ReadRequest took the Host field out of the header (and
 	// rejected a second one); an empty Host is allowed, a missing one not.
@@ -289,25 +326,22 @@ func (c *conn) readRequest(first bool) (*http.Request, string, error) {
 	// head is still intact: the header was buffered whole, so parsing it
 	// read nothing more into the buffer.
 	if req.Host == "" && req.Method != http.MethodConnect && !hasField(head, "Host") {
-		return nil, "", badRequestText("missing required Host header")
+		return &requestError{text: "missing required Host header"}
 	}
 	if !httpguts.ValidHostHeader(req.Host) {
-		return nil, "", badRequestText("malformed Host header")
+		return &requestError{text: "malformed Host header"}
 	}
 	for k, vv := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, "", badRequestText("invalid header name")
+			return &requestError{text: "invalid header name"}
 		}
 		for _, v := range vv {
 			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, "", badRequestText("invalid header value")
+				return &requestError{text: "invalid header value"}
 			}
 		}
 	}
-	req.RemoteAddr = c.remote
-	req.TLS = c.tls
-	c.lastPOST = req.Method == http.MethodPost
-	return req, "", nil
+	return nil
 }
 
 // handOff gives the connection, with what is buffered, to net/http, and
@@ -340,10 +374,10 @@ func (c *conn) badRequest(err *requestError) {
 	io.WriteString(c.nc, "HTTP/1.1 "+msg+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+msg)
 }
 
-// serve runs the handler for req and finishes its response. It reports
-// whether the connection may carry another request.
-func (c *conn) serve(req *http.Request) (keep bool) {
-	x := &exchange{c: c}
+// serve runs the handler for x's request and finishes its response. It
+// reports whether the connection may carry another request.
+func (c *conn) serve(x *exchange) (keep bool) {
+	req := &x.req
 	x.ctx.x = x
 	x.ctx.parent = c.ctx
 	x.body.x = x
@@ -365,7 +399,6 @@ func (c *conn) serve(req *http.Request) (keep bool) {
 	} else {
 		x.body.eof = true
 	}
-	req = req.WithContext(&x.ctx)
 
 	ok := c.runHandler(w, req)
 	// As net/http: the request's context is done once the handler has
@@ -493,6 +526,15 @@ type exchange struct {
 	// stopped: the handler returned and the loop owns the connection's
 	// reads again (guarded by c.bgMu).
 	stopped bool
+
+	// The request with its context, and what parseHead fills in for it:
+	// the URL, room for field values, the body.
+	req  http.Request
+	url  url.URL
+	vals [maxInlineFields]string
+	lim  limitedBody
+	// hdr is the empty header map of a recycled exchange (exchange.go).
+	hdr http.Header
 }
 
 // reqBody is the request body handed to the handler. It notes its end,

@@ -352,6 +352,20 @@ var diffCases = []diffCase{
 	{name: "CL huge", via: "", status: "400", parts: one("POST / HTTP/1.1\nHost: a\nContent-Length: 99999999999999999999\n\nhello")},
 	{name: "CL obs-fold", via: "F", parts: one("POST / HTTP/1.1\nHost: a\nContent-Length:\n 5\n\nhello")},
 
+	// The loop's own header parser (head.go) and its fall-back to
+	// http.ReadRequest.
+	{name: "lowercase and repeated fields", via: "F", parts: one(
+		"GET / HTTP/1.1\nhost: a\nx-a: 1\nX-A: 2\nuser-agent: u\nACCEPT: */*\n\n")},
+	{name: "fields beyond the inline room", via: "F", parts: one("GET / HTTP/1.1\nHost: a\n" +
+		"A: 1\nB: 2\nC: 3\nD: 4\nE: 5\nF: 6\nG: 7\nH: 8\nI: 9\nJ: 10\nA: 11\n\n")},
+	{name: "escaped path", via: "F", parts: one("GET /a%20b/%2F?x=%zz HTTP/1.1\nHost: a\n\n")},
+	{name: "path to escape", via: "F", parts: one("GET /a!b(c)\xc3\xa4 HTTP/1.1\nHost: a\n\n")},
+	{name: "empty query", via: "F", parts: one("GET /a? HTTP/1.1\nHost: a\n\n")},
+	{name: "two question marks", via: "F", parts: one("GET /a?b? HTTP/1.1\nHost: a\n\n")},
+	{name: "pragma", via: "F", parts: one("GET / HTTP/1.1\nHost: a\nPragma: no-cache\n\n")},
+	{name: "trailer field without chunks", via: "F", parts: one("GET / HTTP/1.1\nHost: a\nTrailer: X\n\n")},
+	{name: "blanks around values", via: "F", parts: one("GET / HTTP/1.1\nHost:  a \t\nX:\t\n\n")},
+
 	// Hand-offs served by net/http.
 	{name: "upgrade", via: "N", parts: one("GET / HTTP/1.1\nHost: a\nUpgrade: websocket\nConnection: Upgrade\n\n")},
 	{name: "upgrade lowercase", via: "N", parts: one("GET / HTTP/1.1\nHost: a\nupgrade: x\n\n")},

@@ -162,7 +162,7 @@ func startMemServers(tb testing.TB) *memServers {
 	std.ReadHeaderTimeout, std.IdleTimeout = 0, 0
 	hl := NewListener(m.stdLn.Addr())
 	fastH := diffHandler(m.fastLog)
-	m.fast = New(Options{Handler: fastH, HandOff: hl})
+	m.fast = New(Options{Handler: fastH, HandOff: hl, RecycleRequests: true})
 	hsrv := newHTTPServer(fastH)
 	hsrv.ReadHeaderTimeout, hsrv.IdleTimeout = 0, 0
 	var wg sync.WaitGroup

@@ -65,6 +65,13 @@ type Options struct {
 	OnHandOff func(reason string)
 	// Logger receives handler panics and protocol trouble; nil discards.
 	Logger *slog.Logger
+	// RecycleRequests reuses a request's state (the Request, its context,
+	// URL, header map and values, about a kilobyte) for a later request
+	// once the handler returned, unless the handler subscribed to the
+	// context's cancellation (exchange.go). Set it only for a handler that
+	// keeps nothing of a request once it returned, as net/http does not
+	// demand; false (the default) allocates afresh for every request.
+	RecycleRequests bool
 
 	// freshGrace is how long after its accept a connection may send its
 	// first request once the server shuts down: net/http's 5 seconds;
@@ -88,6 +95,7 @@ type Server struct {
 	log  *slog.Logger
 	brs  sync.Pool // *bufio.Reader, held by a connection except while idle (idle.go)
 	bws  sync.Pool // *bufio.Writer, lent per response
+	xs   sync.Pool // *exchange, recycled (exchange.go)
 	date atomic.Pointer[dateLine]
 
 	shutdown atomic.Bool

@@ -243,7 +243,7 @@ func BenchmarkProxyFastHTTP1(b *testing.B) {
 		b.Fatal(err)
 	}
 	handoff := http1.NewListener(ln.Addr())
-	s := http1.New(http1.Options{Handler: p, HandOff: handoff})
+	s := http1.New(http1.Options{Handler: p, HandOff: handoff, RecycleRequests: true})
 	go func() {
 		for {
 			c, err := ln.Accept()

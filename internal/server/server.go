@@ -234,6 +234,8 @@ func (s *Server) newFast() {
 			ConnContext:       connContext,
 			OnHandOff:         func(reason string) { m.handoffs.WithLabelValues(reason).Inc() },
 			Logger:            o.Logger,
+			// The proxy keeps nothing of a request once it returned.
+			RecycleRequests: true,
 		})
 	}
 }
