@@ -11,7 +11,10 @@
 # Phases:
 #   1. throughput: fresh proxy → VmRSS per idle keep-alive connection
 #      (bench/idleconns; read once VmRSS stopped falling, for sluice after
-#      the first garbage collection, so up to about 2 minutes per round)
+#      a garbage collection, so up to about 2 minutes per reading; read
+#      after half of the connections and after all of them (--halves), each
+#      half opened over 15 s so TCP keep-alive probes do not come in one
+#      burst; sluice's rounds take up to about 5 minutes here)
 #      → wrk -t1 -c64 warm-up → wrk -t1 -c64 -d10s, with the
 #      proxy's utime+stime read from /proc/PID/stat before and after
 #      (bench/throughput): CPU µs per request and max req/s.

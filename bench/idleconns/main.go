@@ -53,6 +53,15 @@ type Options struct {
 	// the connections are spread over: one address has about 28k
 	// ephemeral ports, so 50k connections need two.
 	Sources int
+	// OpenOver spreads the opening of each batch of connections over
+	// this long. A proxy whose accepted sockets have TCP keep-alive on
+	// (Go's default: a probe after 15 s idle, then every 15 s) would
+	// otherwise send every connection's probes in one burst, and on a
+	// busy loopback (net.core.netdev_max_backlog, 1000 by default) the
+	// same connections' probes are dropped each time until the kernel
+	// gives up on them (ETIMEDOUT after 9 probes, about 150 s): a closed
+	// connection that is the bench's doing, not the proxy's.
+	OpenOver time.Duration
 	// Halves: also read VmRSS, settled, after the first half of the
 	// connections, and report what the second half cost per connection.
 	Halves bool
@@ -73,6 +82,7 @@ func main() {
 	flag.DurationVar(&o.SettleMax, "settle-max", 180*time.Second, "longest wait for VmRSS to settle (the Go runtime collects at least every 2 minutes)")
 	flag.StringVar(&o.Metrics, "metrics", "", "the proxy's Prometheus endpoint (sluice admin /metrics): the Go runtime's view goes into the record")
 	flag.IntVar(&o.Sources, "sources", 0, "loopback source addresses to spread the connections over (0: one per 25,000 connections)")
+	flag.DurationVar(&o.OpenOver, "open-over", 15*time.Second, "spread the opening of each batch of connections over this long (desynchronizes TCP keep-alive probes on loopback)")
 	flag.BoolVar(&o.Halves, "halves", false, "also read VmRSS (settled) after the first half of the connections and report the second half's KiB per connection (kib_per_conn_marginal)")
 	flag.Parse()
 	rec := result.Record{Phase: result.PhaseIdle, Proxy: *proxy, Round: *round}
@@ -114,6 +124,7 @@ func measure(rec *result.Record, o Options) error {
 	var failed atomic.Int64
 	var firstErr atomic.Value
 	openRange := func(from, to int) {
+		start := time.Now()
 		var next atomic.Int64
 		next.Store(int64(from))
 		var wg sync.WaitGroup
@@ -126,6 +137,8 @@ func measure(rec *result.Record, o Options) error {
 					if i >= to {
 						return
 					}
+					// Spread the opening: see Options.OpenOver.
+					time.Sleep(time.Until(start.Add(o.OpenOver * time.Duration(i-from) / time.Duration(to-from))))
 					c, err := open(o.Addr, req, i%o.Sources)
 					if err != nil {
 						failed.Add(1)
