@@ -157,13 +157,19 @@ func deleteDeployment(t *testing.T, c *Cluster, ns, name string) {
 func scale(t *testing.T, c *Cluster, ns, name string, n int32) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := c.Client().AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+	// The deployment controller writes the Deployment's status meanwhile:
+	// a conflict means read the scale again.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := c.Client().AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = n
+		_, err = c.Client().AppsV1().Deployments(ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	s.Spec.Replicas = n
-	if _, err := c.Client().AppsV1().Deployments(ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("scaling %s/%s to %d: %v", ns, name, n, err)
 	}
 }
 

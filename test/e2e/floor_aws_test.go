@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/lb/aws"
@@ -224,8 +225,18 @@ func (e *env) preferNoSchedule(t *testing.T, zone string) {
 		t.Fatalf("nodes of %s: %v", zone, err)
 	}
 	for _, n := range nodes.Items {
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "e2e.sluice.dev/fuller", Effect: corev1.TaintEffectPreferNoSchedule})
-		if _, err := e.kube.CoreV1().Nodes().Update(ctx, &n, metav1.UpdateOptions{}); err != nil {
+		// The kubelet writes the Node's status meanwhile: a conflict
+		// means read it again.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			fresh, err := e.kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			fresh.Spec.Taints = append(fresh.Spec.Taints, corev1.Taint{Key: "e2e.sluice.dev/fuller", Effect: corev1.TaintEffectPreferNoSchedule})
+			_, err = e.kube.CoreV1().Nodes().Update(ctx, fresh, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
 			t.Fatalf("tainting %s: %v", n.Name, err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"sluice.dev/sluice/test/cluster"
 	"sluice.dev/sluice/test/load"
@@ -222,13 +223,19 @@ func createApp(t *testing.T, client kubernetes.Interface, replicas int32) {
 func scale(t *testing.T, client kubernetes.Interface, n int32) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := client.AppsV1().Deployments(ns).GetScale(ctx, "echo", metav1.GetOptions{})
+	// The deployment controller writes the Deployment's status meanwhile:
+	// a conflict means read the scale again.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := client.AppsV1().Deployments(ns).GetScale(ctx, "echo", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = n
+		_, err = client.AppsV1().Deployments(ns).UpdateScale(ctx, "echo", s, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	s.Spec.Replicas = n
-	if _, err := client.AppsV1().Deployments(ns).UpdateScale(ctx, "echo", s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("scaling to %d: %v", n, err)
 	}
 }
 
