@@ -207,7 +207,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 			log.Info("GOGC is set: no heap floor", "GOGC", v)
 		} else {
 			floor := gcfloor.Floor(uint64(c.gcHeapFloorMiB)<<20, gcfloor.CgroupMemoryMax())
-			defer gcfloor.Start(floor, 100, log).Stop()
+			defer gcfloor.Start(gcfloor.Options{Floor: floor, Base: 100, Logger: log}).Stop()
 		}
 	}
 
