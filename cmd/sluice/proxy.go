@@ -97,7 +97,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time in-flight requests get to finish once draining ends (0: none)")
 	fs.BoolVar(&c.healthOnTrafficPort, "health-on-traffic-port", false, "also answer /healthz on the traffic ports (the path is then reserved)")
 	fs.BoolVar(&c.fastHTTP1, "http1-fast-path", true, "serve HTTP/1.1 keep-alive traffic, plain and over TLS, with sluice's own HTTP/1.1 loop (net/http takes the connections it leaves: HTTP/2 over TLS, HTTP/1.0, upgrades, Expect, chunked uploads, large headers); false: net/http serves everything")
-	fs.IntVar(&c.gcHeapFloorMiB, "gc-heap-floor-mib", 64, "let the heap grow to this many MiB before the garbage collector runs (GOGC raised while the live heap is small; at most a quarter of the cgroup memory limit; 0 or a GOGC variable: Go's default)")
+	fs.IntVar(&c.gcHeapFloorMiB, "gc-heap-floor-mib", 64, "let the heap grow to this many MiB before the garbage collector runs (GOGC raised while the live heap is small and the proxy busy; at most a quarter of the cgroup memory limit; 0 or a GOGC variable: Go's default)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", false, "log one line per request")
