@@ -6,11 +6,13 @@
 // and why, a conflict naming the Ingress that wins, a missing Service, port
 // or Secret, a bad certificate, an Ingress of which nothing is served.
 //
-//	Ingresses, IngressClasses, Services, Secrets ─► translate.Build (pure) ─► problem.Announcer ─► Events
+//	Ingresses, IngressClasses, Services, Secrets ─► translate.BuildCached (pure) ─► problem.Announcer ─► Events
 //
 // Every change runs the whole translation (it is the same work each proxy
 // does on every change, and the cluster-wide view is what decides
-// conflicts). The Announcer makes each problem an Event once per change:
+// conflicts), with the parsed TLS Secrets kept between runs as the proxies
+// keep them (translate.KeyPairCache): a change parses only the Secrets
+// that changed. The Announcer makes each problem an Event once per change:
 // resyncs and unrelated changes announce nothing; a problem that is fixed
 // and comes back is announced again. A new leader announces the problems
 // it finds once.
@@ -23,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -63,6 +66,9 @@ type Reconciler struct {
 	opts      Options
 	log       *slog.Logger
 	announcer problem.Announcer
+
+	mu       sync.Mutex              // serializes builds: the cache is not safe for concurrent use
+	keyPairs *translate.KeyPairCache // parsed TLS Secrets of earlier builds
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -75,7 +81,7 @@ func New(o Options) (*Reconciler, error) {
 	o.IngressClass = cmp.Or(o.IngressClass, translate.DefaultIngressClass)
 	o.ControllerName = cmp.Or(o.ControllerName, translate.ControllerName)
 	o.Logger = cmp.Or(o.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	return &Reconciler{opts: o, log: o.Logger}, nil
+	return &Reconciler{opts: o, log: o.Logger, keyPairs: translate.NewKeyPairCache()}, nil
 }
 
 // EventAction is the action of the Events emitted.
@@ -87,7 +93,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	_, ps := translate.Build(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName})
+	r.mu.Lock()
+	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName}, r.keyPairs)
+	r.mu.Unlock()
 	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
 		ingresses[types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}] = ing

@@ -2,8 +2,16 @@ package problems
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -100,4 +108,86 @@ func TestEventsOncePerChange(t *testing.T) {
 	if len(fresh) != 1 || fresh[0].Reason != "ServiceNotFound" || !strings.HasSuffix(fresh[0].Object, "default/old") {
 		t.Errorf("after the change: %v, want one ServiceNotFound on default/old", fresh)
 	}
+}
+
+// TestSecretChangesSeenThroughTheCache: parsed Secrets are kept between
+// runs, but a changed Secret is parsed again: a broken certificate is
+// announced, its fix clears the problem, and breaking it again announces
+// it again.
+func TestSecretChangesSeenThroughTheCache(t *testing.T) {
+	ctx := context.Background()
+	tlsIng := ingress("shop", "web", nil, 1)
+	tlsIng.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"shop.example.com"}, SecretName: "shop-tls"}}
+	crt, key := selfSigned(t, "shop.example.com")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop-tls", Namespace: "default"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: []byte("not a certificate"), corev1.TLSPrivateKeyKey: key}}
+	c := ct.NewClient(interceptor.Funcs{}, tlsIng, service("web"), secret)
+	rec := &ct.Recorder{}
+	r, err := New(Options{Client: c, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() []ct.Event {
+		t.Helper()
+		n := len(rec.Events())
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Events()[n:]
+	}
+	setCert := func(b []byte) {
+		t.Helper()
+		var s corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "shop-tls"}, &s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data[corev1.TLSCertKey] = b
+		if err := c.Update(ctx, &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	invalid := func(evs []ct.Event) int {
+		n := 0
+		for _, e := range evs {
+			if e.Reason == "InvalidSecret" {
+				n++
+			}
+		}
+		return n
+	}
+	if got := run(); invalid(got) != 1 {
+		t.Fatalf("broken certificate: events %v, want one InvalidSecret", got)
+	}
+	if r.keyPairs.Len() != 1 {
+		t.Fatalf("cache holds %d Secrets, want 1", r.keyPairs.Len())
+	}
+	setCert(crt)
+	if got := run(); len(got) != 0 {
+		t.Fatalf("fixed certificate: events %v, want none", got)
+	}
+	setCert([]byte("broken again"))
+	if got := run(); invalid(got) != 1 {
+		t.Fatalf("broken again: events %v, want one InvalidSecret (a stale parse would announce nothing)", got)
+	}
+}
+
+func selfSigned(t *testing.T, host string) (crt, key []byte) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
