@@ -146,12 +146,12 @@ func TestAWS(t *testing.T) {
 	// the NLB still sends new connections to a deregistered pod for a
 	// while. First roll to such proxies (the old ones still drain 30s; the
 	// test does not wait for them to exit), then roll those.
-	if cs.wants("aws-proxy-roll-gate-off-no-wait") {
+	if cs.wants("aws-proxy-roll-no-wait-off") {
 		e.awsBindingGate(false)
 		e.proxyWithoutGate()
 		e.rolledOut(proxyNS, proxyName, 2*time.Minute)
 	}
-	run("aws-proxy-roll-gate-off-no-wait", false, func() {
+	run("aws-proxy-roll-no-wait-off", false, func() {
 		e.restartDeployment(proxyNS, proxyName)
 		e.settled(proxyNS, proxyName, 2*time.Minute)
 	})

@@ -97,7 +97,7 @@ func TestZeroDowntime(t *testing.T) {
 	e.patchDeployment(proxyNS, proxyName, `{"spec":{"template":{"spec":{"readinessGates":null}}}}`)
 	e.setProxyArg("--drain-max-wait=", "0s")
 	e.settled(proxyNS, proxyName, 3*time.Minute)
-	run("proxy-roll-gate-off-no-wait", false, func() {
+	run("proxy-roll-no-wait-off", false, func() {
 		e.restartDeployment(proxyNS, proxyName)
 		e.settled(proxyNS, proxyName, 3*time.Minute)
 	})
