@@ -23,23 +23,32 @@ exec 9>"$out/.lock"
 flock 9
 
 cd "$root/tools/kube"
+missing=()
 for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-	if [[ -x "$out/$bin" ]]; then
-		continue
-	fi
-	echo "kube-binaries: building $bin $version (first time: minutes; cached in $out)" >&2
+	[[ -x "$out/$bin" ]] || missing+=("$bin")
+done
+if ((${#missing[@]} > 0)); then
+	echo "kube-binaries: building ${missing[*]} $version (first time: minutes; cached in $out)" >&2
 	start=$(date +%s)
 	# Progress: a dot every 15 s so a long cold build does not look hung.
 	(while sleep 15; do printf '.' >&2; done) &
 	ticker=$!
-	if ! go build -trimpath -ldflags=-s -o "$out/$bin.tmp" "k8s.io/kubernetes/cmd/$bin"; then
+	# One go command for all of them: the packages they share compile
+	# once, and the links (single-threaded each) overlap with the rest.
+	pkgs=()
+	for bin in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$bin"); done
+	rm -rf "$out/.tmp" && mkdir -p "$out/.tmp"
+	if ! go build -trimpath -ldflags=-s -o "$out/.tmp/" "${pkgs[@]}"; then
 		kill "$ticker" 2>/dev/null || true
 		echo >&2
-		echo "kube-binaries: building $bin failed" >&2
+		echo "kube-binaries: building ${missing[*]} failed" >&2
 		exit 1
 	fi
 	kill "$ticker" 2>/dev/null || true
-	mv "$out/$bin.tmp" "$out/$bin"
+	for bin in "${missing[@]}"; do
+		mv "$out/.tmp/$bin" "$out/$bin"
+	done
+	rmdir "$out/.tmp"
 	echo " done in $(($(date +%s) - start))s" >&2
-done
+fi
 echo "$out"

@@ -24,23 +24,38 @@ start=$(date +%s)
 stamp() { echo "== $1 ($(($(date +%s) - start))s)"; }
 
 scripts/install-deps.sh
-# helm (pinned, from the Go module proxy): built once into the cache, used by
-# test/chart (unit stage) and TestHelm (e2e).
-scripts/helm.sh >/dev/null
 
-# The Kubernetes binaries (about 10 min cold, cached after) are needed only by
-# the e2e stage: build them in the background while the static and unit
-# stages run, and wait for them before the integration stage, whose load
-# tests must not compete with a compiler for the 2 cores.
+# helm (pinned, from the Go module proxy; about 5 min of CPU cold, cached
+# after) is needed by test/chart (unit stage) and TestHelm (e2e); the
+# Kubernetes binaries (about 10 min cold, cached after) only by the e2e
+# stage. Both build in the background while the static checks run (a cold
+# run spends much of that time fetching modules, not compiling): helm is
+# waited for before the unit stage, Kubernetes before the integration
+# stage, whose load tests must not compete with a compiler for the 2 cores.
 kube_pid=""
+helm_pid=""
 kube_out=$(mktemp)
 kube_log=$(mktemp)
-# Its own process group (setsid), so an early exit stops the compilers too.
-trap 'rm -f "$kube_out" "$kube_log"; [[ -n "$kube_pid" ]] && kill -- "-$kube_pid" 2>/dev/null; true' EXIT
+helm_log=$(mktemp)
+# Their own process groups (setsid), so an early exit stops the compilers too.
+trap 'rm -f "$kube_out" "$kube_log" "$helm_log"; for p in $kube_pid $helm_pid; do kill -- "-$p" 2>/dev/null; done; true' EXIT
+setsid scripts/helm.sh >/dev/null 2>"$helm_log" &
+helm_pid=$!
 if want e2e && [[ $(id -u) == 0 ]]; then
 	setsid scripts/kube-binaries.sh >"$kube_out" 2>"$kube_log" &
 	kube_pid=$!
 fi
+wait_helm() {
+	[[ -n "$helm_pid" ]] || return 0
+	stamp "waiting for helm"
+	if ! wait "$helm_pid"; then
+		helm_pid=""
+		cat "$helm_log" >&2
+		echo "building helm failed" >&2
+		exit 1
+	fi
+	helm_pid=""
+}
 wait_kube() {
 	[[ -n "$kube_pid" ]] || return 0
 	stamp "waiting for the Kubernetes binaries"
@@ -64,6 +79,8 @@ if want static; then
 	# One pass over every file: no file excludes a tag that another needs.
 	go vet -tags integration,e2e,image ./...
 fi
+
+wait_helm
 
 if want unit; then
 	stamp "unit tests"
