@@ -174,7 +174,8 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 	base := result.Record{Phase: result.PhaseControl, Proxy: "sluice", Ingresses: o.Corpus.Ingresses}
 	base.StartupMs = float64(time.Since(start)) / float64(time.Millisecond)
 	// The admin server shares one core with table builds: wait longer.
-	m, err := metrics(&http.Client{Transport: client.Transport, Timeout: 30 * time.Second}, o.AdminAddr)
+	admin := &http.Client{Transport: client.Transport, Timeout: 30 * time.Second}
+	m, err := metrics(admin, o.AdminAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +193,10 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 		if status(host) == http.StatusOK {
 			return out, fmt.Errorf("host %s answers before the change", host)
 		}
+		before, err := liveHistogram(admin, o.AdminAddr, -1)
+		if err != nil {
+			return out, err
+		}
 		t0 := time.Now()
 		if err := corpus.WriteIngressFile(o.Dir, o.Corpus, 0, map[int]string{0: host}); err != nil {
 			return out, err
@@ -202,6 +207,12 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 		r := base
 		r.Round = i
 		r.ChangeToLiveMs = float64(time.Since(t0)) / float64(time.Millisecond)
+		// The loop observes the histogram just after the swap: wait for it.
+		after, err := liveHistogram(admin, o.AdminAddr, before.count)
+		if err != nil {
+			return out, err
+		}
+		r.SourceToLiveMs = (after.sum - before.sum) / (after.count - before.count) * 1000
 		out = append(out, r)
 		// The old host must be gone in the same table.
 		if code := status(corpus.IngressHost(0)); code == http.StatusOK && i == 1 {
@@ -286,6 +297,30 @@ func metrics(c *http.Client, admin string) (map[string]float64, error) {
 		return nil, fmt.Errorf("reading metrics: %w", err)
 	}
 	return out, nil
+}
+
+// histogram is the sum and count of a Prometheus histogram.
+type histogram struct{ sum, count float64 }
+
+// liveHistogram scrapes sluice_table_change_to_live_seconds, retrying for up
+// to 5 s until its count is above after (-1: take the first scrape).
+func liveHistogram(c *http.Client, admin string, after float64) (histogram, error) {
+	const name = "sluice_table_change_to_live_seconds"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m, err := metrics(c, admin)
+		if err != nil {
+			return histogram{}, err
+		}
+		h := histogram{sum: m[name+"_sum"], count: m[name+"_count"]}
+		if h.count > after {
+			return h, nil
+		}
+		if time.Now().After(deadline) {
+			return h, fmt.Errorf("%s: count still %v after the change", name, h.count)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func checkLoopback(addr string) error {

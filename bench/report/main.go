@@ -200,6 +200,7 @@ type Control struct {
 	BinaryBuildMs   *float64  `json:"build_ms_in_binary,omitempty"`
 	ChangeToLiveMs  *float64  `json:"change_to_live_ms,omitempty"`
 	ChangeToLiveAll []float64 `json:"change_to_live_ms_all,omitempty"`
+	SourceToLiveMs  *float64  `json:"source_to_live_ms,omitempty"`
 	RSSKiB          *float64  `json:"rss_kib,omitempty"`
 	Errors          []string  `json:"errors,omitempty"`
 }
@@ -224,7 +225,7 @@ type Summary struct {
 }
 
 // controlSeries collects one control-plane variant's records.
-type controlSeries struct{ build, first, heap, startup, binBuild, change, rss []float64 }
+type controlSeries struct{ build, first, heap, startup, binBuild, change, sourceLive, rss []float64 }
 
 func (cs *controlSeries) add(c *Control, r result.Record) {
 	if r.Error != "" {
@@ -250,6 +251,9 @@ func (cs *controlSeries) add(c *Control, r result.Record) {
 		cs.binBuild = append(cs.binBuild, r.BuildMs)
 	}
 	cs.change = append(cs.change, r.ChangeToLiveMs)
+	if r.SourceToLiveMs > 0 {
+		cs.sourceLive = append(cs.sourceLive, r.SourceToLiveMs)
+	}
 	cs.rss = append(cs.rss, float64(r.ProcessRSSKiB))
 	c.Errors = append(c.Errors, r.Samples...)
 }
@@ -258,6 +262,7 @@ func (cs *controlSeries) fill(c *Control) {
 	c.BuildMs, c.FirstBuildMs, c.HeapPerRouteB = median(cs.build), median(cs.first), median(cs.heap)
 	c.StartupMs, c.BinaryBuildMs, c.ChangeToLiveMs, c.RSSKiB = median(cs.startup), median(cs.binBuild), median(cs.change), median(cs.rss)
 	c.ChangeToLiveAll = cs.change
+	c.SourceToLiveMs = median(cs.sourceLive)
 }
 
 func median(xs []float64) *float64 {

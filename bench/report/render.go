@@ -172,6 +172,9 @@ func controlTable(b *strings.Builder, c Control, title string) {
 		all[i] = fmt.Sprintf("%.0f", v)
 	}
 	fmt.Fprintf(b, "| one Ingress file changed → new host answering (median; all: %s ms) | %s |\n", strings.Join(all, ", "), num(c.ChangeToLiveMs, "%.0f ms"))
+	if c.SourceToLiveMs != nil {
+		fmt.Fprintf(b, "| of which the proxy's part: the source reporting the change → the new table live (sluice_table_change_to_live_seconds, median); the rest is the file source noticing the write, waiting for the file to hold still over two polls 250 ms apart and reading it | %s |\n", num(c.SourceToLiveMs, "%.0f ms"))
+	}
 	rss := c.RSSKiB
 	if rss != nil {
 		v := *rss / 1024

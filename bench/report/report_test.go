@@ -33,7 +33,7 @@ func TestSummarize(t *testing.T) {
 		{Phase: result.PhaseTranslate, Proxy: "sluice", Ingresses: 10, Routes: 21, BuildMs: 3, HeapPerRouteB: 200},
 		{Phase: result.PhaseControl, Proxy: "sluice", Round: 1, Ingresses: 10, StartupMs: 50, ChangeToLiveMs: 7},
 		{Phase: result.PhaseTranslate, Proxy: "sluice", Variant: "tls", Ingresses: 10, Routes: 21, BuildMs: 9, FirstBuildMs: 90},
-		{Phase: result.PhaseControl, Proxy: "sluice", Variant: "tls", Round: 1, Ingresses: 10, StartupMs: 500, ChangeToLiveMs: 70},
+		{Phase: result.PhaseControl, Proxy: "sluice", Variant: "tls", Round: 1, Ingresses: 10, StartupMs: 500, ChangeToLiveMs: 70, SourceToLiveMs: 20},
 	}
 	s := summarize(recs)
 	by := map[string]*Proxy{}
@@ -74,6 +74,10 @@ func TestSummarize(t *testing.T) {
 	eq("TLS rebuild", s.ControlTLS.BuildMs, 9)
 	eq("TLS first build", s.ControlTLS.FirstBuildMs, 90)
 	eq("TLS change to live", s.ControlTLS.ChangeToLiveMs, 70)
+	eq("TLS source to live", s.ControlTLS.SourceToLiveMs, 20)
+	if s.Control.SourceToLiveMs != nil {
+		t.Errorf("plain source to live = %v, want none (no record has it)", *s.Control.SourceToLiveMs)
+	}
 	if s.Control.FirstBuildMs != nil {
 		t.Errorf("plain first build = %v, want none", *s.Control.FirstBuildMs)
 	}

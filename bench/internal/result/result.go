@@ -108,7 +108,11 @@ type Record struct {
 	InputHeapPerIng float64 `json:"input_heap_per_ingress_bytes,omitempty"`
 	StartupMs       float64 `json:"startup_ms,omitempty"`        // process start → last route answers
 	ChangeToLiveMs  float64 `json:"change_to_live_ms,omitempty"` // file write → new route answers
-	ProcessRSSKiB   int64   `json:"process_rss_kib,omitempty"`
+	// SourceToLiveMs is the proxy's part of ChangeToLiveMs: its source
+	// reporting the change → the new table live (the mean of
+	// sluice_table_change_to_live_seconds over the builds the change caused).
+	SourceToLiveMs float64 `json:"source_to_live_ms,omitempty"`
+	ProcessRSSKiB  int64   `json:"process_rss_kib,omitempty"`
 
 	// Runtime is the Go runtime's view of a fixed-rate run (sluice only,
 	// from its /metrics): GC and scheduling latency during the run.
