@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,12 +14,16 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"sluice.dev/sluice/internal/http1"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"sluice.dev/sluice/internal/http1"
+	"sluice.dev/sluice/internal/route"
 )
 
 // cannedUpstream answers every request (without body) with the same
@@ -299,4 +304,30 @@ func readCanned(br *bufio.Reader) error {
 	}
 	_, err := br.Discard(n)
 	return err
+}
+
+// BenchmarkUpdate10k installs tables of 10,000 Ingresses (one host and
+// route each, 100 Services of one endpoint) with a metrics registry, as
+// the proxy's rebuild loop does on every change.
+func BenchmarkUpdate10k(b *testing.B) {
+	p := New(Options{Registerer: prometheus.NewRegistry()})
+	table := func() *route.Table {
+		cfg := route.Config{}
+		for i := range 10000 {
+			svc := fmt.Sprintf("ns/svc-%03d", i%100)
+			cfg.VirtualHosts = append(cfg.VirtualHosts, route.VirtualHost{
+				Host: fmt.Sprintf("h%05d.example", i),
+				Routes: []route.Route{{PathType: route.PathPrefix, Path: "/",
+					Backend: backendOf(svc, defaults(), fmt.Sprintf("127.0.0.1:%d", 20000+i%100)),
+					Ingress: fmt.Sprintf("ns/ing-%05d", i)}},
+			})
+		}
+		return route.New(cfg)
+	}
+	tables := [2]*route.Table{table(), table()}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		p.Update(tables[i%2])
+	}
 }

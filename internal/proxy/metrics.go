@@ -87,8 +87,11 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
-// routeMetrics are the label children of one (ingress, service) pair,
-// resolved in Update so that a request does no label lookup.
+// routeMetrics are the label children of one (ingress, service) pair. A
+// route view resolves them on its first request (routeView.metrics), so
+// series exist only for routes that served requests: a table of 10,000
+// Ingresses does not make a /metrics page of 230,000 zero-valued lines, and
+// Update does no label lookups.
 type routeMetrics struct {
 	requests [5]prometheus.Counter
 	duration prometheus.Observer
@@ -103,7 +106,20 @@ func (m *metrics) route(ingress, service string) routeMetrics {
 	return rm
 }
 
-// backendMetrics are the label children of one service.
+// metrics returns rv's label children, resolving them on first use. Two
+// first requests racing resolve the same children.
+func (rv *routeView) metrics(m *metrics) *routeMetrics {
+	if rm := rv.m.Load(); rm != nil {
+		return rm
+	}
+	rm := m.route(rv.ingress, rv.service)
+	rv.m.Store(&rm)
+	return &rm
+}
+
+// backendMetrics are the label children of one service, resolved in
+// Update: a Service's error counters exist, at zero, while a table routes
+// to it (alerts on them see 0, not nothing).
 type backendMetrics struct {
 	errors       [numKinds]prometheus.Counter
 	retries      prometheus.Counter
@@ -120,6 +136,40 @@ func (m *metrics) backend(service string) backendMetrics {
 	bm.ejected = m.ejected.WithLabelValues(service)
 	bm.clientErrors = m.clientErrors.WithLabelValues(service)
 	return bm
+}
+
+// forget deletes the series of the (ingress, service) pairs and the
+// services that old routed to and cur (nil: none) does not, so series of
+// removed Ingresses and Services do not pile up. The unrouted pair ("", "")
+// stays. A request still running on old that is the first of its route
+// after the swap creates its series again; it stays until that pair is
+// removed from a later table.
+func (m *metrics) forget(old, cur *view) {
+	var pairs map[[2]string]struct{}
+	var services map[string]struct{}
+	if cur != nil {
+		pairs, services = cur.pairs, cur.services
+	}
+	for k := range old.pairs {
+		if _, ok := pairs[k]; ok || k == ([2]string{}) {
+			continue
+		}
+		for _, c := range codeClasses {
+			m.requests.DeleteLabelValues(k[0], k[1], c)
+		}
+		m.duration.DeleteLabelValues(k[0], k[1])
+	}
+	for svc := range old.services {
+		if _, ok := services[svc]; ok {
+			continue
+		}
+		for _, k := range kindNames {
+			m.upstreamErrors.DeleteLabelValues(svc, k)
+		}
+		m.retries.DeleteLabelValues(svc)
+		m.ejected.DeleteLabelValues(svc)
+		m.clientErrors.DeleteLabelValues(svc)
+	}
 }
 
 func codeClass(status int) int {

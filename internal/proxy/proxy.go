@@ -167,6 +167,7 @@ func New(o Options) *Proxy {
 	p.brs.New = func() any { return bufio.NewReaderSize(nil, 4<<10) }
 	p.bws.New = func() any { return bufio.NewWriterSize(nil, 4<<10) }
 	p.unrouted = p.routeView(nil, nil)
+	p.unrouted.metrics(p.m) // its series exist from the start
 	if o.RequestID {
 		p.ids = newIDSource()
 	}
@@ -302,8 +303,9 @@ type outcome struct {
 // record updates metrics and writes the access log line.
 func (p *Proxy) record(r *http.Request, rv *routeView, o outcome, start time.Time) {
 	d := time.Since(start)
-	rv.m.requests[codeClass(o.status)].Inc()
-	rv.m.duration.Observe(d.Seconds())
+	m := rv.metrics(p.m)
+	m.requests[codeClass(o.status)].Inc()
+	m.duration.Observe(d.Seconds())
 	if p.access == nil {
 		return
 	}

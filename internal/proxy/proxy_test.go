@@ -284,6 +284,97 @@ func TestMetricsAndAccessLog(t *testing.T) {
 	New(Options{Registerer: reg})
 }
 
+// TestMetricSeriesFollowTheTable: a route's series appear with its first
+// request, not when the table is installed (10,000 Ingresses must not make
+// a page of zero-valued series); a Service's error counters exist at zero
+// from the table on; both go when a table drops the route or the Service
+// (they must not pile up as Ingresses come and go).
+func TestMetricSeriesFollowTheTable(t *testing.T) {
+	a := newBackend(t, "a", nil)
+	reg := prometheus.NewRegistry()
+	p, srv, c := front(t, Options{Registerer: reg})
+	routeTo := func(ing, svc string, addr string) route.Route {
+		return route.Route{PathType: route.PathPrefix, Path: "/" + strings.ReplaceAll(ing, "/", "-"),
+			Backend: backendOf(svc, defaults(), addr), Ingress: ing}
+	}
+	dead := deadAddr(t)
+	both := route.New(route.Config{VirtualHosts: []route.VirtualHost{{Routes: []route.Route{
+		routeTo("ns/one", "ns/a", a.addr()), routeTo("ns/two", "ns/b", dead),
+	}}}})
+	onlyTwo := route.New(route.Config{VirtualHosts: []route.VirtualHost{{Routes: []route.Route{
+		routeTo("ns/two", "ns/b", dead),
+	}}}})
+	// series returns the label sets of name's series, as "ingress service"
+	// or "kind service" (labels in name order, without code_class).
+	series := func(name string) map[string]bool {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				var vs []string
+				for _, l := range m.GetLabel() {
+					if l.GetName() != "code_class" {
+						vs = append(vs, l.GetValue())
+					}
+				}
+				out[strings.Join(vs, " ")] = true
+			}
+		}
+		return out
+	}
+	p.Update(both)
+	if got := series("sluice_request_duration_seconds"); len(got) != 1 || !got[" "] {
+		t.Fatalf("before any request: duration series %v, want only the unrouted one", got)
+	}
+	if got := series("sluice_upstream_errors_total"); len(got) != 8 || !got["connect ns/a"] || !got["connect ns/b"] {
+		t.Fatalf("before any request: upstream error series %v, want ns/a's and ns/b's, at zero", got)
+	}
+	if r := get(t, c, srv.URL+"/ns-one"); r.status != 200 {
+		t.Fatalf("ns/one: status %d", r.status)
+	}
+	if r := get(t, c, srv.URL+"/ns-two"); r.status != 502 {
+		t.Fatalf("ns/two: status %d, want 502 (no endpoint answers)", r.status)
+	}
+	if got := series("sluice_request_duration_seconds"); !got["ns/one ns/a"] || !got["ns/two ns/b"] {
+		t.Fatalf("after requests: duration series %v, want ns/one and ns/two", got)
+	}
+	bErrors := value(t, p.m.upstreamErrors.WithLabelValues("ns/b", "connect"))
+	if bErrors == 0 {
+		t.Fatal("no connect error counted for ns/b")
+	}
+	// A new table with the same routes keeps the series and their counts.
+	p.Update(route.New(*both.Config()))
+	if got := value(t, p.m.requests.WithLabelValues("ns/one", "ns/a", "2xx")); got != 1 {
+		t.Fatalf("after an equal table: requests of ns/one = %v, want 1", got)
+	}
+	p.Update(onlyTwo)
+	for _, name := range []string{"sluice_request_duration_seconds", "sluice_requests_total"} {
+		if got := series(name); got["ns/one ns/a"] || !got["ns/two ns/b"] || !got[" "] {
+			t.Errorf("after ns/one is dropped: %s series %v, want ns/two's and the unrouted, not ns/one's", name, got)
+		}
+	}
+	if got := series("sluice_upstream_errors_total"); got["connect ns/a"] || !got["connect ns/b"] {
+		t.Errorf("after ns/one is dropped: upstream error series %v, want ns/b's kept and ns/a's gone", got)
+	}
+	if got := value(t, p.m.upstreamErrors.WithLabelValues("ns/b", "connect")); got != bErrors {
+		t.Errorf("after ns/one is dropped: ns/b's connect errors = %v, want the %v counted before", got, bErrors)
+	}
+	p.Update(nil)
+	if got := series("sluice_request_duration_seconds"); len(got) != 1 || !got[" "] {
+		t.Errorf("without a table: duration series %v, want only the unrouted one", got)
+	}
+	if got := series("sluice_upstream_errors_total"); len(got) != 0 {
+		t.Errorf("without a table: upstream error series %v, want none", got)
+	}
+}
+
 // value reads a counter.
 func value(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()

@@ -17,6 +17,10 @@ type view struct {
 	table    *route.Table
 	routes   map[*route.Route]*routeView
 	backends map[*route.Backend]*backendView
+	// pairs and services are the metric labels the table routes to, so
+	// the next Update can delete the series of those it drops.
+	pairs    map[[2]string]struct{}
+	services map[string]struct{}
 }
 
 // routeView is what a matched route resolves to.
@@ -28,7 +32,7 @@ type routeView struct {
 	// none) as a header value.
 	redirect bool
 	hsts     []string
-	m        routeMetrics
+	m        atomic.Pointer[routeMetrics] // resolved on first use: metrics
 }
 
 // backendView is one backend of one table: its endpoints bound to their
@@ -81,6 +85,9 @@ func (p *Proxy) Update(t *route.Table) {
 		v = p.build(t, usedUps, usedPools)
 	}
 	old := p.view.Swap(v)
+	if old != nil {
+		p.m.forget(old, v)
+	}
 
 	for addr, u := range p.ups {
 		if !usedUps[u] {
@@ -108,6 +115,8 @@ func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[
 		table:    t,
 		routes:   make(map[*route.Route]*routeView),
 		backends: make(map[*route.Backend]*backendView),
+		pairs:    make(map[[2]string]struct{}),
+		services: make(map[string]struct{}),
 	}
 	// Previous backends by name, to reuse their hash rings.
 	prev := make(map[string]*backendView)
@@ -127,6 +136,7 @@ func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[
 		}
 		bv := p.buildBackend(b, prev, usedUps, usedPools)
 		v.backends[b] = bv
+		v.services[bv.service] = struct{}{}
 		return bv
 	}
 	for i := range cfg.VirtualHosts {
@@ -134,11 +144,14 @@ func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[
 		for j := range vh.Routes {
 			r := &vh.Routes[j]
 			bv := backend(r.Backend)
-			v.routes[r] = p.routeView(bv, r)
+			rv := p.routeView(bv, r)
+			v.routes[r] = rv
+			v.pairs[[2]string{rv.ingress, rv.service}] = struct{}{}
 		}
 	}
 	if bv := backend(cfg.DefaultBackend); bv != nil {
 		bv.dflt = p.routeView(bv, nil)
+		v.pairs[[2]string{"", bv.service}] = struct{}{}
 	}
 	return v
 }
@@ -157,7 +170,6 @@ func (p *Proxy) routeView(bv *backendView, rt *route.Route) *routeView {
 	if bv != nil {
 		rv.service = bv.service
 	}
-	rv.m = p.m.route(rv.ingress, rv.service)
 	return rv
 }
 
