@@ -67,7 +67,7 @@ func main() {
 	flag.IntVar(&backendPort, "backend-port", 24080, "port of the bench backend on 127.0.0.1")
 	flag.IntVar(&o.Changes, "changes", 3, "Ingress changes to time")
 	flag.DurationVar(&o.Timeout, "timeout", 120*time.Second, "longest wait for a route to answer")
-	flag.DurationVar(&o.Poll, "poll", time.Millisecond, "probe interval")
+	flag.DurationVar(&o.Poll, "poll", time.Millisecond, "probe interval (at least 5 ms with --tls)")
 	flag.StringVar(&o.StderrPath, "log", "", "file for sluice's output (default: discarded)")
 	flag.Parse()
 	o.Corpus.BackendPort = int32(backendPort)
@@ -147,6 +147,13 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 		defer tc.close()
 		status = tc.get
 	}
+	// Over HTTPS a probe that fails is a full handshake on the proxy's
+	// core (the host has no certificate yet), so a 1 ms probe would take
+	// much of the core the table build needs: probe at most every 5 ms.
+	pause := o.Poll
+	if o.TLS {
+		pause = max(pause, 5*time.Millisecond)
+	}
 	probe := func(host string) (time.Duration, error) {
 		t0 := time.Now()
 		deadline := t0.Add(o.Timeout)
@@ -162,7 +169,7 @@ func run(ctx context.Context, o Options) ([]result.Record, error) {
 			if status(host) == http.StatusOK {
 				return time.Since(t0), nil
 			}
-			time.Sleep(o.Poll)
+			time.Sleep(pause)
 		}
 		return 0, fmt.Errorf("host %s did not answer 200 within %s", host, o.Timeout)
 	}

@@ -28,7 +28,13 @@
 //
 // Files are not read while they change: a new or changed file is read once
 // it looked the same on two polls in a row, while a removed file is gone on
-// the next poll. So that moving an object from one file to another never
+// the next poll. On Linux, Dir and its subdirectories are also watched
+// (inotify): a change while no file is waiting to be read starts a poll at
+// once, and the poll that reads the file follows one interval later, so a
+// change shows after about one interval instead of one to two. Polls are
+// never closer than an interval while a file waits, so "the same on two
+// polls" still means unchanged for an interval. Where watching fails
+// (limits, other systems) the source polls, as it does anyway. So that moving an object from one file to another never
 // leaves a poll without it, an object that disappears while some file is
 // still waiting to be read stays in the snapshot (as it was last
 // published) until no file is waiting, for at most MaxHoldPolls polls.
@@ -67,6 +73,10 @@ const DefaultInterval = 250 * time.Millisecond
 // polls, from delaying removals elsewhere for good.
 const MaxHoldPolls = 8
 
+// minWakeGap is the least time between a poll and one started by a watch
+// event (at most a fifth of the interval).
+const minWakeGap = 50 * time.Millisecond
+
 // MaxFileSize is the largest manifest file read; larger files are skipped
 // with a warning.
 const MaxFileSize = 16 << 20
@@ -79,7 +89,8 @@ type Options struct {
 	// Interval is how often Dir is polled; 0 means DefaultInterval. A
 	// changed file is read once it looked the same on two polls in a row
 	// (so a file caught halfway through being written is not loaded), so
-	// changes show within about two intervals. Objects that disappear
+	// changes show within about two intervals, or about one where the
+	// directory can be watched (Linux). Objects that disappear
 	// (a removed file, an edit that drops them) stay while another file
 	// waits to be read, so removals may take as long as additions; see
 	// MaxHoldPolls.
@@ -107,6 +118,12 @@ type Source struct {
 	dupes     string   // last duplicate report, to warn once
 	published []object // what the current snapshot was assembled from
 	heldPolls int      // polls in a row that kept disappeared objects
+	settling  bool     // the last poll left a file waiting to be read
+	dirs      []string // Dir and the subdirectories the last scan listed
+	watchErr  string   // last error watching, to warn once
+
+	// polled, if set, is called after each poll of Run (tests).
+	polled func(settling bool)
 }
 
 var _ source.Source = (*Source)(nil)
@@ -165,7 +182,18 @@ func (s *Source) Run(ctx context.Context, notify func()) error {
 	} else if !fi.IsDir() {
 		return fmt.Errorf("reading manifests: %s is not a directory", s.dir)
 	}
+	// Watched before the first poll, so no change falls between them.
+	var wake <-chan struct{}
+	w, err := newWatcher()
+	if err != nil {
+		s.log.Info("not watching manifests for changes; polling only", "err", err, "interval", s.interval)
+	} else {
+		defer w.close()
+		wake = w.wake
+		s.watch(w, []string{s.dir})
+	}
 	s.poll(true)
+	s.watch(w, s.dirs)
 	s.synced.Store(true)
 	in := s.current.Load()
 	s.log.Info("manifests loaded", "files", len(s.files), "ingresses", len(in.Ingresses),
@@ -174,15 +202,63 @@ func (s *Source) Run(ctx context.Context, notify func()) error {
 
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
+	last := time.Now()
+	var soon <-chan time.Time // a poll deferred by minWakeGap
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if s.poll(false) {
-				notify()
+		case <-wake:
+			if s.settling {
+				// A file waits: the next tick reads it or sees it
+				// still changing, an interval after the last poll.
+				continue
 			}
+			if wait := min(s.interval/5, minWakeGap) - time.Since(last); wait > 0 {
+				// The last poll was just now: a file written without
+				// pause (a log beside the manifests) must not make
+				// the source poll without pause.
+				if soon == nil {
+					soon = time.After(wait)
+				}
+				continue
+			}
+			t.Reset(s.interval)
+		case <-soon:
+			if s.settling {
+				soon = nil
+				continue
+			}
+			t.Reset(s.interval)
 		}
+		soon = nil
+		last = time.Now()
+		changed := s.poll(false)
+		s.watch(w, s.dirs)
+		if s.polled != nil {
+			s.polled(s.settling)
+		}
+		if changed {
+			notify()
+		}
+	}
+}
+
+// watch renews the watches on dirs (nil w: not watching), warning once per
+// distinct error; the poll ticker covers for what is not watched.
+func (s *Source) watch(w *watcher, dirs []string) {
+	if w == nil {
+		return
+	}
+	err := w.watch(dirs)
+	if err == nil {
+		s.watchErr = ""
+		return
+	}
+	if msg := err.Error(); msg != s.watchErr {
+		s.watchErr = msg
+		s.log.Warn("watching manifests for changes; changes there are seen by polling", "err", err)
 	}
 }
 
@@ -222,6 +298,7 @@ func (s *Source) poll(first bool) bool {
 		}
 		s.load(path, fp, st)
 	}
+	s.settling = settling
 	objs := s.objects()
 	held := s.hold(objs, settling)
 	objs = append(objs, held...)
@@ -332,6 +409,7 @@ func (s *Source) scan() (seen map[string]fingerprint, subErrs map[string]error, 
 		return nil, nil, err
 	}
 	seen = map[string]fingerprint{}
+	s.dirs = append(s.dirs[:0], s.dir)
 	for _, e := range entries {
 		if hidden(e.Name()) {
 			continue
@@ -342,6 +420,7 @@ func (s *Source) scan() (seen map[string]fingerprint, subErrs map[string]error, 
 			continue // e.g. a dangling symlink: as if absent
 		}
 		if fi.IsDir() {
+			s.dirs = append(s.dirs, path)
 			if err := scanSub(path, seen); err != nil {
 				if subErrs == nil {
 					subErrs = map[string]error{}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -156,6 +157,66 @@ func TestRun(t *testing.T) {
 	wait("remove", "a:3")
 	if err := s.Run(ctx, func() {}); err == nil {
 		t.Error("second Run: no error")
+	}
+}
+
+// TestWatchStartsPoll: on Linux a write wakes the source at once. With an
+// interval of an hour, only the watch can start the poll that sees the new
+// file (and leaves it waiting to be read, as every first sight does).
+func TestWatchStartsPoll(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("watching is Linux only")
+	}
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.yaml"), svcDoc("a", 1))
+	s, err := New(Options{Dir: dir, Interval: time.Hour, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polls := make(chan bool, 100)
+	s.polled = func(settling bool) {
+		select {
+		case polls <- settling:
+		default:
+		}
+	}
+	synced := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Run(ctx, func() {
+			select {
+			case synced <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-synced:
+	case <-time.After(waitTimeout):
+		t.Fatal("no first load")
+	}
+	// A write right after a poll is left to the tick (minWakeGap), so
+	// write until a poll comes.
+	deadline := time.After(waitTimeout)
+	for i := 0; ; i++ {
+		write(t, filepath.Join(dir, "sub", "b.yaml"), svcDoc("b", 2+i))
+		select {
+		case settling := <-polls:
+			if !settling {
+				t.Fatal("the poll after a write left nothing waiting to be read")
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no poll after writes, with an interval of an hour")
+		}
 	}
 }
 
