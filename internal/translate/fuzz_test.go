@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"sluice.dev/sluice/internal/route"
 )
@@ -202,4 +203,28 @@ func fuzzSlice(portName string, portNum int32) *discoveryv1.EndpointSlice {
 			{Addresses: []string{"10.244.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}},
 		},
 	}
+}
+
+// FuzzHostCheck holds isDNS1123Subdomain to the API machinery's
+// validation it stands in for, plain and as the rest of a wildcard.
+func FuzzHostCheck(f *testing.F) {
+	for _, h := range []string{"a", "shop.example.com", "a-b.c", "-a", "a-", "a..b", ".a", "a.", "A.com",
+		"xn--bcher-kva.example", "1.2.3.4", "a_b", "*.example.com", "*.", "*", strings.Repeat("a", 254),
+		strings.Repeat("a", 64) + ".com", "a.-b.c", "a\x00b", "é.com"} {
+		f.Add(h)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		if got, want := isDNS1123Subdomain(h), len(validation.IsDNS1123Subdomain(h)) == 0; got != want {
+			t.Errorf("isDNS1123Subdomain(%q) = %v, validation says %v", h, got, want)
+		}
+		for _, host := range []string{h, "*." + h} {
+			valid := validation.IsDNS1123Subdomain
+			if strings.Contains(host, "*") {
+				valid = validation.IsWildcardDNS1123Subdomain
+			}
+			if got, want := wellFormedHost(host), len(valid(host)) == 0; got != want {
+				t.Errorf("wellFormedHost(%q) = %v, validation says %v", host, got, want)
+			}
+		}
+	})
 }
