@@ -34,10 +34,12 @@
 // change shows after about one interval instead of one to two. Polls are
 // never closer than an interval while a file waits, so "the same on two
 // polls" still means unchanged for an interval. Where watching fails
-// (limits, other systems) the source polls, as it does anyway. So that moving an object from one file to another never
-// leaves a poll without it, an object that disappears while some file is
-// still waiting to be read stays in the snapshot (as it was last
-// published) until no file is waiting, for at most MaxHoldPolls polls.
+// (limits, other systems) the source polls, as it does anyway.
+//
+// So that moving an object from one file to another never leaves a poll
+// without it, an object that disappears while some file is still waiting
+// to be read stays in the snapshot (as it was last published) until no
+// file is waiting, for at most MaxHoldPolls polls.
 package manifests
 
 import (
