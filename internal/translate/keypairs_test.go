@@ -1,18 +1,10 @@
 package translate
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -20,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"sluice.dev/sluice/internal/route"
+	"sluice.dev/sluice/internal/testcert"
 )
 
 // TestBuildCachedSameAsBuild: a cache, cold or warm, never changes the
@@ -39,27 +32,6 @@ func TestBuildCachedSameAsBuild(t *testing.T) {
 			}
 		})
 	}
-}
-
-func selfSigned(t *testing.T, host string) (crt, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p8, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8})
 }
 
 func tlsSecret(name, uid, rv string, crt, key []byte) *corev1.Secret {
@@ -85,10 +57,10 @@ func tlsIngress(name, host, secret string) *networkingv1.Ingress {
 // (or, without one, its content) changes; entries of Secrets that are gone
 // are evicted; a broken Secret reports the same problem from the cache.
 func TestKeyPairCache(t *testing.T) {
-	crtA, keyA := selfSigned(t, "a.example.com")
-	crtA2, keyA2 := selfSigned(t, "a.example.com")
-	crtB, keyB := selfSigned(t, "b.example.com")
-	crtC, keyC := selfSigned(t, "c.example.com")
+	crtA, keyA := testcert.SelfSigned(t, "a.example.com")
+	crtA2, keyA2 := testcert.SelfSigned(t, "a.example.com")
+	crtB, keyB := testcert.SelfSigned(t, "b.example.com")
+	crtC, keyC := testcert.SelfSigned(t, "c.example.com")
 	ings := []*networkingv1.Ingress{
 		tlsIngress("a", "a.example.com", "a"),
 		tlsIngress("b", "b.example.com", "b"),

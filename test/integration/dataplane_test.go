@@ -4,17 +4,11 @@ package integration
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -27,35 +21,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"sluice.dev/sluice/internal/testcert"
 	"sluice.dev/sluice/test/grpcecho"
-
 	"sluice.dev/sluice/test/testenv"
 )
-
-// selfSigned returns a CA-capable self-signed certificate for names, as
-// PEM certificate and key.
-func selfSigned(t *testing.T, names ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, IsCA: true, BasicConstraintsValid: true,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 // indent prefixes every line of s with n spaces (PEM in YAML block scalars).
 func indent(s string, n int) string {
@@ -85,7 +54,7 @@ func listenOn(t *testing.T, addr string) net.Listener {
 // upstreams, the HTTPS redirect, HSTS and request IDs.
 func TestDataPlaneProtocols(t *testing.T) {
 	e := newEnv(t)
-	certPEM, keyPEM := selfSigned(t, "grpc.example.com", "secure.example.com", "tlsweb.default.svc")
+	certPEM, keyPEM := testcert.SelfSigned(t, "grpc.example.com", "secure.example.com", "tlsweb.default.svc")
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(certPEM)
 

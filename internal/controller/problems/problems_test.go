@@ -2,16 +2,8 @@ package problems
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -22,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ct "sluice.dev/sluice/internal/controller/controllertest"
+	"sluice.dev/sluice/internal/testcert"
 )
 
 func ingress(name, svc string, ann map[string]string, created int64) *networkingv1.Ingress {
@@ -118,7 +111,7 @@ func TestSecretChangesSeenThroughTheCache(t *testing.T) {
 	ctx := context.Background()
 	tlsIng := ingress("shop", "web", nil, 1)
 	tlsIng.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"shop.example.com"}, SecretName: "shop-tls"}}
-	crt, key := selfSigned(t, "shop.example.com")
+	crt, key := testcert.SelfSigned(t, "shop.example.com")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop-tls", Namespace: "default"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: []byte("not a certificate"), corev1.TLSPrivateKeyKey: key}}
 	c := ct.NewClient(interceptor.Funcs{}, tlsIng, service("web"), secret)
@@ -169,25 +162,4 @@ func TestSecretChangesSeenThroughTheCache(t *testing.T) {
 	if got := run(); invalid(got) != 1 {
 		t.Fatalf("broken again: events %v, want one InvalidSecret (a stale parse would announce nothing)", got)
 	}
-}
-
-func selfSigned(t *testing.T, host string) (crt, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
