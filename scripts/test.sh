@@ -45,27 +45,24 @@ if want e2e && [[ $(id -u) == 0 ]]; then
 	setsid scripts/kube-binaries.sh >"$kube_out" 2>"$kube_log" &
 	kube_pid=$!
 fi
-wait_helm() {
-	[[ -n "$helm_pid" ]] || return 0
-	stamp "waiting for helm"
-	if ! wait "$helm_pid"; then
-		helm_pid=""
-		cat "$helm_log" >&2
-		echo "building helm failed" >&2
+# wait_build NAME PIDVAR LOG: wait for the background build whose pid is in
+# the variable PIDVAR and clear it (then the EXIT trap leaves it alone); stop
+# with LOG shown if the build failed. Returns 1 if there was none to wait for.
+wait_build() {
+	local pid=${!2} rc=0
+	[[ -n "$pid" ]] || return 1
+	stamp "waiting for $1"
+	wait "$pid" || rc=$?
+	printf -v "$2" ''
+	if ((rc != 0)); then
+		cat "$3" >&2
+		echo "building $1 failed" >&2
 		exit 1
 	fi
-	helm_pid=""
 }
+wait_helm() { wait_build helm helm_pid "$helm_log" || true; }
 wait_kube() {
-	[[ -n "$kube_pid" ]] || return 0
-	stamp "waiting for the Kubernetes binaries"
-	if ! wait "$kube_pid"; then
-		kube_pid=""
-		cat "$kube_log" >&2
-		echo "building the Kubernetes binaries failed" >&2
-		exit 1
-	fi
-	kube_pid=""
+	wait_build "the Kubernetes binaries" kube_pid "$kube_log" || return 0
 	SLUICE_KUBE_BIN=$(cat "$kube_out")
 	export SLUICE_KUBE_BIN
 }
