@@ -347,8 +347,8 @@ func testReloadRestore(t *testing.T, extraGlobal, extraBackend string) map[strin
 		gapRequests, gapFailed := l.requests.Load()-before, l.failed.Load()-failedBefore
 		failedAfter := l.failed.Load()
 		l.waitRequests(t, 1000)
-		t.Logf("%s: gap requests=%d failed=%d; after restore requests=%d failed=%d; refused=%d (no listener while HAProxy was down)",
-			change, gapRequests, gapFailed, 1000, l.failed.Load()-failedAfter, l.refused.Load())
+		t.Logf("%s: gap requests=%d failed=%d; after restore requests=%d failed=%d; refused=%d (no listener while HAProxy was down); failures so far: %s",
+			change, gapRequests, gapFailed, 1000, l.failed.Load()-failedAfter, l.refused.Load(), l.errors())
 		if n := l.failed.Load() - failedAfter; n != 0 {
 			t.Fatalf("%s: %d requests failed after the servers were restored: %s", change, n, l.errors())
 		}
