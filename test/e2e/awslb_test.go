@@ -144,25 +144,39 @@ func TestAWSManagedLB(t *testing.T) {
 	first := st
 	sdk := elbv2.New(elbv2.Options{Region: "us-east-1", BaseEndpoint: awssdk.String(f.URL()),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")})
-	note := func(extra string) string {
-		c := f.Calls()
-		created := c["CreateLoadBalancer"] + c["CreateTargetGroup"] + c["CreateListener"]
-		recreated := 0
-		b, err := e.managedBinding(context.Background())
-		if err == nil && b.Status.Managed != nil {
-			now := b.Status.Managed
-			if now.LoadBalancerARN != first.LoadBalancerARN {
-				recreated++
-			}
-			if now.TargetGroupARN != first.TargetGroupARN {
-				recreated++
-			}
-			if !slices.Equal(now.ListenerARNs, first.ListenerARNs) {
-				recreated++
+	// recreated is read from the fake, never from the binding's status:
+	// create calls beyond the first load balancer, target group and
+	// listener, delete calls, and resources of the first creation that
+	// the fake no longer holds.
+	createCalls := func(c map[string]int) int {
+		return c["CreateLoadBalancer"] + c["CreateTargetGroup"] + c["CreateListener"]
+	}
+	deleteCalls := func(c map[string]int) int {
+		return c["DeleteLoadBalancer"] + c["DeleteTargetGroup"] + c["DeleteListener"]
+	}
+	firstCreated := createCalls(f.Calls())
+	gone := func() int {
+		n := 0
+		if !slices.Contains(f.LoadBalancerARNs(), first.LoadBalancerARN) {
+			n++
+		}
+		if !slices.Contains(f.TargetGroupARNs(), first.TargetGroupARN) {
+			n++
+		}
+		for _, l := range first.ListenerARNs {
+			if _, _, ok := f.ListenerCertificates(l); !ok {
+				n++
 			}
 		}
+		return n
+	}
+	note := func(extra string) string {
+		c := f.Calls()
+		created := createCalls(c)
+		recreated := created - firstCreated + deleteCalls(c) + gone()
 		if recreated > 0 {
-			t.Errorf("recreated %d resources: now %+v, first %+v", recreated, b.Status.Managed, first)
+			t.Errorf("recreated %d: create calls %d (first %d), delete calls %d, first resources gone %d",
+				recreated, created, firstCreated, deleteCalls(c), gone())
 		}
 		return strings.TrimSpace(fmt.Sprintf("created=%d recreated=%d %s", created, recreated, extra))
 	}
@@ -293,9 +307,8 @@ func TestAWSManagedLB(t *testing.T) {
 			t.Errorf("after deletion: load balancers %v, target groups %v; want only the foreign ones", lbs, tgs)
 		}
 		c := f.Calls()
-		r := caseResult{name: "awslb-delete", note: fmt.Sprintf("created=%d recreated=0 deleted=%d left_foreign=%d seconds=%.0f",
-			c["CreateLoadBalancer"]+c["CreateTargetGroup"]+c["CreateListener"],
-			c["DeleteLoadBalancer"]+c["DeleteTargetGroup"]+c["DeleteListener"], len(lbs)+len(tgs), time.Since(start).Seconds())}
+		r := caseResult{name: "awslb-delete", note: fmt.Sprintf("created=%d recreated=%d deleted=%d left_foreign=%d seconds=%.0f",
+			createCalls(c), createCalls(c)-firstCreated, deleteCalls(c), len(lbs)+len(tgs), time.Since(start).Seconds())}
 		cs.results = append(cs.results, r)
 		t.Log(r.String())
 	}
