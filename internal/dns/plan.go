@@ -211,7 +211,11 @@ func (p *Plan) want(w Want, z zoneState, o PlanOptions) {
 	if !held {
 		b.Changes = append(b.Changes, recordChanges(cur, w.Records)...)
 	}
-	if !held || adopt {
+	// A held name's ownership record is still rewritten when it is
+	// adopted, or signed by a key that no longer signs (rotation), so it
+	// stays ours once the old key is gone.
+	resign := adopt || (who == heldOurs && o.Keys.Sign(w.Name, own).Sig != own.Sig)
+	if !held || resign {
 		wantTXT := Record{Name: OwnerName(w.Name), Type: TypeTXT, TTL: o.TTL,
 			Values: []string{o.Keys.Sign(w.Name, Owner{ID: o.OwnerID, Ingress: w.Owner}).Format()}}
 		if !hasTXT {
