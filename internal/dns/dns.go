@@ -5,6 +5,11 @@
 //
 //	ingresses + binding addresses ─► desired records (pure) ─► plan vs zone (owned records only) ─► Provider.Apply
 //
+// A name is owned only through an ownership TXT record signed with one of
+// the controller's keys (Keys): the owner ID alone is public, so anybody
+// who may write TXT records could copy it. Names holding record types
+// sluice does not write are someone else's.
+//
 // Names are lower-case fully qualified names without the trailing dot
 // ("www.example.com", "*.apps.example.com").
 package dns
