@@ -157,6 +157,23 @@ func (z zoneState) foreignTypes(name string) []string {
 	return sortedUnique(z.other[name])
 }
 
+// delegation returns the closest name above name and below the zone's
+// apex that holds NS records: a subzone delegated elsewhere, whose names
+// this zone does not serve. "" when there is none.
+func (z zoneState) delegation(name, apex string) string {
+	n := strings.TrimPrefix(name, "*.")
+	for {
+		_, parent, ok := strings.Cut(n, ".")
+		if !ok || parent == apex || z.apex[parent] {
+			return ""
+		}
+		if slices.Contains(z.other[parent], "NS") {
+			return parent
+		}
+		n = parent
+	}
+}
+
 // Who holds a name, as its ownership record says.
 const (
 	heldAbsent   = "absent"   // no ownership record
@@ -195,6 +212,12 @@ func (p *Plan) want(w Want, z zoneState, o PlanOptions) {
 	if types := z.foreignTypes(w.Name); len(types) > 0 {
 		st.State = StateConflict
 		st.Message = fmt.Sprintf("%s holds %s records, which sluice does not manage: left untouched", w.Name, strings.Join(types, ", "))
+		p.Statuses = append(p.Statuses, st)
+		return
+	}
+	if cut := z.delegation(w.Name, w.Zone.Name); cut != "" {
+		st.State = StateConflict
+		st.Message = fmt.Sprintf("%s is below %s, which is delegated to other name servers (NS records): left untouched", w.Name, cut)
 		p.Statuses = append(p.Statuses, st)
 		return
 	}
