@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,38 @@ type dnsConfig struct {
 	tsigSecretFile string
 	tsigAlgorithm  string
 	route53URL     string
+	keyFile        string
+	adoptUnsigned  bool
+	allowApex      bool
+	namespaces     namespaceDomains
+}
+
+// namespaceDomains is the repeatable --dns-namespace-domains flag, parsed
+// as it is set.
+type namespaceDomains struct{ d dns.NamespaceDomains }
+
+func (n *namespaceDomains) String() string {
+	if n == nil {
+		return ""
+	}
+	var out []string
+	for ns, p := range n.d {
+		out = append(out, ns+"="+strings.Join(p, ","))
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
+func (n *namespaceDomains) Set(v string) error {
+	ns, patterns, err := dns.ParseNamespaceDomains(v)
+	if err != nil {
+		return err
+	}
+	if n.d == nil {
+		n.d = dns.NamespaceDomains{}
+	}
+	n.d.Add(ns, patterns)
+	return nil
 }
 
 // stringList is a repeatable flag.
@@ -54,6 +87,10 @@ func (d *dnsConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.tsigSecretFile, "rfc2136-tsig-secret-file", "", "file holding the base64 TSIG secret (rfc2136)")
 	fs.StringVar(&d.tsigAlgorithm, "rfc2136-tsig-algorithm", "hmac-sha256", "TSIG algorithm: hmac-sha256, hmac-sha512, hmac-sha384, hmac-sha224 or hmac-sha1 (rfc2136)")
 	fs.StringVar(&d.route53URL, "route53-endpoint", "", "Route53 API endpoint URL (tests, the awsfake); default: AWS")
+	fs.StringVar(&d.keyFile, "dns-ownership-key-file", "", "file of base64 keys (one a line, at least 16 bytes each) that sign ownership TXT records: the first signs, all verify (rotation); required when --dns-provider is not none")
+	fs.BoolVar(&d.adoptUnsigned, "dns-adopt-unsigned", false, "re-sign the unsigned ownership records of this --dns-owner-id that a wanted host holds (once, when upgrading from unsigned records; then turn it off)")
+	fs.BoolVar(&d.allowApex, "dns-allow-apex", false, "publish hosts that are the apex of a managed zone (default: refused with an ApexNotAllowed Event)")
+	fs.Var(&d.namespaces, "dns-namespace-domains", `NAMESPACE=DOMAIN[,DOMAIN...]: the hosts the Ingresses of NAMESPACE may publish ("a.example.com" that name, "*.a.example.com" every name below it); repeatable, one namespace each; once given, namespaces not listed publish nothing (default: any host in the zones)`)
 }
 
 // ownerIDPattern keeps owner IDs out of the ownership record's syntax.
@@ -73,6 +110,9 @@ func (d *dnsConfig) check() error {
 	}
 	if !ownerIDPattern.MatchString(d.ownerID) {
 		return fmt.Errorf("--dns-owner-id is required when --dns-provider is not none: 1 to 64 letters, digits, '.', '_', ':' or '-', not %q", d.ownerID)
+	}
+	if d.keyFile == "" {
+		return errors.New("--dns-ownership-key-file is required when --dns-provider is not none: ownership records are signed so that nobody with write access to TXT records can make sluice overwrite or delete a name (see the README, \"DNS records for Ingress hosts\", for the upgrade from unsigned records)")
 	}
 	if _, err := dns.ParsePolicy(d.policy); err != nil {
 		return fmt.Errorf("--dns-policy: %w", err)
@@ -105,7 +145,20 @@ func (d *dnsConfig) options(ctx context.Context, log *slog.Logger) (*manager.DNS
 	if d.provider == "none" {
 		return nil, nil
 	}
-	o := &manager.DNSOptions{OwnerID: d.ownerID, Policy: dns.Policy(d.policy), TTL: d.ttl, DeleteDelay: d.deleteDelay, DryRun: d.dryRun}
+	b, err := os.ReadFile(d.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading --dns-ownership-key-file: %w", err)
+	}
+	keys, err := dns.ParseKeyFile(b)
+	if err != nil {
+		return nil, fmt.Errorf("--dns-ownership-key-file %s: %w", d.keyFile, err)
+	}
+	o := &manager.DNSOptions{OwnerID: d.ownerID, Policy: dns.Policy(d.policy), TTL: d.ttl, DeleteDelay: d.deleteDelay, DryRun: d.dryRun,
+		Keys: keys, AdoptUnsigned: d.adoptUnsigned, AllowApex: d.allowApex, NamespaceDomains: d.namespaces.d}
+	if d.adoptUnsigned {
+		log.Warn("--dns-adopt-unsigned is on: unsigned ownership records with this owner ID are taken as sluice's and re-signed; turn it off once every name is re-signed",
+			"ownerID", d.ownerID)
+	}
 	switch d.provider {
 	case "rfc2136":
 		var secret string

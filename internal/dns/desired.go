@@ -44,6 +44,9 @@ const (
 	ProblemInvalidAddress  = "InvalidAddress"
 	ProblemCNAMEAtApex     = "CNAMEAtApex"
 	ProblemDeletionPending = "DeletionPending"
+	ProblemHostNotAllowed  = "HostNotAllowed"
+	ProblemApexNotAllowed  = "ApexNotAllowed"
+	ProblemHostReserved    = "HostReserved"
 )
 
 // Problem is something about a host the plan did not do, to report on
@@ -81,29 +84,55 @@ type DesiredOptions struct {
 	TTL int64
 	// Aliases: the provider supports Route53 ALIAS records.
 	Aliases bool
+	// AllowApex lets a zone's apex be published (--dns-allow-apex);
+	// false: a host that is a zone apex gets a problem and no record.
+	AllowApex bool
+	// Namespaces are the hosts each namespace may publish
+	// (--dns-namespace-domains). Nil: any host in the zones.
+	Namespaces NamespaceDomains
 }
 
 // Desired turns the hosts of our Ingresses into the record sets each name
 // should hold, sorted by name, and the problems found. It is pure.
+//
+// Sources are taken as they come: a caller that decides which Ingress
+// owns a host (the namespace of the oldest one) passes only the owner's
+// sources. A source whose namespace may not publish its host
+// (Namespaces) is dropped with a problem before hosts are grouped, so it
+// cannot hold up the records of a namespace that may.
 func Desired(sources []Source, o DesiredOptions) ([]Want, []Problem) {
 	byHost := map[string][]Source{}
+	refused := map[string][]Source{}
 	for _, s := range sources {
 		h := strings.TrimSuffix(strings.ToLower(s.Host), ".")
 		if h == "" {
 			continue
 		}
 		s.Host = h
+		if !o.Namespaces.Allows(s.Ingress.Namespace, h) || strings.HasPrefix(h, OwnerPrefix+".") {
+			refused[h] = append(refused[h], s)
+			continue
+		}
 		byHost[h] = append(byHost[h], s)
 	}
-	hosts := make([]string, 0, len(byHost))
+	hosts := make([]string, 0, len(byHost)+len(refused))
 	for h := range byHost {
 		hosts = append(hosts, h)
+	}
+	for h := range refused {
+		if byHost[h] == nil {
+			hosts = append(hosts, h)
+		}
 	}
 	slices.Sort(hosts)
 	var wants []Want
 	var problems []Problem
 	for _, h := range hosts {
+		problems = append(problems, refusals(h, refused[h])...)
 		srcs := byHost[h]
+		if len(srcs) == 0 {
+			continue
+		}
 		slices.SortFunc(srcs, func(a, b Source) int {
 			return cmp.Or(cmp.Compare(a.Ingress.Namespace, b.Ingress.Namespace), cmp.Compare(a.Ingress.Name, b.Ingress.Name))
 		})
@@ -112,6 +141,11 @@ func Desired(sources []Source, o DesiredOptions) ([]Want, []Problem) {
 		if !ok {
 			problems = append(problems, Problem{Kind: ProblemNoZone, Host: h, Ingress: refs, NoChange: true,
 				Message: fmt.Sprintf("host %s is in none of the DNS zones sluice manages", h)})
+			continue
+		}
+		if h == zone.Name && !o.AllowApex {
+			problems = append(problems, Problem{Kind: ProblemApexNotAllowed, Host: h, Ingress: refs, NoChange: true,
+				Message: fmt.Sprintf("host %s is the apex of zone %s: sluice publishes a zone apex only with --dns-allow-apex", h, zone.Name)})
 			continue
 		}
 		w := Want{Name: h, Zone: zone, Owner: srcs[0].Ingress, Ingresses: refs}
@@ -126,6 +160,24 @@ func Desired(sources []Source, o DesiredOptions) ([]Want, []Problem) {
 		wants = append(wants, w)
 	}
 	return wants, problems
+}
+
+// refusals are the problems of the sources of host h that may not
+// publish it, one per Ingress.
+func refusals(h string, srcs []Source) []Problem {
+	var out []Problem
+	refs := refsOf(srcs)
+	slices.SortFunc(refs, func(a, b Ref) int { return cmp.Compare(a.String(), b.String()) })
+	for _, ref := range refs {
+		if strings.HasPrefix(h, OwnerPrefix+".") {
+			out = append(out, Problem{Kind: ProblemHostReserved, Host: h, Ingress: []Ref{ref}, NoChange: true,
+				Message: fmt.Sprintf("host %s is refused: names starting with %q hold sluice's ownership records", h, OwnerPrefix+".")})
+			continue
+		}
+		out = append(out, Problem{Kind: ProblemHostNotAllowed, Host: h, Ingress: []Ref{ref}, NoChange: true,
+			Message: fmt.Sprintf("host %s is not among the DNS domains namespace %s may publish (--dns-namespace-domains): no record", h, ref.Namespace)})
+	}
+	return out
 }
 
 // wantRecords is the record sets for host h from its sources; nil (keep

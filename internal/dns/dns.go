@@ -5,6 +5,11 @@
 //
 //	ingresses + binding addresses ─► desired records (pure) ─► plan vs zone (owned records only) ─► Provider.Apply
 //
+// A name is owned only through an ownership TXT record signed with one of
+// the controller's keys (Keys): the owner ID alone is public, so anybody
+// who may write TXT records could copy it. Names holding record types
+// sluice does not write are someone else's.
+//
 // Names are lower-case fully qualified names without the trailing dot
 // ("www.example.com", "*.apps.example.com").
 package dns
@@ -14,7 +19,7 @@ import (
 	"errors"
 )
 
-// Record types sluice reads and writes.
+// Record types sluice writes.
 const (
 	TypeA     = "A"
 	TypeAAAA  = "AAAA"
@@ -26,7 +31,8 @@ const (
 type Record struct {
 	// Name is the owner name: lower case, fully qualified, no trailing dot.
 	Name string
-	// Type is A, AAAA, CNAME or TXT.
+	// Type is A, AAAA, CNAME or TXT for the sets sluice writes; any other
+	// type ("MX", "NS", ...) for sets it only reads.
 	Type string
 	// TTL in seconds. Ignored for an Alias (Route53 uses the target's).
 	TTL int64
@@ -89,8 +95,11 @@ type Provider interface {
 	// Zones returns the zones the provider was configured with, resolved
 	// (Route53: names to hosted-zone IDs).
 	Zones(ctx context.Context) ([]Zone, error)
-	// Records returns every record set of the zone whose type is one of
-	// the record types above, names normalised as in Record.
+	// Records returns every record set of the zone, names normalised as
+	// in Record. Sets of other types than the ones above (SOA, NS, MX,
+	// CAA, ...; Route53 sets with a routing policy as TYPE/policy) come
+	// with their type and values in presentation form: sluice never
+	// writes them, but a name holding them is not sluice's.
 	Records(ctx context.Context, z Zone) ([]Record, error)
 	// Apply applies the batches in z and returns one error per batch, in
 	// order: nil when the batch was applied (and, for Route53, is INSYNC),

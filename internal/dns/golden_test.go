@@ -22,7 +22,15 @@ type planCase struct {
 	Aliases     bool     `json:"aliases"`
 	Policy      string   `json:"policy"`
 	DeleteDelay string   `json:"deleteDelay"`
-	Sources     []struct {
+	// Keys names the test keys the controller holds, the first signing
+	// (default ["k1"]); TXT values ending in ";sig=@KEY" are signed with
+	// test key KEY ("kx": a key the controller does not hold).
+	Keys             []string         `json:"keys"`
+	AdoptUnsigned    bool             `json:"adoptUnsigned"`
+	AllowApex        bool             `json:"allowApex"`
+	NamespaceDomains []string         `json:"namespaceDomains"`
+	UnwantedSeen     map[string]int64 `json:"unwantedSeen"`
+	Sources          []struct {
 		Host      string `json:"host"`
 		Ingress   string `json:"ingress"`
 		Known     bool   `json:"known"`
@@ -84,6 +92,43 @@ func TestPlanGolden(t *testing.T) {
 	}
 }
 
+// testKey is the secret of test key name.
+func testKey(name string) []byte {
+	return []byte(strings.Repeat(name, 32)[:32])
+}
+
+func testKeys(t *testing.T, names ...string) *dns.Keys {
+	t.Helper()
+	var secrets [][]byte
+	for _, n := range names {
+		secrets = append(secrets, testKey(n))
+	}
+	k, err := dns.NewKeys(secrets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// signed replaces a trailing ";sig=@KEY" of the TXT value v of record
+// name by the signature of test key KEY.
+func signed(t *testing.T, name, v string) string {
+	t.Helper()
+	rest, key, ok := strings.Cut(v, ";sig=@")
+	if !ok {
+		return v
+	}
+	owned, ok := dns.OwnedName(name)
+	if !ok {
+		t.Fatalf("%s is no ownership record name", name)
+	}
+	o, err := dns.ParseOwner(rest)
+	if err != nil {
+		t.Fatalf("test TXT value %q: %v", v, err)
+	}
+	return testKeys(t, key).Sign(owned, o).Format()
+}
+
 func runPlan(t *testing.T, c planCase) string {
 	t.Helper()
 	var zones []dns.Zone
@@ -100,7 +145,33 @@ func runPlan(t *testing.T, c planCase) string {
 	}
 	var current []dns.Record
 	for _, r := range c.Current {
-		current = append(current, dns.Record{Name: r.Name, Type: r.Type, TTL: r.TTL, Values: r.Values})
+		rec := dns.Record{Name: r.Name, Type: r.Type, TTL: r.TTL}
+		for _, v := range r.Values {
+			if r.Type == dns.TypeTXT {
+				v = signed(t, r.Name, v)
+			}
+			rec.Values = append(rec.Values, v)
+		}
+		current = append(current, rec)
+	}
+	if len(c.Keys) == 0 {
+		c.Keys = []string{"k1"}
+	}
+	keys := testKeys(t, c.Keys...)
+	var nsd dns.NamespaceDomains
+	for _, v := range c.NamespaceDomains {
+		ns, pats, err := dns.ParseNamespaceDomains(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nsd == nil {
+			nsd = dns.NamespaceDomains{}
+		}
+		nsd.Add(ns, pats)
+	}
+	seen := map[string]time.Time{}
+	for n, u := range c.UnwantedSeen {
+		seen[n] = time.Unix(u, 0)
 	}
 	delay := 120 * time.Second
 	if c.DeleteDelay != "" {
@@ -118,7 +189,8 @@ func runPlan(t *testing.T, c planCase) string {
 		}
 		policy = p
 	}
-	wants, problems := dns.Desired(srcs, dns.DesiredOptions{Zones: zones, TTL: 60, Aliases: c.Aliases})
+	wants, problems := dns.Desired(srcs, dns.DesiredOptions{Zones: zones, TTL: 60, Aliases: c.Aliases,
+		AllowApex: c.AllowApex, Namespaces: nsd})
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n## wants\n", c.Comment)
 	for _, w := range wants {
@@ -144,7 +216,8 @@ func runPlan(t *testing.T, c planCase) string {
 				zc = append(zc, r)
 			}
 		}
-		plan := dns.MakePlan(zw, zc, dns.PlanOptions{OwnerID: "test", Policy: policy, TTL: 60, DeleteDelay: delay, Now: planNow})
+		plan := dns.MakePlan(zw, zc, dns.PlanOptions{OwnerID: "test", Keys: keys, Policy: policy,
+			AdoptUnsigned: c.AdoptUnsigned, TTL: 60, DeleteDelay: delay, UnwantedSeen: seen, Now: planNow})
 		fmt.Fprintf(&b, "\n## zone %s: statuses\n", z.Name)
 		for _, s := range plan.Statuses {
 			fmt.Fprintf(&b, "%s %s owner=%s", s.Name, s.State, s.Owner)

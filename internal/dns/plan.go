@@ -43,11 +43,26 @@ const (
 type PlanOptions struct {
 	// OwnerID is --dns-owner-id. Required.
 	OwnerID string
-	Policy  Policy
+	// Keys sign the ownership records the plan writes and verify the
+	// ones it reads: a record no key verifies is not ours. Required (nil:
+	// nothing verifies, so nothing is ever ours).
+	Keys   *Keys
+	Policy Policy
+	// AdoptUnsigned (--dns-adopt-unsigned) takes an unsigned ownership
+	// record with our owner ID as ours and re-signs it, for wanted names
+	// only: an unwanted unsigned name is never deleted. For the upgrade
+	// from unsigned records; false: such a record is foreign.
+	AdoptUnsigned bool
 	// TTL of the ownership records, seconds.
 	TTL int64
 	// DeleteDelay is how long a name stays after it stopped being wanted.
 	DeleteDelay time.Duration
+	// UnwantedSeen is when this controller first saw each owned name
+	// unwanted (by name). A name not in it is first seen at Now. The
+	// delete delay runs from the later of this and the signed
+	// unwanted-since stamp, so a stamp can delay a deletion but never
+	// hasten it.
+	UnwantedSeen map[string]time.Time
 	// Now is the plan's time.
 	Now time.Time
 }
@@ -70,93 +85,178 @@ type Plan struct {
 
 // MakePlan compares the wanted names of zone (from Desired) with the
 // zone's current records and returns the batches that bring the owned
-// names where they should be. It never touches a name whose ownership
-// record is missing or names another owner, and deletes an owned name
-// only once it has been unwanted for DeleteDelay, as recorded in its
-// ownership record. It is pure.
+// names where they should be. A name is ours only while its ownership
+// record carries our owner ID and a signature one of the Keys verifies,
+// and it holds no record type sluice does not manage (MX, NS, SRV, CAA,
+// TXT, ...; the zone's own SOA and NS and any type at the apex aside).
+// It never touches any other name, and deletes an owned name only once
+// it has been unwanted for DeleteDelay. It is pure.
 func MakePlan(wants []Want, current []Record, o PlanOptions) Plan {
-	cur := map[string][]Record{} // name → A, AAAA, CNAME sets
-	txt := map[string]Record{}   // owned name → its ownership TXT set
-	for _, r := range current {
-		if r.Type == TypeTXT {
-			if n, ok := OwnedName(r.Name); ok {
-				txt[n] = r
-			}
-			continue
-		}
-		cur[r.Name] = append(cur[r.Name], r)
-	}
-	for n := range cur {
-		slices.SortFunc(cur[n], func(a, b Record) int { return cmp.Compare(a.Type, b.Type) })
-	}
+	z := readZone(current)
 	var p Plan
 	wanted := map[string]bool{}
 	for _, w := range wants {
 		wanted[w.Name] = true
-		p.want(w, cur[w.Name], txt, o)
+		p.want(w, z, o)
 	}
 	var unwanted []string
-	for n := range txt {
+	for n := range z.txt {
 		if !wanted[n] {
 			unwanted = append(unwanted, n)
 		}
 	}
 	slices.Sort(unwanted)
 	for _, n := range unwanted {
-		p.unwant(n, cur[n], txt[n], o)
+		p.unwant(n, z, o)
 	}
 	slices.SortFunc(p.Statuses, func(a, b Status) int { return cmp.Compare(a.Name, b.Name) })
 	return p
 }
 
-// ownership reads the ownership record of a name: ours (with its
-// content), foreign (someone else's or not ours to parse) or absent.
-func ownership(t Record, present bool, id string) (Owner, string) {
-	if !present {
-		return Owner{}, "absent"
-	}
-	if len(t.Values) != 1 {
-		return Owner{}, "foreign"
-	}
-	own, err := ParseOwner(t.Values[0])
-	if err != nil || own.ID != id {
-		return own, "foreign"
-	}
-	return own, "ours"
+// zoneState is a zone's records sorted for the plan.
+type zoneState struct {
+	cur   map[string][]Record // name → its A, AAAA, CNAME sets, by type
+	txt   map[string]Record   // owned name → its ownership TXT set
+	other map[string][]string // name → the types sluice does not manage
+	apex  map[string]bool     // names holding an SOA record
 }
 
-func (p *Plan) want(w Want, cur []Record, txts map[string]Record, o PlanOptions) {
-	t, hasTXT := txts[w.Name]
-	own, who := ownership(t, hasTXT, o.OwnerID)
-	st := Status{Name: w.Name, Owner: w.Owner}
+func readZone(current []Record) zoneState {
+	z := zoneState{cur: map[string][]Record{}, txt: map[string]Record{}, other: map[string][]string{}, apex: map[string]bool{}}
+	for _, r := range current {
+		switch r.Type {
+		case TypeA, TypeAAAA, TypeCNAME:
+			z.cur[r.Name] = append(z.cur[r.Name], r)
+		case TypeTXT:
+			if n, ok := OwnedName(r.Name); ok {
+				z.txt[n] = r
+			} else {
+				z.other[r.Name] = append(z.other[r.Name], r.Type)
+			}
+		case "SOA":
+			z.apex[r.Name] = true
+		case "RRSIG", "NSEC", "NSEC3":
+			// DNSSEC signs every name, sluice's too: not someone else's data.
+		default:
+			z.other[r.Name] = append(z.other[r.Name], r.Type)
+		}
+	}
+	for n := range z.cur {
+		slices.SortFunc(z.cur[n], func(a, b Record) int { return cmp.Compare(a.Type, b.Type) })
+	}
+	return z
+}
+
+// foreignTypes are the types at name sluice does not manage, sorted; none
+// at the zone apex, which always holds the zone's SOA and NS records
+// (and usually MX, TXT, CAA) and is published only with --dns-allow-apex.
+func (z zoneState) foreignTypes(name string) []string {
+	if z.apex[name] || len(z.other[name]) == 0 {
+		return nil
+	}
+	return sortedUnique(z.other[name])
+}
+
+// delegation returns the closest name above name and below the zone's
+// apex that holds NS records: a subzone delegated elsewhere, whose names
+// this zone does not serve. "" when there is none.
+func (z zoneState) delegation(name, apex string) string {
+	n := strings.TrimPrefix(name, "*.")
+	for {
+		_, parent, ok := strings.Cut(n, ".")
+		if !ok || parent == apex || z.apex[parent] {
+			return ""
+		}
+		if slices.Contains(z.other[parent], "NS") {
+			return parent
+		}
+		n = parent
+	}
+}
+
+// Who holds a name, as its ownership record says.
+const (
+	heldAbsent   = "absent"   // no ownership record
+	heldForeign  = "foreign"  // another owner's, or no sluice record
+	heldForged   = "forged"   // our owner ID, a signature no key verifies
+	heldUnsigned = "unsigned" // our owner ID, no signature (before signing)
+	heldOurs     = "ours"     // our owner ID, signed by one of our keys
+)
+
+// ownership reads the ownership record t of name.
+func ownership(name string, t Record, present bool, o PlanOptions) (Owner, string) {
+	if !present {
+		return Owner{}, heldAbsent
+	}
+	if len(t.Values) != 1 {
+		return Owner{}, heldForeign
+	}
+	own, err := ParseOwner(t.Values[0])
 	switch {
-	case who == "foreign" || (who == "absent" && len(cur) > 0):
+	case err != nil || own.ID != o.OwnerID:
+		return own, heldForeign
+	case own.Sig == "":
+		return own, heldUnsigned
+	case !o.Keys.Verify(name, own):
+		return own, heldForged
+	}
+	return own, heldOurs
+}
+
+func (p *Plan) want(w Want, z zoneState, o PlanOptions) {
+	cur := z.cur[w.Name]
+	t, hasTXT := z.txt[w.Name]
+	own, who := ownership(w.Name, t, hasTXT, o)
+	adopt := who == heldUnsigned && o.AdoptUnsigned
+	st := Status{Name: w.Name, Owner: w.Owner}
+	if types := z.foreignTypes(w.Name); len(types) > 0 {
+		st.State = StateConflict
+		st.Message = fmt.Sprintf("%s holds %s records, which sluice does not manage: left untouched", w.Name, strings.Join(types, ", "))
+		p.Statuses = append(p.Statuses, st)
+		return
+	}
+	if cut := z.delegation(w.Name, w.Zone.Name); cut != "" {
+		st.State = StateConflict
+		st.Message = fmt.Sprintf("%s is below %s, which is delegated to other name servers (NS records): left untouched", w.Name, cut)
+		p.Statuses = append(p.Statuses, st)
+		return
+	}
+	if who == heldForeign || who == heldForged || (who == heldUnsigned && !adopt) || (who == heldAbsent && len(cur) > 0) {
 		st.State = StateConflict
 		st.Message = foreignMessage(w.Name, who, own)
 		p.Statuses = append(p.Statuses, st)
 		return
+	}
+	// held: the name's records stay as they are (addresses unknown, host
+	// in conflict; create-only and the name holds records already).
+	held := w.Keep || (o.Policy == PolicyCreateOnly && len(cur) > 0)
+	b := Batch{Name: w.Name}
+	if !held {
+		b.Changes = append(b.Changes, recordChanges(cur, w.Records)...)
+	}
+	// A held name's ownership record is still rewritten when it is
+	// adopted, or signed by a key that no longer signs (rotation), so it
+	// stays ours once the old key is gone.
+	resign := adopt || (who == heldOurs && o.Keys.Sign(w.Name, own).Sig != own.Sig)
+	if !held || resign {
+		wantTXT := Record{Name: OwnerName(w.Name), Type: TypeTXT, TTL: o.TTL,
+			Values: []string{o.Keys.Sign(w.Name, Owner{ID: o.OwnerID, Ingress: w.Owner}).Format()}}
+		if !hasTXT {
+			b.Changes = append(b.Changes, Change{New: &wantTXT})
+		} else if !equalRecord(t, wantTXT) {
+			old := t
+			b.Changes = append(b.Changes, Change{Old: &old, New: &wantTXT})
+		}
+	}
+	switch {
 	case w.Keep:
 		st.State = StateKept
-		p.Statuses = append(p.Statuses, st)
-		return
-	case o.Policy == PolicyCreateOnly && (who == "ours" && len(cur) > 0):
-		st.State = StatePublished // created once; create-only never updates
-		p.Statuses = append(p.Statuses, st)
-		return
-	}
-	b := Batch{Name: w.Name}
-	b.Changes = append(b.Changes, recordChanges(cur, w.Records)...)
-	wantTXT := Record{Name: OwnerName(w.Name), Type: TypeTXT, TTL: o.TTL,
-		Values: []string{Owner{ID: o.OwnerID, Ingress: w.Owner}.Format()}}
-	if !hasTXT {
-		b.Changes = append(b.Changes, Change{New: &wantTXT})
-	} else if !equalRecord(t, wantTXT) {
-		old := t
-		b.Changes = append(b.Changes, Change{Old: &old, New: &wantTXT})
-	}
-	st.State = StatePublished
-	if len(b.Changes) > 0 {
+	case len(b.Changes) > 0:
 		st.State = StatePending
+	default:
+		st.State = StatePublished // create-only never updates what it created
+	}
+	if len(b.Changes) > 0 {
 		p.Batches = append(p.Batches, b)
 	}
 	p.Statuses = append(p.Statuses, st)
@@ -164,8 +264,12 @@ func (p *Plan) want(w Want, cur []Record, txts map[string]Record, o PlanOptions)
 
 func foreignMessage(name, who string, own Owner) string {
 	switch {
-	case who == "absent":
+	case who == heldAbsent:
 		return fmt.Sprintf("%s holds records sluice did not create (no %s record): left untouched", name, OwnerName(name))
+	case who == heldForged:
+		return fmt.Sprintf("%s has an ownership record at %s with this sluice's owner ID but a signature none of its ownership keys verifies (forged, or signed with a key no longer in --dns-ownership-key-file): left untouched", name, OwnerName(name))
+	case who == heldUnsigned:
+		return fmt.Sprintf("%s has an unsigned ownership record at %s with this sluice's owner ID (written before ownership records were signed, or forged): left untouched; run the controller once with --dns-adopt-unsigned to re-sign the records it made", name, OwnerName(name))
 	case own.ID != "":
 		return fmt.Sprintf("%s is owned by another sluice (owner %q, Ingress %s): left untouched", name, own.ID, own.Ingress)
 	default:
@@ -208,31 +312,56 @@ func rank(c Change) int {
 
 // unwant handles an owned name no Ingress of ours wants any more: its
 // ownership record is stamped with the time it became unwanted, and once
-// DeleteDelay has passed since, the name's records and ownership record
-// are deleted (PolicySync only).
-func (p *Plan) unwant(name string, cur []Record, t Record, o PlanOptions) {
-	own, who := ownership(t, true, o.OwnerID)
-	if who != "ours" {
-		return // another owner's name: not ours to report
+// DeleteDelay has passed since (the later of the signed stamp and when
+// this controller first saw it unwanted), the name's records and
+// ownership record are deleted (PolicySync only).
+func (p *Plan) unwant(name string, z zoneState, o PlanOptions) {
+	cur, t := z.cur[name], z.txt[name]
+	own, who := ownership(name, t, true, o)
+	switch who {
+	case heldOurs:
+	case heldUnsigned:
+		// Possibly ours from before signing, possibly forged: never
+		// deleted on the word of an unsigned record. No Ingress named:
+		// the record's fields are not to be trusted.
+		p.Statuses = append(p.Statuses, Status{Name: name, State: StateConflict,
+			Message: fmt.Sprintf("%s has an unsigned ownership record with this sluice's owner ID and no Ingress wants it: not deleted (adoption re-signs wanted names only); delete %s and its records by hand if sluice made them", name, OwnerName(name))})
+		return
+	default:
+		return // another owner's name, or forged: not ours to report
 	}
 	st := Status{Name: name, Owner: own.Ingress, State: StateUnwanted}
+	if types := z.foreignTypes(name); len(types) > 0 {
+		st.State = StateConflict
+		st.Message = fmt.Sprintf("%s is wanted by no Ingress any more, but holds %s records, which sluice does not manage: not deleted", name, strings.Join(types, ", "))
+		p.Statuses = append(p.Statuses, st)
+		return
+	}
 	if o.Policy != PolicySync {
 		st.Message = fmt.Sprintf("%s is wanted by no Ingress any more; policy %s never deletes it", name, o.Policy)
 		p.Statuses = append(p.Statuses, st)
 		return
 	}
-	since := own.UnwantedSince
-	if since.IsZero() {
-		since = o.Now
+	seen := o.Now
+	if t0, ok := o.UnwantedSeen[name]; ok && t0.Before(seen) {
+		seen = t0
+	}
+	since := seen
+	if own.UnwantedSince.After(since) {
+		since = own.UnwantedSince
 	}
 	st.DeleteAt = since.Add(o.DeleteDelay)
 	if o.Now.Before(st.DeleteAt) {
-		if own.UnwantedSince.IsZero() {
-			stamped := own
-			stamped.UnwantedSince = o.Now
+		// Stamp the record, or re-sign it with the signing key (after a
+		// key rotation), so it still verifies once the old key is gone.
+		stamped := own
+		if stamped.UnwantedSince.IsZero() {
+			stamped.UnwantedSince = seen
+		}
+		if text := o.Keys.Sign(name, stamped).Format(); text != t.Values[0] {
 			old := t
 			p.Batches = append(p.Batches, Batch{Name: name, Changes: []Change{{Old: &old, New: &Record{
-				Name: t.Name, Type: TypeTXT, TTL: o.TTL, Values: []string{stamped.Format()}}}}})
+				Name: t.Name, Type: TypeTXT, TTL: o.TTL, Values: []string{text}}}}})
 		}
 		st.Message = fmt.Sprintf("%s is wanted by no Ingress any more (last: %s); it is deleted at %s, after the delete delay",
 			name, own.Ingress, st.DeleteAt.UTC().Format(time.RFC3339))

@@ -37,11 +37,14 @@ func (r Ref) String() string { return r.Namespace + "/" + r.Name }
 // Owner is the content of an ownership TXT record. Its text form is one
 // string of ";"-separated key=value fields, in this order:
 //
-//	heritage=sluice;owner=OWNER-ID;ingress=NAMESPACE/NAME;uid=UID[;unwanted-since=UNIX-SECONDS]
+//	heritage=sluice;owner=OWNER-ID;ingress=NAMESPACE/NAME;uid=UID[;unwanted-since=UNIX-SECONDS];sig=v1:HMAC
 //
 // unwanted-since is present while the name waits out the delete delay: it
-// is written when the name stops being wanted, so the delay survives a
-// controller restart or a new leader.
+// is written when the name stops being wanted. sig is the HMAC-SHA256, by
+// an ownership key (Keys), of the owned name and every other field: the
+// owner ID is public in every record, so only the signature tells a
+// record sluice wrote from one anybody with write access to TXT records
+// could write.
 type Owner struct {
 	// ID is the controller's --dns-owner-id.
 	ID string
@@ -50,6 +53,9 @@ type Owner struct {
 	// UnwantedSince is when sluice first saw the name wanted by no
 	// Ingress; zero while it is wanted.
 	UnwantedSince time.Time
+	// Sig is the signature (Keys.Sign); "" in records written before
+	// ownership records were signed.
+	Sig string
 }
 
 // OwnerName returns the name of the ownership TXT record of name.
@@ -78,6 +84,9 @@ func (o Owner) Format() string {
 	s := heritage + ";owner=" + o.ID + ";ingress=" + o.Ingress.Namespace + "/" + o.Ingress.Name + ";uid=" + o.Ingress.UID
 	if !o.UnwantedSince.IsZero() {
 		s += ";unwanted-since=" + strconv.FormatInt(o.UnwantedSince.Unix(), 10)
+	}
+	if o.Sig != "" {
+		s += ";sig=" + o.Sig
 	}
 	return s
 }
@@ -115,6 +124,8 @@ func ParseOwner(s string) (Owner, error) {
 			o.Ingress.Namespace, o.Ingress.Name = ns, name
 		case "uid":
 			o.Ingress.UID = v
+		case "sig":
+			o.Sig = v
 		case "unwanted-since":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 {

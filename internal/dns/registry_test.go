@@ -12,6 +12,7 @@ func TestOwnerRoundTrip(t *testing.T) {
 	cases := []dns.Owner{
 		{ID: "prod-eu", Ingress: dns.Ref{Namespace: "app", Name: "web", UID: "0f9c"}},
 		{ID: "prod-eu", Ingress: dns.Ref{Namespace: "app", Name: "web", UID: "0f9c"}, UnwantedSince: time.Unix(1796000000, 0)},
+		{ID: "prod-eu", Ingress: dns.Ref{Namespace: "app", Name: "web", UID: "0f9c"}, Sig: "v1:abc"},
 	}
 	for _, o := range cases {
 		got, err := dns.ParseOwner(o.Format())
@@ -71,12 +72,16 @@ func TestParsePolicy(t *testing.T) {
 	}
 }
 
+var fuzzKeys, _ = dns.NewKeys([]byte("fuzz-key-fuzz-key-fuzz-key-fuzz-"))
+
 // FuzzParseOwner: any TXT text from a zone parses or errors, never
 // panics, and what parses formats back to text that parses the same.
 func FuzzParseOwner(f *testing.F) {
 	for _, s := range []string{
 		"heritage=sluice;owner=prod;ingress=app/web;uid=0f9c",
 		"heritage=sluice;owner=prod;ingress=app/web;uid=0f9c;unwanted-since=1796000000",
+		"heritage=sluice;owner=prod;ingress=app/web;uid=0f9c;unwanted-since=1;sig=v1:2F8u9zQWkcLzmYqS7hD1tFqQdE_0-1f0N9b3JXQm8mE",
+		"heritage=sluice;owner=prod;ingress=app/web;uid=0f9c;sig=;sig=x",
 		"v=spf1 -all", "heritage=sluice;owner=a;ingress=a/b/c", "", ";;;", "heritage=sluice;owner=a;unwanted-since=99999999999999999999",
 	} {
 		f.Add(s)
@@ -96,5 +101,69 @@ func FuzzParseOwner(f *testing.F) {
 		if err != nil || back != o {
 			t.Fatalf("round trip of %q: %+v, %v; want %+v", s, back, err, o)
 		}
+		// Whatever the text says, only a key's own signature verifies.
+		if fuzzKeys.Verify("www.example.com", o) && o != fuzzKeys.Sign("www.example.com", o) {
+			t.Fatalf("%q verifies with a signature the key did not make", s)
+		}
 	})
+}
+
+// TestSignVerify: a signature verifies for exactly the name and fields
+// it was made for, with any key of the ring, and not with another key.
+func TestSignVerify(t *testing.T) {
+	k1, k2 := []byte(strings.Repeat("1", 32)), []byte(strings.Repeat("2", 32))
+	ring, err := dns.NewKeys(k2, k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := dns.NewKeys(k1)
+	o := dns.Owner{ID: "prod", Ingress: dns.Ref{Namespace: "app", Name: "web", UID: "u1"}}
+	byOld := old.Sign("www.example.com", o)
+	if !ring.Verify("www.example.com", byOld) {
+		t.Error("a record signed by the previous key does not verify")
+	}
+	byNew := ring.Sign("www.example.com", o)
+	if byNew.Sig == byOld.Sig || old.Verify("www.example.com", byNew) {
+		t.Error("the first key of the ring does not sign")
+	}
+	back, err := dns.ParseOwner(byNew.Format())
+	if err != nil || back != byNew || !ring.Verify("www.example.com", back) {
+		t.Fatalf("signed record does not round-trip: %+v, %v", back, err)
+	}
+	tampered := map[string]func(dns.Owner) (string, dns.Owner){
+		"name":           func(o dns.Owner) (string, dns.Owner) { return "api.example.com", o },
+		"owner":          func(o dns.Owner) (string, dns.Owner) { o.ID = "prod2"; return "www.example.com", o },
+		"namespace":      func(o dns.Owner) (string, dns.Owner) { o.Ingress.Namespace = "ap"; return "www.example.com", o },
+		"ingress":        func(o dns.Owner) (string, dns.Owner) { o.Ingress.Name = "web2"; return "www.example.com", o },
+		"uid":            func(o dns.Owner) (string, dns.Owner) { o.Ingress.UID = "u2"; return "www.example.com", o },
+		"unwanted-since": func(o dns.Owner) (string, dns.Owner) { o.UnwantedSince = time.Unix(1, 0); return "www.example.com", o },
+		"field boundary": func(o dns.Owner) (string, dns.Owner) {
+			o.Ingress.Namespace, o.Ingress.Name = "appw", "eb"
+			return "www.example.com", o
+		},
+		"no signature": func(o dns.Owner) (string, dns.Owner) { o.Sig = ""; return "www.example.com", o },
+		"bad base64":   func(o dns.Owner) (string, dns.Owner) { o.Sig = "v1:!!"; return "www.example.com", o },
+		"other scheme": func(o dns.Owner) (string, dns.Owner) { o.Sig = "v2" + o.Sig[2:]; return "www.example.com", o },
+	}
+	for what, f := range tampered {
+		if name, o := f(byNew); ring.Verify(name, o) {
+			t.Errorf("a signature verifies after changing the %s", what)
+		}
+	}
+	var none *dns.Keys
+	if none.Verify("www.example.com", byNew) || none.Sign("www.example.com", o).Sig != "" {
+		t.Error("nil Keys verify or sign")
+	}
+}
+
+func TestParseKeyFile(t *testing.T) {
+	k, err := dns.ParseKeyFile([]byte("# current\n" + "MTExMTExMTExMTExMTExMTExMTExMTExMTExMTExMTE=\n\n  MjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjI=  \n"))
+	if err != nil || k.Len() != 2 {
+		t.Fatalf("ParseKeyFile = %d keys, %v; want 2", k.Len(), err)
+	}
+	for _, bad := range []string{"", "# only a comment\n", "not base64!\n", "c2hvcnQ=\n", strings.Repeat("MTExMTExMTExMTExMTExMTExMTExMTExMTExMTExMTE=\n", 17)} {
+		if _, err := dns.ParseKeyFile([]byte(bad)); err == nil {
+			t.Errorf("ParseKeyFile(%q): no error", bad)
+		}
+	}
 }

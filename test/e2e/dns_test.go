@@ -69,8 +69,12 @@ func TestDNS(t *testing.T) {
 	if err := os.WriteFile(secret, []byte(bind.Secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	ownershipKeys := filepath.Join(e.dir, "dns-ownership.keys")
+	if err := os.WriteFile(ownershipKeys, []byte(bind.Secret+"\n"), 0o600); err != nil { // any 32 random bytes, base64
+		t.Fatal(err)
+	}
 	e.ctlArgs = []string{"--dns-provider", "rfc2136", "--dns-zone", corpZone, "--dns-zone", publicZone,
-		"--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String(),
+		"--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String(), "--dns-ownership-key-file", ownershipKeys,
 		"--rfc2136-server", bind.Addr, "--rfc2136-tsig-key-name", bindtest.KeyName, "--rfc2136-tsig-secret-file", secret}
 	e.startController()
 	t.Cleanup(e.stopController)
@@ -238,7 +242,8 @@ func (e *env) route53Case(t *testing.T, s *sampler, run func(string, func(*dnsCa
 	}
 	e.stopController()
 	e.ctlArgs = []string{"--aws-endpoint", f.URL(), "--dns-provider", "route53", "--route53-endpoint", f.URL(),
-		"--dns-zone", "aws.test", "--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String()}
+		"--dns-zone", "aws.test", "--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String(),
+		"--dns-ownership-key-file", filepath.Join(e.dir, "dns-ownership.keys")}
 	e.ctlEnv = fakeAWSEnv()
 	f.SetFaults(awsfake.Faults{Throttle: 0.5})
 	e.startController()

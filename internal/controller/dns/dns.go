@@ -7,11 +7,14 @@
 //	Provider.Records(zone) ──────────────────────────────────────────────────────────────┴► dns.MakePlan ─► Provider.Apply ─► Events, metrics
 //
 // One reconcile covers every zone (a single work item), on any change of
-// an Ingress, IngressClass or binding and every Interval. Everything it
-// needs is in the cache and the zones (the delete delay is stamped into
-// the ownership records), so a restarted controller or a new leader
-// carries on where the last one stopped. A provider error makes the
-// reconcile fail and retry with backoff; it never deletes anything.
+// an Ingress, IngressClass or binding and every Interval. Ownership is in
+// the zones (signed ownership records), wants in the cache; the one thing
+// kept in memory is when each owned name was first seen unwanted: the
+// delete delay never runs from an earlier time, so a restarted controller
+// or a new leader waits the delay out again (deletion is delayed, never
+// hastened, whatever a zone's unwanted-since stamp says). A provider
+// error makes the reconcile fail and retry with backoff; it never
+// deletes anything.
 package dns
 
 import (
@@ -21,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -55,6 +59,19 @@ type Options struct {
 	// OwnerID is --dns-owner-id, written into every ownership record.
 	// Required.
 	OwnerID string
+	// Keys sign and verify the ownership records
+	// (--dns-ownership-key-file). Required: without them no record
+	// could be told from a forged one.
+	Keys *model.Keys
+	// AdoptUnsigned re-signs unsigned ownership records with OwnerID of
+	// wanted names (--dns-adopt-unsigned, for the upgrade).
+	AdoptUnsigned bool
+	// AllowApex lets hosts that are a zone's apex be published
+	// (--dns-allow-apex).
+	AllowApex bool
+	// NamespaceDomains are the hosts each namespace may publish
+	// (--dns-namespace-domains). Nil: any host in the zones.
+	NamespaceDomains model.NamespaceDomains
 	// Policy: sync (default), upsert-only or create-only.
 	Policy model.Policy
 	// TTL of the records. Default 60s.
@@ -86,14 +103,19 @@ type Reconciler struct {
 	mu       sync.Mutex
 	reported map[string]string    // name or host → last reported state/message: Events only on change
 	seen     map[string]time.Time // ingress UID/generation → first seen, for the publish latency
+	// unwanted: zone ID → owned name → when this process first saw it
+	// unwanted. The delete delay runs from here at the earliest, whatever
+	// the zone's stamp says; a restart starts it again (deletion delayed,
+	// never hastened).
+	unwanted map[string]map[string]time.Time
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // New returns a Reconciler.
 func New(o Options) (*Reconciler, error) {
-	if o.Client == nil || o.Provider == nil || o.OwnerID == "" {
-		return nil, errors.New("creating DNS reconciler: Client, Provider and OwnerID are required")
+	if o.Client == nil || o.Provider == nil || o.OwnerID == "" || o.Keys.Len() == 0 {
+		return nil, errors.New("creating DNS reconciler: Client, Provider, OwnerID and Keys are required")
 	}
 	o.Policy = cmp.Or(o.Policy, model.PolicySync)
 	if _, err := model.ParsePolicy(string(o.Policy)); err != nil {
@@ -110,7 +132,8 @@ func New(o Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: o, log: o.Logger, metrics: m, reported: map[string]string{}, seen: map[string]time.Time{}}, nil
+	return &Reconciler{opts: o, log: o.Logger, metrics: m, reported: map[string]string{}, seen: map[string]time.Time{},
+		unwanted: map[string]map[string]time.Time{}}, nil
 }
 
 // Reconcile implements reconcile.Reconciler. The request is ignored:
@@ -124,7 +147,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, r.providerError("zones", fmt.Errorf("listing DNS zones: %w", err))
 	}
-	wants, problems := model.Desired(srcs, model.DesiredOptions{Zones: zones, TTL: r.ttl(), Aliases: r.opts.Aliases})
+	wants, problems := model.Desired(srcs, model.DesiredOptions{Zones: zones, TTL: r.ttl(), Aliases: r.opts.Aliases,
+		AllowApex: r.opts.AllowApex, Namespaces: r.opts.NamespaceDomains})
 	r.reportProblems(ings, problems)
 
 	now := r.opts.Now()
@@ -243,7 +267,9 @@ func (r *Reconciler) syncZone(ctx context.Context, z model.Zone, all []model.Wan
 		return res, r.providerError("records", fmt.Errorf("reading zone %s: %w", z.Name, err))
 	}
 	plan := model.MakePlan(wants, current, model.PlanOptions{
-		OwnerID: r.opts.OwnerID, Policy: r.opts.Policy, TTL: r.ttl(), DeleteDelay: r.opts.DeleteDelay, Now: now})
+		OwnerID: r.opts.OwnerID, Keys: r.opts.Keys, Policy: r.opts.Policy, AdoptUnsigned: r.opts.AdoptUnsigned,
+		TTL: r.ttl(), DeleteDelay: r.opts.DeleteDelay, UnwantedSeen: r.unwantedSeen(z), Now: now})
+	r.rememberUnwanted(z, plan.Statuses, now)
 	for _, st := range plan.Statuses {
 		res.counts[st.State]++
 		if st.State == model.StateUnwanted && (res.next.IsZero() || st.DeleteAt.Before(res.next)) {
@@ -284,6 +310,35 @@ func (r *Reconciler) syncZone(ctx context.Context, z model.Zone, all []model.Wan
 	}
 	r.reportStatuses(z, ings, plan.Statuses, failed)
 	return res, err
+}
+
+// unwantedSeen is a copy of the first-seen-unwanted times of zone z's
+// names.
+func (r *Reconciler) unwantedSeen(z model.Zone) map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.unwanted[z.ID])
+}
+
+// rememberUnwanted keeps when each unwanted owned name of zone z was
+// first seen unwanted, and forgets the names of z that are wanted again,
+// deleted or no longer ours.
+func (r *Reconciler) rememberUnwanted(z model.Zone, sts []model.Status, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := r.unwanted[z.ID]
+	next := map[string]time.Time{}
+	for _, st := range sts {
+		if st.State != model.StateUnwanted && st.State != model.StateDeleting {
+			continue
+		}
+		t, ok := last[st.Name]
+		if !ok {
+			t = now
+		}
+		next[st.Name] = t
+	}
+	r.unwanted[z.ID] = next
 }
 
 // applied counts an applied batch and observes the publish latency of

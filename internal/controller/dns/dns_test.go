@@ -27,6 +27,9 @@ import (
 
 const zone = "example.com"
 
+// keys is the controllers' ownership key.
+var keys, _ = dns.NewKeys([]byte("controller-test-ownership-key-32"))
+
 type env struct {
 	t     *testing.T
 	c     client.WithWatch
@@ -42,7 +45,7 @@ func newEnv(t *testing.T, objs ...client.Object) *env {
 	t.Helper()
 	e := &env{t: t, p: dnstest.New(zone), clock: ct.NewClock()}
 	e.c = ct.NewClient(interceptor.Funcs{}, objs...)
-	e.opts = dnsctl.Options{OwnerID: "test", TTL: 60 * time.Second, DeleteDelay: 2 * time.Minute,
+	e.opts = dnsctl.Options{OwnerID: "test", Keys: keys, TTL: 60 * time.Second, DeleteDelay: 2 * time.Minute,
 		Serving: ingressstatus.ServingOptions{Namespace: ct.Namespace}}
 	e.restart()
 	return e
@@ -173,13 +176,21 @@ func TestDeleteAfterDelay(t *testing.T) {
 	if res.RequeueAfter > 2*time.Minute {
 		t.Errorf("requeue after %v, want by the end of the delete delay", res.RequeueAfter)
 	}
-	e.restart() // the stamp survives a restart
 	e.clock.Advance(time.Minute)
 	e.mustReconcile()
 	if e.a("old.example.com") == nil {
 		t.Fatal("deleted before the delay was over")
 	}
+	// A restart starts the delay again: the stamp in the zone alone never
+	// makes a deletion come sooner than a full delay after this process
+	// saw the name unwanted.
+	e.restart()
 	e.clock.Advance(61 * time.Second)
+	e.mustReconcile()
+	if e.a("old.example.com") == nil {
+		t.Fatal("deleted right after a restart, on the zone's stamp alone")
+	}
+	e.clock.Advance(2 * time.Minute)
 	e.mustReconcile()
 	if e.a("old.example.com") != nil || e.owner("old.example.com") != nil {
 		t.Fatal("old.example.com and its ownership record still there after the delay")

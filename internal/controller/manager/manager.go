@@ -112,6 +112,14 @@ type DNSOptions struct {
 	TTL         time.Duration
 	DeleteDelay time.Duration
 	DryRun      bool
+	// Keys sign and verify ownership records (--dns-ownership-key-file).
+	// Required.
+	Keys *dnsmodel.Keys
+	// AdoptUnsigned, AllowApex and NamespaceDomains are
+	// --dns-adopt-unsigned, --dns-allow-apex and --dns-namespace-domains.
+	AdoptUnsigned    bool
+	AllowApex        bool
+	NamespaceDomains dnsmodel.NamespaceDomains
 }
 
 // New returns a manager with every sluice reconciler registered. Start it
@@ -249,18 +257,22 @@ func New(o Options) (ctrl.Manager, error) {
 	}
 	if o.DNS != nil {
 		dr, err := dnsctl.New(dnsctl.Options{
-			Client:      mgr.GetClient(),
-			Provider:    o.DNS.Provider,
-			Aliases:     o.DNS.Aliases,
-			OwnerID:     o.DNS.OwnerID,
-			Policy:      o.DNS.Policy,
-			TTL:         o.DNS.TTL,
-			DeleteDelay: o.DNS.DeleteDelay,
-			DryRun:      o.DNS.DryRun,
-			Serving:     ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
-			Recorder:    recorder,
-			Registerer:  ctrlmetrics.Registry,
-			Logger:      o.Logger.With("controller", "dns"),
+			Client:           mgr.GetClient(),
+			Provider:         o.DNS.Provider,
+			Aliases:          o.DNS.Aliases,
+			OwnerID:          o.DNS.OwnerID,
+			Policy:           o.DNS.Policy,
+			TTL:              o.DNS.TTL,
+			DeleteDelay:      o.DNS.DeleteDelay,
+			DryRun:           o.DNS.DryRun,
+			Keys:             o.DNS.Keys,
+			AdoptUnsigned:    o.DNS.AdoptUnsigned,
+			AllowApex:        o.DNS.AllowApex,
+			NamespaceDomains: o.DNS.NamespaceDomains,
+			Serving:          ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
+			Recorder:         recorder,
+			Registerer:       ctrlmetrics.Registry,
+			Logger:           o.Logger.With("controller", "dns"),
 		})
 		if err != nil {
 			return nil, err

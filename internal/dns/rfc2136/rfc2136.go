@@ -124,8 +124,9 @@ func (p *Provider) sign(m *dns.Msg) {
 // transferTimeout bounds one zone transfer.
 const transferTimeout = 2 * time.Minute
 
-// Records implements dns.Provider: a signed AXFR of the zone, A, AAAA,
-// CNAME and TXT sets only.
+// Records implements dns.Provider: a signed AXFR of the zone, every
+// record set (types other than A, AAAA, CNAME and TXT with their values
+// in presentation form).
 func (p *Provider) Records(ctx context.Context, z model.Zone) ([]model.Record, error) {
 	// A whole transfer gets a deadline (the read timeout only bounds each
 	// message), so a server that trickles answers cannot hold the DNS
@@ -191,7 +192,13 @@ func fromRRs(rrs []dns.RR) []model.Record {
 		case *dns.TXT:
 			typ, value = model.TypeTXT, strings.Join(r.Txt, "")
 		default:
-			continue
+			// Types sluice does not manage (SOA, NS, MX, CAA, ...): read so
+			// the plan sees the name is someone else's, never written.
+			typ = dns.TypeToString[h.Rrtype]
+			if typ == "" {
+				typ = fmt.Sprintf("TYPE%d", h.Rrtype)
+			}
+			value = strings.TrimSpace(strings.TrimPrefix(rr.String(), h.String()))
 		}
 		k := key{normalize(h.Name), typ}
 		s := sets[k]

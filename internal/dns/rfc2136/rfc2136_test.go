@@ -1,6 +1,7 @@
 package rfc2136
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -102,4 +103,23 @@ func FuzzFromZone(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFromRRsOtherTypes: types sluice does not write come back with their
+// type and presentation-form values, so the plan sees whose a name is.
+func TestFromRRsOtherTypes(t *testing.T) {
+	var rrs []dns.RR
+	for _, s := range []string{"mail.example.com. 60 IN MX 20 b.example.net.", "mail.example.com. 60 IN MX 10 a.example.net.",
+		"sub.example.com. 300 IN NS ns.sub.example.net.", `example.com. 60 IN CAA 0 issue "letsencrypt.org"`} {
+		rr, err := dns.NewRR(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rrs = append(rrs, rr)
+	}
+	got := fmt.Sprint(fromRRs(rrs))
+	want := `[example.com 60 CAA 0 issue "letsencrypt.org" mail.example.com 60 MX 10 a.example.net. 20 b.example.net. sub.example.com 300 NS ns.sub.example.net.]`
+	if got != want {
+		t.Errorf("fromRRs = %s\nwant      %s", got, want)
+	}
 }

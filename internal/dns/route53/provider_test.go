@@ -115,7 +115,8 @@ func TestZones(t *testing.T) {
 	}
 }
 
-// records reads the zone through the provider, as a set of strings.
+// records reads the zone through the provider, as a set of strings,
+// without the zone's own SOA and NS sets at the apex.
 func records(t *testing.T, p *Provider, z dns.Zone) []string {
 	t.Helper()
 	rs, err := p.Records(context.Background(), z)
@@ -124,6 +125,9 @@ func records(t *testing.T, p *Provider, z dns.Zone) []string {
 	}
 	var out []string
 	for _, r := range rs {
+		if r.Name == z.Name && (r.Type == "SOA" || r.Type == "NS") {
+			continue
+		}
 		s := fmt.Sprintf("%s %s %d %v", r.Name, r.Type, r.TTL, r.Values)
 		if r.Alias != nil {
 			s = fmt.Sprintf("%s %s alias %s %s", r.Name, r.Type, r.Alias.HostedZoneID, r.Alias.DNSName)
@@ -279,7 +283,7 @@ func TestInvalidBatchSplit(t *testing.T) {
 			t.Errorf("%s: %v is not a conflict", batches[i].Name, errs[i])
 		}
 	}
-	want := []string{"ok1.example.com A 60 [10.244.0.1]", "ok2.example.com A 60 [10.244.0.2]"}
+	want := []string{"ok1.example.com A 60 [10.244.0.1]", "ok2.example.com A 60 [10.244.0.2]", "taken.example.com MX 60 [10 mail.example.com.]"}
 	if got := records(t, p, z); !slices.Equal(got, want) {
 		t.Errorf("records %q, want %q", got, want)
 	}

@@ -220,8 +220,8 @@ func (p *Provider) resolve(ctx context.Context, ref string) (dns.Zone, error) {
 	}
 }
 
-// Records implements dns.Provider: every simple A, AAAA, CNAME and TXT
-// record set of the zone, paged through ListResourceRecordSets.
+// Records implements dns.Provider: every record set of the zone, paged
+// through ListResourceRecordSets.
 func (p *Provider) Records(ctx context.Context, z dns.Zone) ([]dns.Record, error) {
 	var out []dns.Record
 	in := &route53.ListResourceRecordSetsInput{HostedZoneId: aws.String(z.ID), MaxItems: aws.Int32(300)}
@@ -231,9 +231,7 @@ func (p *Provider) Records(ctx context.Context, z dns.Zone) ([]dns.Record, error
 			return nil, fmt.Errorf("listing route53 records of %s: %w", z.Name, err)
 		}
 		for _, rs := range page.ResourceRecordSets {
-			if r, ok := fromSet(rs); ok {
-				out = append(out, r)
-			}
+			out = append(out, fromSet(rs))
 		}
 		if !page.IsTruncated {
 			break
@@ -243,22 +241,27 @@ func (p *Provider) Records(ctx context.Context, z dns.Zone) ([]dns.Record, error
 	return out, nil
 }
 
-// fromSet converts a listed record set into a dns.Record; false for the
-// ones sluice does not manage.
-func fromSet(rs types.ResourceRecordSet) (dns.Record, bool) {
+// fromSet converts a listed record set into a dns.Record. A set with a
+// routing policy (weighted, latency, failover, ...) becomes type
+// TYPE/policy: someone else's routing at that name, which sluice never
+// writes and which makes the name foreign.
+func fromSet(rs types.ResourceRecordSet) dns.Record {
 	r := dns.Record{Name: normalizeName(aws.ToString(rs.Name)), Type: string(rs.Type), TTL: aws.ToInt64(rs.TTL)}
 	switch {
 	case rs.SetIdentifier != nil:
-		return r, false
-	case r.Type != dns.TypeA && r.Type != dns.TypeAAAA && r.Type != dns.TypeCNAME && r.Type != dns.TypeTXT:
-		return r, false
+		r.Type += "/policy"
+		r.Values = []string{aws.ToString(rs.SetIdentifier)}
+		return r
+	case r.Type != dns.TypeA && r.Type != dns.TypeAAAA && r.Type != dns.TypeCNAME && r.Type != dns.TypeTXT && rs.AliasTarget != nil:
+		r.Values = []string{"ALIAS " + normalizeName(aws.ToString(rs.AliasTarget.DNSName))}
+		return r
 	case rs.AliasTarget != nil:
 		r.TTL = 0
 		r.Alias = &dns.Alias{
 			DNSName:      normalizeName(aws.ToString(rs.AliasTarget.DNSName)),
 			HostedZoneID: aws.ToString(rs.AliasTarget.HostedZoneId),
 		}
-		return r, true
+		return r
 	}
 	for _, v := range rs.ResourceRecords {
 		s := aws.ToString(v.Value)
@@ -271,7 +274,7 @@ func fromSet(rs types.ResourceRecordSet) (dns.Record, bool) {
 		r.Values = append(r.Values, s)
 	}
 	slices.Sort(r.Values)
-	return r, true
+	return r
 }
 
 // normalizeName turns a Route53 name ("\052.Example.com.") into the dns

@@ -129,21 +129,20 @@ func TestFromSet(t *testing.T) {
 		{"alias", types.ResourceRecordSet{Name: aws.String("x.example.com."), Type: "AAAA",
 			AliasTarget: &types.AliasTarget{DNSName: aws.String("Web-1.elb.us-east-1.amazonaws.com."), HostedZoneId: aws.String("Z26RNL4JYFTOTI")}},
 			&dns.Record{Name: "x.example.com", Type: "AAAA", Alias: &dns.Alias{DNSName: "web-1.elb.us-east-1.amazonaws.com", HostedZoneID: "Z26RNL4JYFTOTI"}}},
-		{"weighted: not ours", types.ResourceRecordSet{Name: aws.String("x.example.com."), Type: "A", SetIdentifier: aws.String("blue"), TTL: aws.Int64(1),
-			ResourceRecords: []types.ResourceRecord{{Value: aws.String("10.244.0.1")}}}, nil},
-		{"SOA: not ours", types.ResourceRecordSet{Name: aws.String("example.com."), Type: "SOA", TTL: aws.Int64(1),
-			ResourceRecords: []types.ResourceRecord{{Value: aws.String("ns. host. 1 2 3 4 5")}}}, nil},
+		{"weighted: someone else's routing", types.ResourceRecordSet{Name: aws.String("x.example.com."), Type: "A", SetIdentifier: aws.String("blue"), TTL: aws.Int64(1),
+			ResourceRecords: []types.ResourceRecord{{Value: aws.String("10.244.0.1")}}},
+			&dns.Record{Name: "x.example.com", Type: "A/policy", TTL: 1, Values: []string{"blue"}}},
+		{"SOA: read, never written", types.ResourceRecordSet{Name: aws.String("example.com."), Type: "SOA", TTL: aws.Int64(1),
+			ResourceRecords: []types.ResourceRecord{{Value: aws.String("ns. host. 1 2 3 4 5")}}},
+			&dns.Record{Name: "example.com", Type: "SOA", TTL: 1, Values: []string{"ns. host. 1 2 3 4 5"}}},
+		{"MX", types.ResourceRecordSet{Name: aws.String("mail.example.com."), Type: "MX", TTL: aws.Int64(60),
+			ResourceRecords: []types.ResourceRecord{{Value: aws.String("20 b.example.net.")}, {Value: aws.String("10 a.example.net.")}}},
+			&dns.Record{Name: "mail.example.com", Type: "MX", TTL: 60, Values: []string{"10 a.example.net.", "20 b.example.net."}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := fromSet(tc.in)
-			if tc.want == nil {
-				if ok {
-					t.Errorf("fromSet = %+v, want skipped", got)
-				}
-				return
-			}
-			if !ok || !reflect.DeepEqual(got, *tc.want) {
-				t.Errorf("fromSet = %+v %+v, %v\nwant %+v %+v", got, got.Alias, ok, *tc.want, tc.want.Alias)
+			got := fromSet(tc.in)
+			if !reflect.DeepEqual(got, *tc.want) {
+				t.Errorf("fromSet = %+v %+v\nwant %+v %+v", got, got.Alias, *tc.want, tc.want.Alias)
 			}
 		})
 	}

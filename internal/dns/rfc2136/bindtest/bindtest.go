@@ -26,12 +26,19 @@ import (
 // KeyName is the TSIG key the server grants updates and transfers to.
 const KeyName = "sluice-test"
 
+// TXTOnlyKeyName is a second TSIG key that may write only TXT records
+// anywhere in the zones (`grant ... zonesub TXT`), as an ACME DNS-01
+// solver's key often may: the attacker of the forged-ownership tests.
+const TXTOnlyKeyName = "txt-only"
+
 // Server is a running named.
 type Server struct {
 	// Addr is 127.0.0.1:port.
 	Addr string
 	// Secret is the base64 TSIG secret of KeyName (hmac-sha256).
 	Secret string
+	// TXTOnlySecret is the base64 TSIG secret of TXTOnlyKeyName.
+	TXTOnlySecret string
 	// Dir holds named.conf, the zone files and the journals.
 	Dir string
 
@@ -51,15 +58,20 @@ func Start(t testing.TB, zones ...string) *Server {
 	if _, err := exec.LookPath("named"); err != nil {
 		t.Skip("named (Debian bind9) is not installed")
 	}
-	secret := make([]byte, 32)
+	secret, txtOnly := make([]byte, 32), make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, Dir: t.TempDir(), Secret: base64.StdEncoding.EncodeToString(secret), zones: zones}
+	if _, err := rand.Read(txtOnly); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, Dir: t.TempDir(), Secret: base64.StdEncoding.EncodeToString(secret),
+		TXTOnlySecret: base64.StdEncoding.EncodeToString(txtOnly), zones: zones}
 	s.Addr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "127.0.0.1"))
 	_, port, _ := net.SplitHostPort(s.Addr)
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "key %q { algorithm hmac-sha256; secret %q; };\n", KeyName, s.Secret)
+	fmt.Fprintf(&conf, "key %q { algorithm hmac-sha256; secret %q; };\n", TXTOnlyKeyName, s.TXTOnlySecret)
 	fmt.Fprintf(&conf, "options {\n\tdirectory %q;\n\tpid-file %q;\n\tlisten-on port %s { 127.0.0.1; };\n\tlisten-on-v6 { none; };\n"+
 		"\trecursion no;\n\tnotify no;\n\tallow-transfer { key %q; };\n};\ncontrols { };\n",
 		s.Dir, filepath.Join(s.Dir, "named.pid"), port, KeyName)
@@ -69,7 +81,7 @@ func Start(t testing.TB, zones ...string) *Server {
 		if err := os.WriteFile(file, []byte(zone), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&conf, "zone %q { type primary; file %q; update-policy { grant %s zonesub ANY; }; };\n", z, file, KeyName)
+		fmt.Fprintf(&conf, "zone %q { type primary; file %q; update-policy { grant %s zonesub ANY; grant %s zonesub TXT; }; };\n", z, file, KeyName, TXTOnlyKeyName)
 	}
 	s.conf = filepath.Join(s.Dir, "named.conf")
 	if err := os.WriteFile(s.conf, []byte(conf.String()), 0o644); err != nil {
@@ -168,4 +180,28 @@ func (s *Server) Query(name string, typ uint16) ([]dns.RR, error) {
 		return nil, fmt.Errorf("querying %s: %s", name, dns.RcodeToString[r.Rcode])
 	}
 	return r.Answer, nil
+}
+
+// Update adds the resource record rr (zone file syntax, e.g.
+// "mail.example.com. 300 IN MX 10 mx.example.net.") to zone with a
+// signed UPDATE under KeyName: records of types the provider never
+// writes, put in by the zone's admin.
+func (s *Server) Update(zone, rr string) error {
+	r, err := dns.NewRR(rr)
+	if err != nil {
+		return fmt.Errorf("parsing %q: %w", rr, err)
+	}
+	m := new(dns.Msg)
+	m.SetUpdate(dns.Fqdn(zone))
+	m.Insert([]dns.RR{r})
+	m.SetTsig(dns.Fqdn(KeyName), dns.HmacSHA256, 300, time.Now().Unix())
+	c := &dns.Client{Net: "tcp", Timeout: 5 * time.Second, TsigSecret: map[string]string{dns.Fqdn(KeyName): s.Secret}}
+	resp, _, err := c.Exchange(m, s.Addr)
+	if err != nil {
+		return fmt.Errorf("updating %s: %w", zone, err)
+	}
+	if resp.Rcode != dns.RcodeSuccess {
+		return fmt.Errorf("updating %s: %s", zone, dns.RcodeToString[resp.Rcode])
+	}
+	return nil
 }
