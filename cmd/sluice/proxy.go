@@ -275,7 +275,11 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 	}
 
 	if len(c.ingressClasses) == 0 {
-		log.Warn("no --ingress-class: serving the class sluice and every IngressClass of controller "+translate.ControllerName+
+		logCompat := log.Warn
+		if c.manifests != "" {
+			logCompat = log.Info // one machine, no load balancers to keep apart
+		}
+		logCompat("no --ingress-class: serving the class sluice and every IngressClass of controller "+translate.ControllerName+
 			"; give each proxy fleet its own classes with --ingress-class so an internal class is never served through an internet-facing load balancer",
 			"controller", translate.ControllerName)
 	} else {
