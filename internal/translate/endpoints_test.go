@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestCheckAddress(t *testing.T) {
@@ -197,4 +199,50 @@ func TestEndpointFamilyChecked(t *testing.T) {
 	if _, why := checkEndpoint(s, ep, Options{}); why != "" {
 		t.Errorf("IPv4 address in an IPv4 slice refused: %q", why)
 	}
+}
+
+// FuzzEndpoints builds a Service with one hostile endpoint (address,
+// family, targetRef): no panic; the endpoint is either used or counted as
+// refused, never both; a used one passed every check.
+func FuzzEndpoints(f *testing.F) {
+	f.Add("10.244.0.1", false, "Pod", "v1", "default", false, false)
+	f.Add("169.254.169.254", false, "Pod", "", "default", true, true)
+	f.Add("::ffff:127.0.0.1", true, "Pod", "", "default", false, true)
+	f.Add("10.0.0.1", false, "Node", "", "", true, false)
+	f.Add("fd00:ec2::254", true, "", "", "", true, false)
+	f.Fuzz(func(t *testing.T, addr string, v6 bool, kind, apiVersion, ns string, noRef, loopback bool) {
+		s := fuzzSlice("http", 80)
+		if v6 {
+			s.AddressType = discoveryv1.AddressTypeIPv6
+		}
+		ep := discoveryv1.Endpoint{Addresses: []string{addr}}
+		if !noRef {
+			ep.TargetRef = &corev1.ObjectReference{Kind: kind, APIVersion: apiVersion, Namespace: ns, Name: "p"}
+		}
+		s.Endpoints = []discoveryv1.Endpoint{ep}
+		in := Input{
+			Ingresses: []*networkingv1.Ingress{fuzzIngress("ing", "h.example.com", "/", networkingv1.PathTypePrefix, "http", 0)},
+			Services: []*corev1.Service{{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+			}},
+			EndpointSlices: []*discoveryv1.EndpointSlice{s},
+		}
+		opts := Options{AllowEndpointsWithoutPod: kind == "", AllowLoopbackEndpoints: loopback}
+		cfg, _ := Build(in, opts)
+		checkInvariants(t, &cfg)
+		for _, vh := range cfg.VirtualHosts {
+			for _, r := range vh.Routes {
+				be := r.Backend
+				if len(be.Endpoints)+be.RefusedEndpoints != 1 {
+					t.Fatalf("endpoint %q: %d used, %d refused; want exactly one of them", addr, len(be.Endpoints), be.RefusedEndpoints)
+				}
+				if len(be.Endpoints) == 1 {
+					if _, why := checkEndpoint(s, &s.Endpoints[0], opts); why != "" {
+						t.Fatalf("endpoint %q used although %s", addr, why)
+					}
+				}
+			}
+		}
+	})
 }

@@ -44,8 +44,9 @@ func NewClassFilter(classes []*networkingv1.IngressClass, opts Options) ClassFil
 }
 
 // Serves reports whether ing is ours: spec.ingressClassName, else the legacy
-// annotation, names our class or a class of our controller; an Ingress with
-// neither is ours only when one of our classes is the cluster default.
+// annotation, names one of our classes (Options.IngressClasses, or our
+// class and those of our controller); an Ingress with neither is ours only
+// when one of our classes is the cluster default.
 func (f ClassFilter) Serves(ing *networkingv1.Ingress) bool {
 	if ing.Spec.IngressClassName != nil {
 		return f.ours[*ing.Spec.IngressClassName]
