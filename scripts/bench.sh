@@ -201,6 +201,13 @@ else
 		die "cmd/sluice does not build; set BENCH_SLUICE to a prebuilt binary, or BENCH_PROXIES='haproxy nginx' to bench the others"
 fi
 B=$tmp/bin
+# The bench backends listen on 127.0.0.1, which sluice uses only with
+# --allow-loopback-endpoints (a prebuilt BENCH_SLUICE older than the flag
+# uses loopback endpoints without it).
+LOOPBACK=()
+if [[ -x $B/sluice ]] && "$B/sluice" proxy --help 2>&1 | grep -q -- -allow-loopback-endpoints; then
+	LOOPBACK=(--allow-loopback-endpoints)
+fi
 
 # ---------------------------------------------------------------- configs
 # One ECDSA P-256 certificate for bench.local, served by every proxy.
@@ -246,6 +253,7 @@ ports:
 endpoints:
 - addresses: ["127.0.0.1"]
   conditions: {ready: true}
+  targetRef: {kind: Pod, namespace: bench, name: backend}
 ---
 apiVersion: networking.k8s.io/v1
 kind: Ingress
@@ -315,6 +323,7 @@ ports:
 endpoints:
 - addresses: ["127.0.0.1"]
   conditions: {ready: true}
+  targetRef: {kind: Pod, namespace: bench, name: backend}
 EOF
 done
 cat >>"$tmp/manifests/bench.yaml" <<EOF
@@ -419,7 +428,7 @@ EOF
 start_proxy() {
 	case $1 in
 	sluice)
-		start sluice env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/manifests" \
+		start sluice env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/manifests" "${LOOPBACK[@]}" \
 			--http-address "127.0.0.1:${PORT[sluice]}" --https-address "127.0.0.1:${TLS_PORT[sluice]}" \
 			--default-certificate bench/bench-tls \
 			--admin-address "127.0.0.1:$SLUICE_ADMIN" --drain-max-wait 0s --shutdown-timeout 2s --idle-timeout "$IDLE_TIMEOUT"
@@ -582,7 +591,7 @@ if phase 3 && [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
 	fi
 	taskset -c 1 "$B/ctlplane" --dir "$tmp/ctlplane" --ingresses "$INGRESSES" --backend-port "$BACKEND_PORT" \
 		--http "127.0.0.1:$CTL_HTTP" --admin "127.0.0.1:$CTL_ADMIN" --changes 3 --log "$tmp/log/ctlplane-sluice.log" -- \
-		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane" \
+		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane" "${LOOPBACK[@]}" \
 		--http-address "127.0.0.1:$CTL_HTTP" --https-address "" --admin-address "127.0.0.1:$CTL_ADMIN" \
 		--drain-max-wait 0s --shutdown-timeout 2s >>"$raw"
 	tail -n 3 "$raw" >&2
@@ -594,7 +603,7 @@ if phase 3 && [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
 	taskset -c 1 "$B/ctlplane" --tls --dir "$tmp/ctlplane-tls" --ingresses "$INGRESSES" --backend-port "$BACKEND_PORT" \
 		--http "127.0.0.1:$CTL_HTTP" --https "127.0.0.1:$CTL_HTTPS" --admin "127.0.0.1:$CTL_ADMIN" --changes 3 \
 		--log "$tmp/log/ctlplane-tls-sluice.log" -- \
-		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane-tls" \
+		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane-tls" "${LOOPBACK[@]}" \
 		--http-address "127.0.0.1:$CTL_HTTP" --https-address "127.0.0.1:$CTL_HTTPS" --admin-address "127.0.0.1:$CTL_ADMIN" \
 		--drain-max-wait 0s --shutdown-timeout 2s >>"$raw"
 	tail -n 3 "$raw" >&2

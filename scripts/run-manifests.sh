@@ -11,7 +11,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 bin/echo --listen 127.0.0.1:9001 --name echo-a & pids+=($!)
 bin/echo --listen 127.0.0.1:9002 --name echo-b & pids+=($!)
-bin/sluice proxy --manifests examples/manifests \
+bin/sluice proxy --manifests examples/manifests --allow-loopback-endpoints \
 	--http-address 127.0.0.1:8080 --https-address "" --admin-address 127.0.0.1:9090 \
 	--drain-max-wait 1s --shutdown-timeout 5s & pids+=($!)
 cat <<MSG

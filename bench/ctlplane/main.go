@@ -14,7 +14,7 @@
 // SNI and verify the certificate, and the records' Variant is "tls".
 //
 //	ctlplane --dir /tmp/m --http 127.0.0.1:24081 --admin 127.0.0.1:24091 \
-//	    --backend-port 24080 -- taskset -c 0 sluice proxy --manifests /tmp/m ...
+//	    --backend-port 24080 -- taskset -c 0 sluice proxy --manifests /tmp/m --allow-loopback-endpoints ...
 package main
 
 import (

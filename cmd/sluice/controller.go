@@ -26,31 +26,32 @@ import (
 
 // controllerConfig is everything `sluice controller` is told on its command line.
 type controllerConfig struct {
-	kubeconfig              string
-	metricsAddress          string
-	healthAddress           string
-	ingressClass            string
-	resyncPeriod            time.Duration
-	leaderElect             bool
-	leaderElectionNamespace string
-	leaderElectionID        string
-	pollInterval            time.Duration
-	fastPollInterval        time.Duration
-	haproxyCheckInterval    time.Duration
-	haproxyMaxDrain         time.Duration
-	haproxyWatchInterval    time.Duration
-	webhookAddress          string
-	webhookCertDir          string
-	webhookService          string
-	webhookURL              string
-	awsEndpoint             string
-	awsCluster              string
-	logFormat               string
-	logLevel                string
-	namespace               string
-	nodeHealthImage         string
-	dns                     dnsConfig
-	access                  binding.Access
+	kubeconfig               string
+	metricsAddress           string
+	healthAddress            string
+	ingressClass             string
+	allowEndpointsWithoutPod bool
+	resyncPeriod             time.Duration
+	leaderElect              bool
+	leaderElectionNamespace  string
+	leaderElectionID         string
+	pollInterval             time.Duration
+	fastPollInterval         time.Duration
+	haproxyCheckInterval     time.Duration
+	haproxyMaxDrain          time.Duration
+	haproxyWatchInterval     time.Duration
+	webhookAddress           string
+	webhookCertDir           string
+	webhookService           string
+	webhookURL               string
+	awsEndpoint              string
+	awsCluster               string
+	logFormat                string
+	logLevel                 string
+	namespace                string
+	nodeHealthImage          string
+	dns                      dnsConfig
+	access                   binding.Access
 }
 
 func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, error) {
@@ -61,6 +62,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.metricsAddress, "metrics-address", ":9091", `address for /metrics ("0" disables)`)
 	fs.StringVar(&c.healthAddress, "health-address", ":9092", `address for /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass whose Ingresses get status.loadBalancer")
+	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "as the proxies' flag: endpoints without a targetRef are used, so not reported (Event EndpointsRefused) as refused")
 	fs.DurationVar(&c.resyncPeriod, "resync-period", 10*time.Minute, "how often the informers replay every object to the reconcilers")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "elect a leader on a Lease so that only one replica acts")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace; required outside a cluster)")
@@ -168,25 +170,26 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	}
 	namespace := controllerNamespace(c.namespace, c.leaderElectionNamespace)
 	mgr, err := manager.New(manager.Options{
-		Namespace:               namespace,
-		DNS:                     dnsOpts,
-		Config:                  cfg,
-		IngressClass:            c.ingressClass,
-		LeaderElection:          c.leaderElect,
-		LeaderElectionNamespace: c.leaderElectionNamespace,
-		LeaderElectionID:        c.leaderElectionID,
-		MetricsAddress:          c.metricsAddress,
-		HealthAddress:           c.healthAddress,
-		SyncPeriod:              c.resyncPeriod,
-		FastRequeue:             c.fastPollInterval,
-		SlowRequeue:             c.pollInterval,
-		HAProxy:                 haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain, WatchInterval: c.haproxyWatchInterval},
-		AWS:                     aws.Options{Endpoint: c.awsEndpoint},
-		AWSCluster:              c.awsCluster,
-		EvictionWebhook:         c.webhook(),
-		Access:                  c.access,
-		NodeHealthImage:         c.nodeHealthImage,
-		Logger:                  log,
+		Namespace:                namespace,
+		DNS:                      dnsOpts,
+		Config:                   cfg,
+		IngressClass:             c.ingressClass,
+		AllowEndpointsWithoutPod: c.allowEndpointsWithoutPod,
+		LeaderElection:           c.leaderElect,
+		LeaderElectionNamespace:  c.leaderElectionNamespace,
+		LeaderElectionID:         c.leaderElectionID,
+		MetricsAddress:           c.metricsAddress,
+		HealthAddress:            c.healthAddress,
+		SyncPeriod:               c.resyncPeriod,
+		FastRequeue:              c.fastPollInterval,
+		SlowRequeue:              c.pollInterval,
+		HAProxy:                  haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain, WatchInterval: c.haproxyWatchInterval},
+		AWS:                      aws.Options{Endpoint: c.awsEndpoint},
+		AWSCluster:               c.awsCluster,
+		EvictionWebhook:          c.webhook(),
+		Access:                   c.access,
+		NodeHealthImage:          c.nodeHealthImage,
+		Logger:                   log,
 	})
 	if err != nil {
 		return err

@@ -12,12 +12,14 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -38,8 +40,11 @@ type proxyConfig struct {
 	manifests      string
 	kubeconfig     string
 	watchNamespace string
-	ingressClass   string
+	ingressClasses classList // empty: every class of sluice's controller
 	defaultCert    string
+
+	allowEndpointsWithoutPod bool
+	allowLoopbackEndpoints   bool
 
 	httpAddress  string
 	httpsAddress string
@@ -79,7 +84,9 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.StringVar(&c.manifests, "manifests", "", "read Ingress, IngressClass, Service, EndpointSlice and Secret objects from the YAML files in this directory instead of the Kubernetes API")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
 	fs.StringVar(&c.watchNamespace, "watch-namespace", "", "only read objects in this namespace (default: all namespaces)")
-	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass this proxy serves")
+	fs.Var(&c.ingressClasses, "ingress-class", "IngressClass this proxy serves (repeatable, or a comma-separated list): Ingresses of other classes get no route (404). Unset: the class \"sluice\" and every IngressClass whose spec.controller is "+translate.ControllerName+" (one fleet for all classes; logged at startup)")
+	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "also use EndpointSlice endpoints without a targetRef (selector-less Services whose slices are written by hand); endpoints whose targetRef is not a Pod of the Service's namespace stay refused")
+	fs.BoolVar(&c.allowLoopbackEndpoints, "allow-loopback-endpoints", false, "use endpoints at loopback addresses (127.0.0.0/8, ::1): backends on the proxy's own host; only with --manifests")
 	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
 	fs.StringVar(&c.httpsAddress, "https-address", ":8443", "address for TLS traffic (empty disables)")
@@ -119,6 +126,9 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	if c.manifests != "" && c.kubeconfig != "" {
 		return nil, errors.New("--manifests and --kubeconfig are exclusive")
 	}
+	if c.allowLoopbackEndpoints && c.manifests == "" {
+		return nil, errors.New("--allow-loopback-endpoints needs --manifests (the API server refuses loopback endpoints; in a cluster one would be the proxy's own pod)")
+	}
 	if c.proxyProtocol && len(c.trustedProxies) == 0 {
 		return nil, errors.New("--proxy-protocol needs --trusted-proxies (the load balancer's addresses)")
 	}
@@ -137,6 +147,26 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 		return nil, fmt.Errorf("--retries must be between 0 and 10, not %d", c.retries)
 	}
 	return c, nil
+}
+
+// classList is --ingress-class: repeatable, each value a comma-separated
+// list of IngressClass names (DNS-1123 subdomains), kept in order without
+// duplicates.
+type classList []string
+
+func (l *classList) String() string { return strings.Join(*l, ",") }
+
+func (l *classList) Set(v string) error {
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+			return fmt.Errorf("IngressClass name %q: %s", n, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(*l, n) {
+			*l = append(*l, n)
+		}
+	}
+	return nil
 }
 
 func parseCIDRs(s string) ([]netip.Prefix, error) {
@@ -244,6 +274,21 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		log.Info("reading objects from the Kubernetes API", "host", cfg.Host, "namespace", c.watchNamespace)
 	}
 
+	if len(c.ingressClasses) == 0 {
+		logCompat := log.Warn
+		if c.manifests != "" {
+			logCompat = log.Info // one machine, no load balancers to keep apart
+		}
+		logCompat("no --ingress-class: serving the class sluice and every IngressClass of controller "+translate.ControllerName+
+			"; give each proxy fleet its own classes with --ingress-class so an internal class is never served through an internet-facing load balancer",
+			"controller", translate.ControllerName)
+	} else {
+		log.Info("serving only these IngressClasses; Ingresses of other classes get no route", "ingressClasses", []string(c.ingressClasses))
+	}
+	if c.allowEndpointsWithoutPod || c.allowLoopbackEndpoints {
+		log.Info("endpoint checks relaxed", "allowEndpointsWithoutPod", c.allowEndpointsWithoutPod, "allowLoopbackEndpoints", c.allowLoopbackEndpoints)
+	}
+
 	var accessLog *slog.Logger
 	if c.accessLog {
 		accessLog = newLogger(c.logFormat, "info", os.Stdout)
@@ -264,8 +309,10 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		Source:  src,
 		Updater: px,
 		Translate: translate.Options{
-			IngressClass:       c.ingressClass,
-			DefaultCertificate: c.defaultCert,
+			IngressClasses:           c.ingressClasses,
+			DefaultCertificate:       c.defaultCert,
+			AllowEndpointsWithoutPod: c.allowEndpointsWithoutPod,
+			AllowLoopbackEndpoints:   c.allowLoopbackEndpoints,
 		},
 		Registerer: reg,
 		Logger:     log,

@@ -27,6 +27,27 @@ func TestParseProxyFlags(t *testing.T) {
 	}
 }
 
+func TestParseProxyIngressClasses(t *testing.T) {
+	c, err := parseProxyFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.ingressClasses) != 0 || c.allowEndpointsWithoutPod || c.allowLoopbackEndpoints {
+		t.Errorf("defaults: classes %q, without pod %t, loopback %t; want none, false, false", c.ingressClasses, c.allowEndpointsWithoutPod, c.allowLoopbackEndpoints)
+	}
+	c, err = parseProxyFlags([]string{"--ingress-class", "internal", "--ingress-class", "a, b.example,internal",
+		"--manifests", "dir", "--allow-loopback-endpoints", "--allow-endpoints-without-pod"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.ingressClasses, " "); got != "internal a b.example" {
+		t.Errorf("--ingress-class repeated and listed = %q, want %q", got, "internal a b.example")
+	}
+	if !c.allowLoopbackEndpoints || !c.allowEndpointsWithoutPod {
+		t.Error("--allow-loopback-endpoints or --allow-endpoints-without-pod not parsed")
+	}
+}
+
 func TestParseProxyFlagsErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -40,6 +61,10 @@ func TestParseProxyFlagsErrors(t *testing.T) {
 		{[]string{"--retries", "-1"}, "--retries"},
 		{[]string{"--shutdown-timeout", "-1s"}, "negative"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"--ingress-class", ""}, "IngressClass name"},
+		{[]string{"--ingress-class", "a,,b"}, "IngressClass name"},
+		{[]string{"--ingress-class", "Bad_Name"}, "IngressClass name"},
+		{[]string{"--allow-loopback-endpoints"}, "needs --manifests"},
 	} {
 		_, err := parseProxyFlags(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

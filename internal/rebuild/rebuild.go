@@ -64,6 +64,7 @@ type Loop struct {
 	rejected     *prometheus.GaugeVec
 	routes       prometheus.Gauge
 	endpoints    prometheus.Gauge
+	refused      prometheus.Gauge
 
 	lastProblems map[string]bool
 	keyPairs     *translate.KeyPairCache // parsed TLS Secrets, used by rebuild only
@@ -91,8 +92,10 @@ func New(o Options) (*Loop, error) {
 		Namespace: "sluice", Name: "table_routes", Help: "Routes in the routing table in use."})
 	l.endpoints = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "sluice", Name: "table_endpoints", Help: "Distinct endpoint addresses in the routing table in use."})
+	l.refused = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "sluice", Name: "endpoints_refused", Help: "Endpoints of the Services the routing table uses that the endpoint checks refused (no Pod of the Service's namespace, or a special address); they get no traffic. Each is named in an EndpointsRefused problem."})
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.routes, l.endpoints} {
+		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.routes, l.endpoints, l.refused} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("registering table metrics: %w", err)
 			}
@@ -163,6 +166,12 @@ func (l *Loop) rebuild() {
 func (l *Loop) record(cfg *route.Config, problems []translate.Problem) {
 	nroutes := 0
 	addrs := map[string]struct{}{}
+	refused := map[[3]string]int{} // Service port → refused endpoints; policy variants share them
+	countRefused := func(be *route.Backend) {
+		if be != nil && be.RefusedEndpoints > 0 {
+			refused[[3]string{be.Namespace, be.Service, be.Port}] = be.RefusedEndpoints
+		}
+	}
 	for _, vh := range cfg.VirtualHosts {
 		nroutes += len(vh.Routes)
 		for _, r := range vh.Routes {
@@ -171,10 +180,17 @@ func (l *Loop) record(cfg *route.Config, problems []translate.Problem) {
 					addrs[ep.Address] = struct{}{}
 				}
 			}
+			countRefused(r.Backend)
 		}
+	}
+	countRefused(cfg.DefaultBackend)
+	nrefused := 0
+	for _, n := range refused {
+		nrefused += n
 	}
 	l.routes.Set(float64(nroutes))
 	l.endpoints.Set(float64(len(addrs)))
+	l.refused.Set(float64(nrefused))
 
 	l.rejected.Reset()
 	counts := map[[2]string]int{}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -108,5 +109,35 @@ func TestLoopBuildsOnChangeAndReportsProblems(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(l.generation); got != 2 {
 		t.Errorf("table_generation = %v, want 2", got)
+	}
+
+	// Refused endpoints are counted once per Service port, and the good
+	// one is used.
+	port, other := int32(8080), "other"
+	src.set(translate.Input{
+		Ingresses: []*networkingv1.Ingress{ingress("a", "a.example.com", &class)},
+		Services:  []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "svc"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}},
+		EndpointSlices: []*discoveryv1.EndpointSlice{{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "svc-1", Labels: map[string]string{discoveryv1.LabelServiceName: "svc"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "p"}},
+				{Addresses: []string{"169.254.169.254"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "q"}},
+				{Addresses: []string{"10.0.0.2"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: other, Name: "r"}},
+				{Addresses: []string{"10.0.0.3"}},
+			},
+		}},
+	})
+	notify()
+	tbl = <-tables
+	if r := tbl.Match("a.example.com", "/"); r == nil || len(r.Backend.Endpoints) != 1 || r.Backend.Endpoints[0].Address != "10.0.0.1:8080" {
+		t.Fatalf("route for a.example.com = %+v, want the one Pod endpoint", r)
+	}
+	if got := testutil.ToFloat64(l.refused); got != 3 {
+		t.Errorf("endpoints_refused = %v, want 3", got)
+	}
+	if got := testutil.ToFloat64(l.rejected.WithLabelValues("Ingress", translate.ReasonEndpointsRefused)); got != 1 {
+		t.Errorf("objects_rejected{Ingress,EndpointsRefused} = %v, want 1", got)
 	}
 }

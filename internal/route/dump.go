@@ -41,6 +41,9 @@ func Dump(c *Config) string {
 		if len(be.Endpoints) == 0 {
 			b.WriteString("  (no endpoints)\n")
 		}
+		if be.RefusedEndpoints > 0 {
+			fmt.Fprintf(&b, "  (%d refused)\n", be.RefusedEndpoints)
+		}
 		for _, ep := range be.Endpoints {
 			if ep.Zone != "" {
 				fmt.Fprintf(&b, "  %s zone=%s\n", ep.Address, ep.Zone)

@@ -127,6 +127,10 @@ type Backend struct {
 	Protocol Protocol
 	// TLS configures HTTPS and GRPCS; nil for the other protocols.
 	TLS *UpstreamTLS
+	// RefusedEndpoints counts the endpoints of the Service's slices that
+	// translation refused (not a Pod of the Service's namespace, or a
+	// special address); they get no traffic. For metrics only.
+	RefusedEndpoints int
 }
 
 // Protocol is what the proxy speaks to a backend's endpoints.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net"
-	"net/netip"
 	"slices"
 	"strconv"
 
@@ -61,6 +60,10 @@ type resolved struct {
 	endpoints       []route.Endpoint
 	appProtocol     string
 	reason, message string
+	// refused is the EndpointsRefused message ("" for none) and the
+	// number of refused endpoints.
+	refused      string
+	refusedCount int
 }
 
 // backendFor returns the shared Backend for an Ingress backend, or nil after
@@ -107,6 +110,9 @@ func (b *builder) backendFor(ing *networkingv1.Ingress, ib *networkingv1.Ingress
 	if res.reason != "" {
 		b.problem(ing, res.reason, res.message)
 	}
+	if res.refused != "" {
+		b.problem(ing, ReasonEndpointsRefused, res.refused)
+	}
 	proto := protocolOf(res.appProtocol)
 	if ua.protocolSet {
 		proto = ua.protocol
@@ -127,6 +133,8 @@ func (b *builder) backendFor(ing *networkingv1.Ingress, ib *networkingv1.Ingress
 		Endpoints: res.endpoints,
 		Policy:    pol,
 		Protocol:  proto,
+
+		RefusedEndpoints: res.refusedCount,
 	}
 	if proto.TLS() {
 		report := func(reason, msg string) { b.problem(ing, reason, where+": "+msg) }
@@ -180,7 +188,11 @@ func (b *builder) resolve(key serviceKey) resolved {
 	if sp == nil {
 		return resolved{reason: "ServicePortNotFound", message: "service " + nsName + " has no port " + key.port + "; the route answers 503"}
 	}
-	res := resolved{endpoints: endpointsOf(b.slices[nsName], sp.Name)}
+	eps, refused := endpointsOf(b.slices[nsName], sp.Name, b.opts)
+	res := resolved{endpoints: eps, refusedCount: len(refused)}
+	if len(refused) > 0 {
+		res.refused = refusedMessage(nsName, refused)
+	}
 	if sp.AppProtocol != nil {
 		res.appProtocol = *sp.AppProtocol
 	}
@@ -189,8 +201,9 @@ func (b *builder) resolve(key serviceKey) resolved {
 
 // endpointsOf returns the addresses of the slices' port called portName:
 // the ready endpoints, or, when none is ready, the serving and terminating
-// ones. Sorted by address, without duplicates.
-func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string) []route.Endpoint {
+// ones. Sorted by address, without duplicates. Endpoints the checks refuse
+// (checkEndpoint) are left out and returned as refused, ready or not.
+func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string, opts Options) (eps []route.Endpoint, refused []refusal) {
 	var ready, terminating []route.Endpoint
 	for _, s := range epSlices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
@@ -205,9 +218,13 @@ func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string) []route
 			if len(ep.Addresses) == 0 {
 				continue
 			}
-			// Addresses are fungible; like kube-proxy, use the first.
-			addr, err := netip.ParseAddr(ep.Addresses[0])
-			if err != nil || addr.Zone() != "" || addr.Is4() != (s.AddressType == discoveryv1.AddressTypeIPv4) {
+			addr, why := checkEndpoint(s, ep, opts)
+			if why != "" {
+				shown := strconv.Quote(truncate(ep.Addresses[0], 64))
+				if addr.IsValid() {
+					shown = addr.String()
+				}
+				refused = append(refused, refusal{address: shown, reason: why})
 				continue
 			}
 			e := route.Endpoint{Address: net.JoinHostPort(addr.String(), strconv.Itoa(port))}
@@ -226,14 +243,22 @@ func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string) []route
 			}
 		}
 	}
-	eps := ready
+	eps = ready
 	if len(eps) == 0 {
 		eps = terminating
 	}
 	slices.SortFunc(eps, func(a, b route.Endpoint) int {
 		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Zone, b.Zone))
 	})
-	return slices.CompactFunc(eps, func(a, b route.Endpoint) bool { return a.Address == b.Address })
+	return slices.CompactFunc(eps, func(a, b route.Endpoint) bool { return a.Address == b.Address }), refused
+}
+
+// truncate cuts s to at most n bytes, for messages quoting hostile input.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
 
 // slicePort returns the number of the slice port called name (nil means ""),

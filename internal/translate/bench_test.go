@@ -43,7 +43,8 @@ func benchInput(n int) Input {
 		})
 		var eps []discoveryv1.Endpoint
 		for j := range 3 {
-			eps = append(eps, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", i>>8&0xff, i&0xff, j+1)}})
+			eps = append(eps, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", i>>8&0xff, i&0xff, j+1)},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: fmt.Sprintf("%s-%d", svc, j)}})
 		}
 		in.EndpointSlices = append(in.EndpointSlices, &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},

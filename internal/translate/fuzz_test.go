@@ -199,8 +199,9 @@ func fuzzSlice(portName string, portNum int32) *discoveryv1.EndpointSlice {
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: &http, Port: new(int32(8080))}, {Name: &portName, Port: &portNum}},
 		Endpoints: []discoveryv1.Endpoint{
-			{Addresses: []string{"10.244.0.2"}},
-			{Addresses: []string{"10.244.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}},
+			{Addresses: []string{"10.244.0.2"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-a"}},
+			{Addresses: []string{"10.244.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-b"}},
 		},
 	}
 }

@@ -179,13 +179,18 @@ func decodeObjects(data []byte) (Input, Options, error) {
 			in.Secrets = append(in.Secrets, o)
 		case "BuildOptions":
 			var o struct {
-				Kind               string `json:"kind"`
-				IngressClass       string `json:"ingressClass"`
-				ControllerName     string `json:"controllerName"`
-				DefaultCertificate string `json:"defaultCertificate"`
+				Kind                     string   `json:"kind"`
+				IngressClass             string   `json:"ingressClass"`
+				IngressClasses           []string `json:"ingressClasses"`
+				ControllerName           string   `json:"controllerName"`
+				DefaultCertificate       string   `json:"defaultCertificate"`
+				AllowEndpointsWithoutPod bool     `json:"allowEndpointsWithoutPod"`
+				AllowLoopbackEndpoints   bool     `json:"allowLoopbackEndpoints"`
 			}
 			err = yaml.UnmarshalStrict([]byte(doc), &o)
-			opts = Options{IngressClass: o.IngressClass, ControllerName: o.ControllerName, DefaultCertificate: o.DefaultCertificate}
+			opts = Options{IngressClass: o.IngressClass, IngressClasses: o.IngressClasses, ControllerName: o.ControllerName,
+				DefaultCertificate: o.DefaultCertificate, AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
+				AllowLoopbackEndpoints: o.AllowLoopbackEndpoints}
 		default:
 			err = fmt.Errorf("unknown kind %q", tm.Kind)
 		}

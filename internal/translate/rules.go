@@ -24,15 +24,16 @@ type ClassFilter struct {
 }
 
 // NewClassFilter returns the filter for the given IngressClasses and options
-// (IngressClass and ControllerName; empty ones take their defaults).
+// (IngressClasses, else IngressClass and ControllerName; empty ones take
+// their defaults).
 func NewClassFilter(classes []*networkingv1.IngressClass, opts Options) ClassFilter {
 	opts = opts.withDefaults()
-	f := ClassFilter{ours: map[string]bool{opts.IngressClass: true}}
+	f := ClassFilter{ours: namedClasses(opts)}
 	for _, c := range classes {
 		if c == nil {
 			continue
 		}
-		if c.Name == opts.IngressClass || c.Spec.Controller == opts.ControllerName {
+		if f.ours[c.Name] || ownsController(opts, c) {
 			f.ours[c.Name] = true
 			if c.Annotations[annotationDefaultClass] == "true" {
 				f.serveNoClass = true
@@ -43,8 +44,9 @@ func NewClassFilter(classes []*networkingv1.IngressClass, opts Options) ClassFil
 }
 
 // Serves reports whether ing is ours: spec.ingressClassName, else the legacy
-// annotation, names our class or a class of our controller; an Ingress with
-// neither is ours only when one of our classes is the cluster default.
+// annotation, names one of our classes (Options.IngressClasses, or our
+// class and those of our controller); an Ingress with neither is ours only
+// when one of our classes is the cluster default.
 func (f ClassFilter) Serves(ing *networkingv1.Ingress) bool {
 	if ing.Spec.IngressClassName != nil {
 		return f.ours[*ing.Spec.IngressClassName]

@@ -11,12 +11,13 @@
 // they would in a cluster. Choices where the API leaves room:
 //
 //   - Class: an Ingress is served when spec.ingressClassName (or, if unset,
-//     the legacy kubernetes.io/ingress.class annotation) names
+//     the legacy kubernetes.io/ingress.class annotation) names one of
+//     Options.IngressClasses, or, when that list is empty,
 //     Options.IngressClass or an IngressClass whose spec.controller is
 //     Options.ControllerName. An Ingress with neither is served only when
 //     one of those classes is annotated
 //     ingressclass.kubernetes.io/is-default-class: "true". Other Ingresses
-//     are ignored without a Problem.
+//     are ignored without a Problem: they get no route (404).
 //   - Precedence: Ingresses are taken oldest creationTimestamp first, then
 //     by namespace/name. The first to claim a host and path, the default
 //     backend or a TLS host name keeps it; later claims get a "Conflict"
@@ -37,7 +38,12 @@
 //   - Endpoints come from the EndpointSlices labelled
 //     kubernetes.io/service-name, port matched by the Service port's name:
 //     the ready ones (nil counts as ready), or, if none is ready, the
-//     serving and terminating ones. FQDN slices are ignored.
+//     serving and terminating ones. FQDN slices are ignored. An endpoint is
+//     used only if its targetRef is a Pod of the Service's namespace and
+//     its address is not special (loopback, link-local, multicast,
+//     unspecified, a cloud metadata address, ...): endpoints.go. Refused
+//     endpoints are an "EndpointsRefused" Problem of every Ingress using
+//     the Service, and counted in route.Backend.RefusedEndpoints.
 //   - Backends are shared by routes naming the same Service port with the
 //     same policy. When one Service port is used with several policies,
 //     each variant's name gets a "#hash" suffix derived from its policy.
@@ -75,10 +81,24 @@ type Input struct {
 // Options configure Build. The zero value is usable.
 type Options struct {
 	// IngressClass is the name of the class sluice serves; default "sluice".
+	// Unused when IngressClasses is set.
 	IngressClass string
 	// ControllerName is matched against IngressClass spec.controller;
-	// default ControllerName.
+	// default ControllerName. Unused when IngressClasses is set.
 	ControllerName string
+	// IngressClasses, when not empty, are the only classes served: one
+	// proxy fleet serves its own classes, never every class of the
+	// controller. Nil: IngressClass and every class of ControllerName.
+	IngressClasses []string
+	// AllowEndpointsWithoutPod uses endpoints without a targetRef (those of
+	// selector-less Services, whose EndpointSlices someone writes by hand).
+	// False: only endpoints whose targetRef is a Pod of the Service's
+	// namespace are used; the others are refused (endpoints.go).
+	AllowEndpointsWithoutPod bool
+	// AllowLoopbackEndpoints uses loopback endpoint addresses (127.0.0.0/8,
+	// ::1), for backends on the proxy's own host in --manifests mode.
+	// False: refused, as the API server refuses them.
+	AllowLoopbackEndpoints bool
 	// DefaultCertificate is the "namespace/name" of a kubernetes.io/tls Secret
 	// served when no certificate matches the SNI name; "" for none.
 	DefaultCertificate string

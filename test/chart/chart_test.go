@@ -351,3 +351,133 @@ func registeredMetrics(t *testing.T) map[string]bool {
 	}
 	return names
 }
+
+// proxyArgs returns the proxy container's args of a workload.
+func proxyArgs(o map[string]any) []any {
+	cs, _ := path(o, "spec", "template", "spec", "containers").([]any)
+	if len(cs) == 0 {
+		return nil
+	}
+	args, _ := cs[0].(map[string]any)["args"].([]any)
+	return args
+}
+
+// ingressClassArg returns the proxy's --ingress-class value ("" if none).
+func ingressClassArg(o map[string]any) string {
+	for _, a := range proxyArgs(o) {
+		if v, ok := strings.CutPrefix(a.(string), "--ingress-class="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Without fleets, the one proxy serves every class of the chart, as one
+// fleet for all classes did before --ingress-class narrowed it.
+func TestOneFleetServesEveryClass(t *testing.T) {
+	objs := objects(t, "-f", "testdata/aws.values.yaml")
+	d := find(objs, "Deployment", "sluice-proxy")
+	if got := ingressClassArg(d); got != "sluice-internet,sluice-internal" {
+		t.Errorf("--ingress-class=%s, want both classes", got)
+	}
+	for _, o := range objs {
+		if o["kind"] == "LoadBalancerBinding" {
+			if got := path(o, "spec", "selector", "matchLabels", "app.kubernetes.io/name"); got != "sluice-proxy" {
+				t.Errorf("binding %v selects %v, want sluice-proxy", path(o, "metadata", "name"), got)
+			}
+		}
+	}
+}
+
+// A binding with a proxy block gets its own fleet: its own workload,
+// selector, PDB and classes, its values overriding proxy.*; its binding
+// selects only that fleet; the default fleet keeps the classes left.
+func TestFleetPerBinding(t *testing.T) {
+	objs := objects(t, "-f", "testdata/fleets.values.yaml")
+	for _, tc := range []struct {
+		kind, name, binding, classes string
+		replicas                     any
+		gate                         bool
+	}{
+		{"Deployment", "sluice-proxy", "lab", "sluice-lab", float64(2), true},
+		{"Deployment", "sluice-proxy-internet", "internet", "sluice-internet", float64(4), true},
+		{"DaemonSet", "sluice-proxy-internal", "internal", "sluice-internal", nil, false},
+	} {
+		w := find(objs, tc.kind, tc.name)
+		if w == nil {
+			t.Errorf("no %s %s", tc.kind, tc.name)
+			continue
+		}
+		if got := ingressClassArg(w); got != tc.classes {
+			t.Errorf("%s: --ingress-class=%s, want %s", tc.name, got, tc.classes)
+		}
+		if got := path(w, "spec", "replicas"); got != tc.replicas {
+			t.Errorf("%s: replicas %v, want %v", tc.name, got, tc.replicas)
+		}
+		if got := path(w, "spec", "template", "spec", "readinessGates") != nil; got != tc.gate {
+			t.Errorf("%s: readiness gate %t, want %t", tc.name, got, tc.gate)
+		}
+		podLabels := path(w, "spec", "template", "metadata", "labels").(map[string]any)
+		if podLabels["app.kubernetes.io/name"] != tc.name || path(w, "spec", "selector", "matchLabels", "app.kubernetes.io/name") != tc.name {
+			t.Errorf("%s: pod labels %v / selector do not name the fleet", tc.name, podLabels)
+		}
+		if sa := path(w, "spec", "template", "spec", "serviceAccountName"); sa != "sluice-proxy" {
+			t.Errorf("%s: service account %v, want the proxies' sluice-proxy", tc.name, sa)
+		}
+		b := find(objs, "LoadBalancerBinding", tc.binding)
+		if got := path(b, "spec", "selector", "matchLabels", "app.kubernetes.io/name"); got != tc.name {
+			t.Errorf("binding %s selects %v, want fleet %s", tc.binding, got, tc.name)
+		}
+		if got := path(b, "spec", "readinessGate"); got != tc.gate {
+			t.Errorf("binding %s: readinessGate %v, want %t", tc.binding, got, tc.gate)
+		}
+		pdb := find(objs, "PodDisruptionBudget", tc.name)
+		if got := path(pdb, "spec", "selector", "matchLabels", "app.kubernetes.io/name"); got != tc.name {
+			t.Errorf("PDB of %s selects %v", tc.name, got)
+		}
+	}
+	internet := find(objs, "Deployment", "sluice-proxy-internet")
+	if got := path(internet, "spec", "template", "spec", "topologySpreadConstraints"); got == nil ||
+		path(got.([]any)[0], "whenUnsatisfiable") != "DoNotSchedule" || path(got.([]any)[0], "maxSkew") != float64(1) {
+		t.Errorf("internet fleet topology spread %v: want the fleet's whenUnsatisfiable and the default maxSkew", got)
+	}
+
+	// Every class a fleet of its own: no default fleet, and no PDB for it.
+	objs = objects(t, "-f", "testdata/fleets.values.yaml", "--set", "bindings[2].proxy.replicas=1")
+	if find(objs, "Deployment", "sluice-proxy") != nil || find(objs, "PodDisruptionBudget", "sluice-proxy") != nil {
+		t.Error("default fleet rendered although every class has a fleet")
+	}
+	if d := find(objs, "Deployment", "sluice-proxy-lab"); ingressClassArg(d) != "sluice-lab" {
+		t.Errorf("lab fleet: %v", proxyArgs(d))
+	}
+}
+
+func TestBadFleets(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"bindings[0].selector.matchLabels.a=b", "selector and proxy are exclusive"},
+		{"bindings[0].proxy.ingressClass=x", "not a fleet value"},
+		{"ingressClasses[0].binding=internal", "none names internet"},
+		{"bindings[0].proxy.replicas=-1", "replicas"},
+	} {
+		out, err := template(t, "-f", "testdata/fleets.values.yaml", "--set", tc.set)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("--set %s: err %v, output lacks %q:\n%.2000s", tc.set, err, tc.want, out)
+		}
+	}
+}
+
+// proxy.allowEndpointsWithoutPod reaches every fleet and the controller.
+func TestAllowEndpointsWithoutPod(t *testing.T) {
+	objs := objects(t, "-f", "testdata/fleets.values.yaml", "--set", "proxy.allowEndpointsWithoutPod=true")
+	for _, w := range []map[string]any{find(objs, "Deployment", "sluice-proxy"), find(objs, "Deployment", "sluice-proxy-internet"),
+		find(objs, "DaemonSet", "sluice-proxy-internal"), find(objs, "Deployment", "sluice-controller")} {
+		if !slices.Contains(proxyArgs(w), any("--allow-endpoints-without-pod")) {
+			t.Errorf("%v: args %v lack --allow-endpoints-without-pod", path(w, "metadata", "name"), proxyArgs(w))
+		}
+	}
+	if d := find(objects(t), "Deployment", "sluice-proxy"); slices.Contains(proxyArgs(d), any("--allow-endpoints-without-pod")) {
+		t.Error("--allow-endpoints-without-pod set by default")
+	}
+}

@@ -77,7 +77,7 @@ func TestImage(t *testing.T) {
 	manifests, _ := filepath.Abs(filepath.Join(root, "examples/manifests"))
 	name := fmt.Sprintf("sluice-image-test-%d", os.Getpid())
 	if out, err := podman(t, "run", "-d", "--name", name, "--network", "host", "-v", manifests+":/manifests:ro",
-		"oci-archive:"+archive, "proxy", "--manifests", "/manifests", "--http-address", fmt.Sprintf("127.0.0.1:%d", port),
+		"oci-archive:"+archive, "proxy", "--manifests", "/manifests", "--allow-loopback-endpoints", "--http-address", fmt.Sprintf("127.0.0.1:%d", port),
 		"--https-address", "", "--admin-address", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "127.0.0.1"))); err != nil {
 		t.Fatalf("podman run proxy: %v\n%s", err, out)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -156,13 +157,16 @@ func (e *env) restartProxy(sp *sluiceProxy) {
 	e.t.Helper()
 	args := []string{"proxy",
 		"--manifests", e.manifests,
-		"--ingress-class", "sluice",
+		"--allow-loopback-endpoints", // the backends listen on 127.0.0.0/8
 		"--http-address", fmt.Sprintf("127.0.0.1:%d", sp.http),
 		"--https-address", fmt.Sprintf("127.0.0.1:%d", sp.https),
 		"--admin-address", fmt.Sprintf("127.0.0.1:%d", sp.admn),
 		"--drain-max-wait", "5s",
 		"--drain-quiet-period", "1s",
 		"--shutdown-timeout", "5s",
+	}
+	if !slices.ContainsFunc(sp.flags, func(f string) bool { return strings.HasPrefix(f, "--ingress-class") }) {
+		args = append(args, "--ingress-class", "sluice")
 	}
 	logName := sp.name
 	if sp.starts > 0 {
@@ -220,8 +224,8 @@ ports:
 	} else {
 		b.WriteString("endpoints:\n")
 	}
-	for _, a := range addrs {
-		fmt.Fprintf(&b, "- addresses: [%q]\n  conditions: {ready: true}\n", a)
+	for i, a := range addrs {
+		fmt.Fprintf(&b, "- addresses: [%q]\n  conditions: {ready: true}\n  targetRef: {kind: Pod, namespace: default, name: %s-%d}\n", a, name, i)
 	}
 	return b.String()
 }

@@ -105,6 +105,7 @@ func Base(o Options) translate.Input {
 			Endpoints: []discoveryv1.Endpoint{{
 				Addresses:  []string{o.BackendIP},
 				Conditions: discoveryv1.EndpointConditions{Ready: &yes},
+				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: Namespace, Name: name + "-0"},
 			}},
 		})
 	}

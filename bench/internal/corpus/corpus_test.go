@@ -20,7 +20,7 @@ func TestAllTranslates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, problems := translate.Build(in, translate.Options{})
+	cfg, problems := translate.Build(in, translate.Options{AllowLoopbackEndpoints: true})
 	if len(problems) > 0 {
 		t.Fatalf("problems: %+v", problems)
 	}
@@ -86,7 +86,7 @@ func TestAllTLSTranslates(t *testing.T) {
 	if len(in.Secrets) != 5 {
 		t.Fatalf("%d Secrets, want 5", len(in.Secrets))
 	}
-	cfg, problems := translate.Build(in, translate.Options{})
+	cfg, problems := translate.Build(in, translate.Options{AllowLoopbackEndpoints: true})
 	if len(problems) > 0 {
 		t.Fatalf("problems: %+v", problems)
 	}

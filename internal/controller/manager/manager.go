@@ -55,6 +55,9 @@ type Options struct {
 	Config *rest.Config
 	// IngressClass is the class whose Ingresses get status. Default "sluice".
 	IngressClass string
+	// AllowEndpointsWithoutPod matches the proxies' flag of the name, so
+	// the problems reconciler reports the endpoints they refuse.
+	AllowEndpointsWithoutPod bool
 	// LeaderElection on a Lease named LeaderElectionID in
 	// LeaderElectionNamespace (default: the pod's namespace in-cluster).
 	LeaderElection          bool
@@ -221,6 +224,8 @@ func New(o Options) (ctrl.Manager, error) {
 		Recorder:     recorder,
 		IngressClass: o.IngressClass,
 		Logger:       o.Logger.With("controller", "ingressproblems"),
+
+		AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
 	})
 	if err != nil {
 		return nil, err

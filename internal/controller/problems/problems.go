@@ -1,12 +1,14 @@
 // Package problems is the Ingress-problems reconciler: on the controller's
 // leader (not on every proxy replica) it runs the proxies' own pure
 // translation over the cluster's Ingresses, IngressClasses, Services and
-// TLS Secrets, and emits a Warning Event on the Ingress for every problem
-// that is new since the last run: a rejected rule, an invalid annotation
-// and why, a conflict naming the Ingress that wins, a missing Service, port
-// or Secret, a bad certificate, an Ingress of which nothing is served.
+// TLS Secrets and EndpointSlices, and emits a Warning Event on the Ingress
+// for every problem that is new since the last run: a rejected rule, an
+// invalid annotation and why, a conflict naming the Ingress that wins, a
+// missing Service, port or Secret, a bad certificate, endpoints refused
+// (not a Pod of the Service's namespace, or a special address), an Ingress
+// of which nothing is served.
 //
-//	Ingresses, IngressClasses, Services, Secrets ─► translate.BuildCached (pure) ─► problem.Announcer ─► Events
+//	Ingresses, IngressClasses, Services, Secrets, EndpointSlices ─► translate.BuildCached (pure) ─► problem.Announcer ─► Events
 //
 // Every change runs the whole translation (it is the same work each proxy
 // does on every change, and the cluster-wide view is what decides
@@ -28,6 +30,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,6 +59,9 @@ type Options struct {
 	// IngressClass and ControllerName select the Ingresses, as for the
 	// proxies. Defaults "sluice" and translate.ControllerName.
 	IngressClass, ControllerName string
+	// AllowEndpointsWithoutPod is the proxies' --allow-endpoints-without-pod:
+	// endpoints without a targetRef are not reported as refused.
+	AllowEndpointsWithoutPod bool
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -94,7 +100,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	r.mu.Lock()
-	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName}, r.keyPairs)
+	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName,
+		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod}, r.keyPairs)
 	r.mu.Unlock()
 	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
@@ -126,8 +133,8 @@ func onIngresses(ps []problem.Problem) []problem.Problem {
 	return out
 }
 
-// read lists the objects translation needs. EndpointSlices are left out:
-// endpoints make no problems.
+// read lists the objects translation needs. EndpointSlices are read for
+// the endpoint checks (EndpointsRefused).
 func (r *Reconciler) read(ctx context.Context) (translate.Input, error) {
 	var in translate.Input
 	var ings networkingv1.IngressList
@@ -145,6 +152,13 @@ func (r *Reconciler) read(ctx context.Context) (translate.Input, error) {
 	var secrets corev1.SecretList
 	if err := r.opts.Client.List(ctx, &secrets); err != nil {
 		return in, fmt.Errorf("listing secrets: %w", err)
+	}
+	var epSlices discoveryv1.EndpointSliceList
+	if err := r.opts.Client.List(ctx, &epSlices); err != nil {
+		return in, fmt.Errorf("listing endpoint slices: %w", err)
+	}
+	for i := range epSlices.Items {
+		in.EndpointSlices = append(in.EndpointSlices, &epSlices.Items[i])
 	}
 	for i := range ings.Items {
 		in.Ingresses = append(in.Ingresses, &ings.Items[i])

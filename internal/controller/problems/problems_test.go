@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -161,5 +162,58 @@ func TestSecretChangesSeenThroughTheCache(t *testing.T) {
 	setCert([]byte("broken again"))
 	if got := run(); invalid(got) != 1 {
 		t.Fatalf("broken again: events %v, want one InvalidSecret (a stale parse would announce nothing)", got)
+	}
+}
+
+// TestRefusedEndpointsAnnounced: an EndpointSlice with endpoints the
+// checks refuse (the metadata address, a Pod of another namespace, no
+// targetRef) is an EndpointsRefused Event on the Ingress using the
+// Service; with AllowEndpointsWithoutPod the endpoint without a targetRef
+// is not named.
+func TestRefusedEndpointsAnnounced(t *testing.T) {
+	ctx := context.Background()
+	port, name := int32(8080), "http"
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.244.1.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-a"}},
+			{Addresses: []string{"169.254.169.254"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-b"}},
+			{Addresses: []string{"10.244.2.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "kube-system", Name: "x"}},
+			{Addresses: []string{"10.244.3.1"}},
+		},
+	}
+	for _, tc := range []struct {
+		withoutPod bool
+		named      []string
+		notNamed   []string
+	}{
+		{false, []string{"3 endpoint(s)", "169.254.169.254", "10.244.2.1", "10.244.3.1"}, []string{"10.244.1.1"}},
+		{true, []string{"2 endpoint(s)", "169.254.169.254", "10.244.2.1"}, []string{"10.244.1.1", "10.244.3.1"}},
+	} {
+		c := ct.NewClient(interceptor.Funcs{}, ingress("shop", "web", nil, 1), service("web"), slice.DeepCopy())
+		rec := &ct.Recorder{}
+		r, err := New(Options{Client: c, Recorder: rec, AllowEndpointsWithoutPod: tc.withoutPod})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		evs := rec.Events()
+		if len(evs) != 1 || evs[0].Reason != "EndpointsRefused" || !strings.HasSuffix(evs[0].Object, "default/shop") {
+			t.Fatalf("withoutPod %t: events %v, want one EndpointsRefused on default/shop", tc.withoutPod, evs)
+		}
+		for _, s := range tc.named {
+			if !strings.Contains(evs[0].Note, s) {
+				t.Errorf("withoutPod %t: event %q does not name %s", tc.withoutPod, evs[0].Note, s)
+			}
+		}
+		for _, s := range tc.notNamed {
+			if strings.Contains(evs[0].Note, s) {
+				t.Errorf("withoutPod %t: event %q names %s", tc.withoutPod, evs[0].Note, s)
+			}
+		}
 	}
 }

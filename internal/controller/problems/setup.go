@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,8 +19,8 @@ import (
 var everything = reconcile.Request{NamespacedName: types.NamespacedName{Name: "all-ingresses"}}
 
 // Setup registers the reconciler with mgr: any change of an Ingress,
-// IngressClass, Service or (TLS) Secret queues one run. It runs on the
-// leader only.
+// IngressClass, Service, (TLS) Secret or EndpointSlice queues one run. It
+// runs on the leader only.
 func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{everything}
@@ -30,6 +31,7 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 		Watches(&networkingv1.IngressClass{}, all).
 		Watches(&corev1.Service{}, all).
 		Watches(&corev1.Secret{}, all).
+		Watches(&discoveryv1.EndpointSlice{}, all).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the ingress-problems controller: %w", err)
