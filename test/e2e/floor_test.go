@@ -40,8 +40,12 @@ import (
 //     nothing fails; then, without load, the confirmation deregisters them
 //     through the drain steps.
 //
-// Each line also gives min_zone_healthy, the fewest healthy targets any
-// zone had in the binding's status, sampled every 100 ms.
+// Each line also gives min_zone_healthy, the fewest healthy servers any
+// zone had in HAProxy (show servers state, not the binding's status),
+// sampled every 100 ms. In floor-haproxy-reload and -restart it is 0 by
+// nature: the new HAProxy process knows no dynamic server until the
+// controller restores them, and sluice-wait.lua holds the requests of
+// that gap (failed=0); the floor cases must show at least 1.
 func TestFloor(t *testing.T) {
 	// Four nodes, two per zone: a zone's node can be drained while its
 	// other node takes the replacement.
@@ -168,20 +172,63 @@ func (e *env) bindingCondition(ctx context.Context, typ string) (metav1.Conditio
 	return metav1.Condition{}, nil
 }
 
-// minZoneHealthy is the fewest healthy targets of any zone in the HAProxy
-// binding's status (-1 without zones).
+// minZoneHealthy is the fewest healthy servers of any zone, read from
+// HAProxy itself (show servers state), never from the binding's status:
+// a server counts when it is up (srv_op_state 2) and in no maintenance or
+// drain (srv_admin_state 0); its zone is that of the node of the proxy pod
+// with its address. Every zone that holds a node counts, so a zone whose
+// servers are all gone shows 0. It is -1 with an error while HAProxy's
+// runtime API does not answer.
 func (e *env) minZoneHealthy(ctx context.Context) (int, error) {
-	var b v1alpha1.LoadBalancerBinding
-	if err := e.cl.Get(ctx, client.ObjectKey{Namespace: proxyNS, Name: "haproxy"}, &b); err != nil {
+	state := e.runtime(e.t, e.lbSock, "show servers state "+backend)
+	if !strings.HasPrefix(state, "1\n") { // the format version line
+		return -1, fmt.Errorf("haproxy's runtime API did not answer show servers state: %q", state)
+	}
+	var nodes corev1.NodeList
+	if err := e.cl.List(ctx, &nodes); err != nil {
 		return -1, err
 	}
-	least := -1
-	for _, z := range b.Status.Zones {
-		if least < 0 || int(z.Healthy) < least {
-			least = int(z.Healthy)
+	var pods corev1.PodList
+	if err := e.cl.List(ctx, &pods, client.InNamespace(proxyNS)); err != nil {
+		return -1, err
+	}
+	return zoneHealth(state, nodes.Items, pods.Items), nil
+}
+
+// zoneHealth counts, from HAProxy's show servers state, the healthy
+// sluice servers of each zone and returns the fewest (-1 without zones).
+func zoneHealth(state string, nodes []corev1.Node, pods []corev1.Pod) int {
+	zoneOfNode := map[string]string{}
+	healthy := map[string]int{}
+	for _, n := range nodes {
+		if z := n.Labels["topology.kubernetes.io/zone"]; z != "" {
+			zoneOfNode[n.Name] = z
+			healthy[z] = 0
 		}
 	}
-	return least, nil
+	zoneOfAddr := map[string]string{}
+	for _, p := range pods {
+		if p.Status.PodIP != "" {
+			zoneOfAddr[p.Status.PodIP] = zoneOfNode[p.Spec.NodeName]
+		}
+	}
+	for _, l := range strings.Split(state, "\n") {
+		// Data lines: be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state ...
+		f := strings.Fields(l)
+		if len(f) < 7 || f[1] != backend || !strings.HasPrefix(f[3], "sluice-") {
+			continue
+		}
+		if z, ok := zoneOfAddr[f[4]]; ok && z != "" && f[5] == "2" && f[6] == "0" {
+			healthy[z]++
+		}
+	}
+	least := -1
+	for _, n := range healthy {
+		if least < 0 || n < least {
+			least = n
+		}
+	}
+	return least
 }
 
 // sampleZones samples minZoneHealthy every 100 ms from now on; the
