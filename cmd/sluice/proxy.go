@@ -112,6 +112,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	c.httpAddress, c.httpsAddress, c.adminAddress = listenAddress(c.httpAddress), listenAddress(c.httpsAddress), listenAddress(c.adminAddress)
 	var err error
 	if c.trustedProxies, err = parseCIDRs(*trusted); err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
