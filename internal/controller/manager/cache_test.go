@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 )
 
 // Pods and the objects of IngressDaemonSets are cached only in the
@@ -36,6 +37,8 @@ func TestCacheByObject(t *testing.T) {
 			kinds["Deployment"] = true
 		case *appsv1.DaemonSet:
 			kinds["DaemonSet"] = true
+		case *policyv1.PodDisruptionBudget:
+			kinds["PodDisruptionBudget"] = true
 		default:
 			kinds["other"] = true
 		}
@@ -43,7 +46,7 @@ func TestCacheByObject(t *testing.T) {
 			t.Errorf("%T cached in %v", o, ns)
 		}
 	}
-	if !kinds["Pod"] || !kinds["Deployment"] || !kinds["DaemonSet"] || len(by) != 5 {
+	if !kinds["Pod"] || !kinds["Deployment"] || !kinds["DaemonSet"] || !kinds["PodDisruptionBudget"] || kinds["other"] || len(by) != 5 {
 		t.Errorf("limited %v (%d objects)", kinds, len(by))
 	}
 }
