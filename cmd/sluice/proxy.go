@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,7 @@ type proxyConfig struct {
 	manifests      string
 	kubeconfig     string
 	watchNamespace string
+	namespaces     []string // --watch-namespace parsed; nil: every namespace
 	ingressClass   string
 	defaultCert    string
 
@@ -78,7 +80,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.manifests, "manifests", "", "read Ingress, IngressClass, Service, EndpointSlice and Secret objects from the YAML files in this directory instead of the Kubernetes API")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
-	fs.StringVar(&c.watchNamespace, "watch-namespace", "", "only read objects in this namespace (default: all namespaces)")
+	fs.StringVar(&c.watchNamespace, "watch-namespace", "", "only read Ingresses, Services, EndpointSlices and Secrets in these comma-separated namespaces (default: all namespaces; IngressClasses are always read cluster-wide)")
 	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass this proxy serves")
 	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
@@ -114,6 +116,12 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	}
 	c.httpAddress, c.httpsAddress, c.adminAddress = listenAddress(c.httpAddress), listenAddress(c.httpsAddress), listenAddress(c.adminAddress)
 	var err error
+	if c.namespaces, err = splitList("--watch-namespace", c.watchNamespace, namespaceRE); err != nil {
+		return nil, err
+	}
+	if slices.Contains(c.namespaces, "*") {
+		c.namespaces = nil
+	}
 	if c.trustedProxies, err = parseCIDRs(*trusted); err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
 	}
@@ -237,7 +245,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		if client, err = kubernetes.NewForConfig(cfg); err != nil {
 			return fmt.Errorf("creating Kubernetes client: %w", err)
 		}
-		ks, err := kube.New(kube.Options{Client: client, Namespace: c.watchNamespace, Logger: log})
+		ks, err := kube.New(kube.Options{Client: client, Namespaces: c.namespaces, Logger: log})
 		if err != nil {
 			return fmt.Errorf("watching the Kubernetes API: %w", err)
 		}

@@ -30,8 +30,8 @@ type features struct {
 	namespaces []string // binding namespaces; "*": every one
 	ids        bool
 	webhooks   bool
-	watch      string // proxy.watchNamespace
-	bindings   bool   // the chart creates bindings (and the uninstall Job)
+	watch      []string // proxy.watchNamespaces
+	bindings   bool     // the chart creates bindings (and the uninstall Job)
 }
 
 func combinations() []features {
@@ -46,7 +46,7 @@ func combinations() []features {
 		{name: "aws", args: []string{"-f", "testdata/aws.values.yaml"}, namespaces: []string{"sluice-system"}, bindings: true},
 		{name: "everywhere", args: []string{"--set", "controller.bindingNamespaces={*},controller.ingressDaemonSets.enabled=true,controller.evictionWebhook.enabled=true"},
 			namespaces: []string{"*"}, ids: true, webhooks: true},
-		{name: "watch-namespace", args: []string{"--set", "proxy.watchNamespace=apps"}, namespaces: []string{"sluice-system"}, watch: "apps"},
+		{name: "watch-namespaces", args: []string{"--set", "proxy.watchNamespaces={apps,web}"}, namespaces: []string{"sluice-system"}, watch: []string{"apps", "web"}},
 	}
 }
 
@@ -102,13 +102,18 @@ func expected(f features) map[grant]bool {
 	}
 	// The proxy.
 	add(proxy, "cluster", "networking.k8s.io", []string{"ingressclasses"}, read)
-	scope := "cluster"
-	if f.watch != "" {
-		scope = "ns/" + f.watch
+	scopes := []string{"cluster"}
+	if len(f.watch) > 0 {
+		scopes = nil
+		for _, ns := range f.watch {
+			scopes = append(scopes, "ns/"+ns)
+		}
 	}
-	add(proxy, scope, "networking.k8s.io", []string{"ingresses"}, read)
-	add(proxy, scope, "", []string{"services", "secrets"}, read)
-	add(proxy, scope, "discovery.k8s.io", []string{"endpointslices"}, read)
+	for _, scope := range scopes {
+		add(proxy, scope, "networking.k8s.io", []string{"ingresses"}, read)
+		add(proxy, scope, "", []string{"services", "secrets"}, read)
+		add(proxy, scope, "discovery.k8s.io", []string{"endpointslices"}, read)
+	}
 	add(proxy, "ns/sluice-system", "", []string{"pods"}, read)
 	// The uninstall Job deletes the release's bindings.
 	if f.bindings {
