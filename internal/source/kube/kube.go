@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,8 +94,9 @@ func New(opts Options) (*Source, error) {
 	log = log.With("source", "kube")
 
 	s := &Source{log: log, informers: map[string]cache.SharedIndexInformer{}}
-	namespaces := opts.Namespaces
-	if len(namespaces) == 0 {
+	// Each namespace once: a repeated one would list its objects twice.
+	namespaces := slices.Compact(slices.Sorted(slices.Values(opts.Namespaces)))
+	if len(namespaces) == 0 || slices.Contains(namespaces, metav1.NamespaceAll) {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	for i, ns := range namespaces {

@@ -310,7 +310,7 @@ func TestChanges(t *testing.T) {
 
 func TestNamespaceFilter(t *testing.T) {
 	ctx := context.Background()
-	h := start(t, []string{"mine", "also"},
+	h := start(t, []string{"mine", "also", "mine"},
 		ingress("mine", "web", "mine.example"),
 		ingress("also", "web", "also.example"),
 		service("also", "web", 80),
@@ -322,7 +322,7 @@ func TestNamespaceFilter(t *testing.T) {
 		class("sluice"),
 	)
 	in := h.src.Snapshot()
-	if got := hosts(in); len(got) != 2 || got["mine/web"] != "mine.example" || got["also/web"] != "also.example" {
+	if got := hosts(in); len(in.Ingresses) != 2 || got["mine/web"] != "mine.example" || got["also/web"] != "also.example" {
 		t.Errorf("ingresses = %v; want only mine/web and also/web", got)
 	}
 	if len(in.Services) != 1 || in.Services[0].Namespace != "also" || len(in.Secrets) != 1 || in.Secrets[0].Namespace != "also" || len(in.EndpointSlices) != 0 {
