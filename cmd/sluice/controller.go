@@ -44,6 +44,10 @@ type controllerConfig struct {
 	webhookCertDir           string
 	webhookService           string
 	webhookURL               string
+	webhookConfig            string
+	steerConfig              string
+	webhookCreate            bool
+	ingressDaemonSets        bool
 	awsEndpoint              string
 	awsCluster               string
 	logFormat                string
@@ -76,6 +80,10 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.webhookCertDir, "eviction-webhook-cert-dir", "", "directory keeping the webhook's generated CA and serving certificate (default: memory, new at each start)")
 	fs.StringVar(&c.webhookService, "eviction-webhook-service", "", "Service in front of the controller that the API server calls: namespace/name[:port]")
 	fs.StringVar(&c.webhookURL, "eviction-webhook-url", "", "instead of a Service, the https:// URL the API server calls (a controller outside the cluster)")
+	fs.StringVar(&c.webhookConfig, "eviction-webhook-configuration", "sluice-eviction-floor", "name of the ValidatingWebhookConfiguration of the eviction webhook, whose caBundle the controller keeps current")
+	fs.StringVar(&c.steerConfig, "zone-steer-webhook-configuration", "sluice-zone-steer", "name of the MutatingWebhookConfiguration of the zone steering webhook, whose caBundle the controller keeps current")
+	fs.BoolVar(&c.webhookCreate, "eviction-webhook-create-configurations", false, "create both webhook configurations and keep their rules, instead of only patching the caBundle of existing ones (the Helm chart creates them); needs get, create and update on webhook configurations")
+	fs.BoolVar(&c.ingressDaemonSets, "ingress-daemonsets", true, "run the IngressDaemonSet controller (needs RBAC to write Deployments, DaemonSets and PodDisruptionBudgets in the binding namespaces and to annotate Nodes)")
 	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
 	namespaces := fs.String("binding-namespaces", "", `comma-separated namespaces whose LoadBalancerBindings the controller acts on, "*" for all (default: the controller's own namespace: the pod's, else --leader-election-namespace)`)
@@ -92,6 +100,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	c.metricsAddress, c.healthAddress, c.webhookAddress = listenAddress(c.metricsAddress), listenAddress(c.healthAddress), listenAddress(c.webhookAddress)
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
 	}
@@ -113,8 +122,8 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	if c.webhookAddress != "" && (c.webhookService == "") == (c.webhookURL == "") {
 		return nil, errors.New("--eviction-webhook-address needs exactly one of --eviction-webhook-service and --eviction-webhook-url")
 	}
-	if c.ingressClass == "" || c.leaderElectionID == "" {
-		return nil, errors.New("--ingress-class and --leader-election-id must not be empty")
+	if c.ingressClass == "" || c.leaderElectionID == "" || c.webhookConfig == "" || c.steerConfig == "" {
+		return nil, errors.New("--ingress-class, --leader-election-id and the webhook configuration names must not be empty")
 	}
 	if err := c.dns.check(); err != nil {
 		return nil, err
@@ -188,6 +197,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		AWSCluster:               c.awsCluster,
 		EvictionWebhook:          c.webhook(),
 		Access:                   c.access,
+		IngressDaemonSets:        c.ingressDaemonSets,
 		NodeHealthImage:          c.nodeHealthImage,
 		Logger:                   log,
 	})
@@ -196,7 +206,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	}
 	log.Info("sluice controller starting", "namespace", namespace, "dnsProvider", c.dns.provider, "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
 		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster,
-		"bindingNamespaces", c.access.Namespaces, "allowedHAProxyRuntimeAPIs", c.access.HAProxyRuntimeAPIs, "allowedAWSTargetGroups", c.access.AWSTargetGroups)
+		"bindingNamespaces", c.access.Namespaces, "ingressDaemonSets", c.ingressDaemonSets, "allowedHAProxyRuntimeAPIs", c.access.HAProxyRuntimeAPIs, "allowedAWSTargetGroups", c.access.AWSTargetGroups)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running controller manager: %w", err)
 	}
@@ -211,7 +221,8 @@ func (c *controllerConfig) webhook() *admission.Options {
 	if c.webhookAddress == "" {
 		return nil
 	}
-	o := &admission.Options{Address: c.webhookAddress, CertDir: c.webhookCertDir, Service: c.webhookService, URL: c.webhookURL}
+	o := &admission.Options{Address: c.webhookAddress, CertDir: c.webhookCertDir, Service: c.webhookService, URL: c.webhookURL,
+		ConfigName: c.webhookConfig, SteerConfigName: c.steerConfig, CreateConfigurations: c.webhookCreate}
 	if c.webhookURL != "" {
 		if u, err := url.Parse(c.webhookURL); err == nil {
 			o.Hosts = []string{u.Hostname()}

@@ -41,6 +41,7 @@ type proxyConfig struct {
 	kubeconfig     string
 	watchNamespace string
 	ingressClasses classList // empty: every class of sluice's controller
+	namespaces     []string  // --watch-namespace parsed; nil: every namespace
 	defaultCert    string
 
 	allowEndpointsWithoutPod bool
@@ -83,7 +84,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.manifests, "manifests", "", "read Ingress, IngressClass, Service, EndpointSlice and Secret objects from the YAML files in this directory instead of the Kubernetes API")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
-	fs.StringVar(&c.watchNamespace, "watch-namespace", "", "only read objects in this namespace (default: all namespaces)")
+	fs.StringVar(&c.watchNamespace, "watch-namespace", "", "only read Ingresses, Services, EndpointSlices and Secrets in these comma-separated namespaces (default: all namespaces; IngressClasses are always read cluster-wide)")
 	fs.Var(&c.ingressClasses, "ingress-class", "IngressClass this proxy serves (repeatable, or a comma-separated list): Ingresses of other classes get no route (404). Unset: the class \"sluice\" and every IngressClass whose spec.controller is "+translate.ControllerName+" (one fleet for all classes; logged at startup)")
 	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "also use EndpointSlice endpoints without a targetRef (selector-less Services whose slices are written by hand); endpoints whose targetRef is not a Pod of the Service's namespace stay refused")
 	fs.BoolVar(&c.allowLoopbackEndpoints, "allow-loopback-endpoints", false, "use endpoints at loopback addresses (127.0.0.0/8, ::1): backends on the proxy's own host; only with --manifests")
@@ -119,7 +120,14 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	c.httpAddress, c.httpsAddress, c.adminAddress = listenAddress(c.httpAddress), listenAddress(c.httpsAddress), listenAddress(c.adminAddress)
 	var err error
+	if c.namespaces, err = splitList("--watch-namespace", c.watchNamespace, namespaceRE); err != nil {
+		return nil, err
+	}
+	if slices.Contains(c.namespaces, "*") {
+		c.namespaces = nil
+	}
 	if c.trustedProxies, err = parseCIDRs(*trusted); err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
 	}
@@ -266,7 +274,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		if client, err = kubernetes.NewForConfig(cfg); err != nil {
 			return fmt.Errorf("creating Kubernetes client: %w", err)
 		}
-		ks, err := kube.New(kube.Options{Client: client, Namespace: c.watchNamespace, Logger: log})
+		ks, err := kube.New(kube.Options{Client: client, Namespaces: c.namespaces, Logger: log})
 		if err != nil {
 			return fmt.Errorf("watching the Kubernetes API: %w", err)
 		}

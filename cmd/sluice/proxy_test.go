@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,7 @@ func TestParseProxyFlagsErrors(t *testing.T) {
 		{[]string{"--ingress-class", "a,,b"}, "IngressClass name"},
 		{[]string{"--ingress-class", "Bad_Name"}, "IngressClass name"},
 		{[]string{"--allow-loopback-endpoints"}, "needs --manifests"},
+		{[]string{"--watch-namespace", "apps,Bad_NS"}, "--watch-namespace"},
 	} {
 		_, err := parseProxyFlags(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -83,5 +85,16 @@ func TestDispatch(t *testing.T) {
 	}
 	if code := dispatch(nil, &out, &errb); code != 2 {
 		t.Errorf("no command: code %d", code)
+	}
+}
+
+// --watch-namespace takes one namespace or a comma-separated list; "*" or
+// nothing means every namespace.
+func TestWatchNamespaces(t *testing.T) {
+	for arg, want := range map[string][]string{"": nil, "apps": {"apps"}, "apps, web,": {"apps", "web"}, "*": nil} {
+		c, err := parseProxyFlags([]string{"--watch-namespace=" + arg}, io.Discard)
+		if err != nil || !slices.Equal(c.namespaces, want) {
+			t.Errorf("--watch-namespace=%q: %q %v, want %q", arg, c.namespaces, err, want)
+		}
 	}
 }

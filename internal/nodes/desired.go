@@ -208,7 +208,11 @@ func HealthChecker(ids *v1alpha1.IngressDaemonSet, image string) *appsv1.DaemonS
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(sel)},
 				Spec: corev1.PodSpec{
+					// The host network is the one thing beyond the restricted
+					// Pod Security profile: the load balancer checks the node's
+					// own address (baseline allows neither it nor hostPort).
 					HostNetwork:        true,
+					SecurityContext:    podSecurity(),
 					DNSPolicy:          corev1.DNSClusterFirstWithHostNet,
 					NodeSelector:       maps.Clone(ids.Spec.NodeSelector),
 					Tolerations:        ids.Spec.Template.Spec.Tolerations,
@@ -222,7 +226,8 @@ func HealthChecker(ids *v1alpha1.IngressDaemonSet, image string) *appsv1.DaemonS
 							{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 						},
-						Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: port, HostPort: port}},
+						Ports:           []corev1.ContainerPort{{Name: "health", ContainerPort: port, HostPort: port}},
+						SecurityContext: containerSecurity(port),
 					}},
 				},
 			},
@@ -230,6 +235,26 @@ func HealthChecker(ids *v1alpha1.IngressDaemonSet, image string) *appsv1.DaemonS
 	}
 	ds.Annotations = map[string]string{v1alpha1.AnnotationObjectHash: hash(ds.Spec)}
 	return ds
+}
+
+// podSecurity is the pod part of the restricted Pod Security profile: a
+// non-root user and the runtime's default seccomp profile.
+func podSecurity() *corev1.PodSecurityContext {
+	yes := true
+	return &corev1.PodSecurityContext{RunAsNonRoot: &yes, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+}
+
+// containerSecurity is the container part of the restricted profile: no
+// privilege escalation, no capabilities, a read-only root filesystem. A
+// port below 1024 on the host network keeps NET_BIND_SERVICE, the one
+// capability the profile allows adding.
+func containerSecurity(port int32) *corev1.SecurityContext {
+	no, yes := false, true
+	caps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	if port < 1024 {
+		caps.Add = []corev1.Capability{"NET_BIND_SERVICE"}
+	}
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes, RunAsNonRoot: &yes, Capabilities: caps}
 }
 
 // NodeHealthArgs are the arguments of `sluice node-health` for ids (see

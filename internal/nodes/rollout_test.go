@@ -384,6 +384,15 @@ func TestHealthChecker(t *testing.T) {
 	if c.Image != "sluice:dev" || c.Args[0] != "node-health" || !slices.Contains(c.Args, "--selector=sluice.dev/ingress-daemonset=edge") {
 		t.Fatalf("container: %+v", c)
 	}
+	ps, cs := ds.Spec.Template.Spec.SecurityContext, c.SecurityContext
+	if ps == nil || ps.SeccompProfile == nil || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || !*ps.RunAsNonRoot ||
+		cs == nil || *cs.AllowPrivilegeEscalation || !*cs.RunAsNonRoot || !slices.Equal(cs.Capabilities.Drop, []corev1.Capability{"ALL"}) || cs.Capabilities.Add != nil {
+		t.Fatalf("not restricted: pod %+v container %+v", ps, cs)
+	}
+	low := HealthChecker(ids(func(x *v1alpha1.IngressDaemonSet) { x.Spec.HealthCheckNodePort = 80 }), "")
+	if add := low.Spec.Template.Spec.Containers[0].SecurityContext.Capabilities.Add; !slices.Equal(add, []corev1.Capability{"NET_BIND_SERVICE"}) {
+		t.Fatalf("port 80 adds %v, want NET_BIND_SERVICE", add)
+	}
 	if HealthChecker(ids(func(x *v1alpha1.IngressDaemonSet) { x.Spec.HealthCheckNodePort = 0 }), "") != nil {
 		t.Fatal("no port, no health checker")
 	}

@@ -75,7 +75,7 @@ func TestFloorAWS(t *testing.T) {
 	}
 	hook := testenv.FreeAddr(t, "127.0.0.1")
 	e.ctlArgs = []string{"--aws-endpoint", f.URL(),
-		"--eviction-webhook-address=" + hook, "--eviction-webhook-url=https://" + hook,
+		"--eviction-webhook-address=" + hook, "--eviction-webhook-url=https://" + hook, "--eviction-webhook-create-configurations",
 		"--eviction-webhook-cert-dir=" + filepath.Join(e.dir, "webhook")}
 	e.ctlEnv = fakeAWSEnv()
 	e.startController()

@@ -61,7 +61,7 @@ func TestFloor(t *testing.T) {
 	e.startHAProxy()
 	hook := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "127.0.0.1"))
 	e.ctlArgs = []string{"--haproxy-watch-interval=100ms",
-		"--eviction-webhook-address=" + hook, "--eviction-webhook-url=https://" + hook,
+		"--eviction-webhook-address=" + hook, "--eviction-webhook-url=https://" + hook, "--eviction-webhook-create-configurations",
 		"--eviction-webhook-cert-dir=" + filepath.Join(e.dir, "webhook")}
 	e.startController()
 	t.Cleanup(e.stopController)

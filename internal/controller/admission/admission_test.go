@@ -180,7 +180,8 @@ func TestServerConfiguresAndServes(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s, err := New(Options{Address: addr, Hosts: []string{"127.0.0.1"}, URL: "https://" + addr, Client: c, Handler: h})
+	s, err := New(Options{Address: addr, Hosts: []string{"127.0.0.1"}, URL: "https://" + addr, Client: c, Handler: h,
+		CreateConfigurations: true, Namespaces: []string{ct.Namespace}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,8 @@ func TestServerConfiguresAndServes(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	w := cfg.Webhooks[0]
-	if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.ClientConfig.URL != "https://"+addr+Path || w.Rules[0].Resources[0] != "pods/eviction" {
+	if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.ClientConfig.URL != "https://"+addr+Path || w.Rules[0].Resources[0] != "pods/eviction" ||
+		w.NamespaceSelector == nil || w.NamespaceSelector.MatchExpressions[0].Values[0] != ct.Namespace {
 		t.Fatalf("webhook %+v", w)
 	}
 	pool := x509.NewCertPool()

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -33,9 +31,18 @@ type Options struct {
 	// Hosts are the serving certificate's DNS names and IPs: the Service's
 	// names (NAME.NAMESPACE.svc) or the host of URL. Required.
 	Hosts []string
-	// ConfigName is the ValidatingWebhookConfiguration the server creates
-	// or updates with its caBundle. Default "sluice-eviction-floor".
+	// ConfigName is the ValidatingWebhookConfiguration whose caBundle the
+	// server keeps current. Default "sluice-eviction-floor".
 	ConfigName string
+	// CreateConfigurations: the server creates the configurations and
+	// keeps their webhooks (rules, selectors, clientConfig) as this
+	// package defines them. False (the Helm chart, which creates them):
+	// it only patches its webhook's caBundle in the existing ones.
+	CreateConfigurations bool
+	// Namespaces limits the webhooks of configurations the server creates
+	// to these namespaces (a namespaceSelector); empty or "*": every
+	// namespace.
+	Namespaces []string
 	// URL is the webhook's address for the API server when it is reached
 	// directly ("https://127.0.0.1:9443"); Path is appended. Exactly one
 	// of URL and Service.
@@ -48,8 +55,8 @@ type Options struct {
 	// Handler answers the reviews. Required.
 	Handler http.Handler
 	// Steer, if not nil, answers pod creation reviews at SteerPath, and
-	// the server keeps the MutatingWebhookConfiguration SteerConfigName
-	// (default "sluice-zone-steer") too.
+	// the server keeps the caBundle of the MutatingWebhookConfiguration
+	// SteerConfigName (default "sluice-zone-steer") current too.
 	Steer           http.Handler
 	SteerConfigName string
 	// RenewEvery is how often the certificates are checked for renewal.
@@ -94,13 +101,13 @@ func New(o Options) (*Server, error) {
 	return &Server{opts: o, certs: &certs{dir: o.CertDir, hosts: o.Hosts, now: o.Now}, log: o.Logger}, nil
 }
 
-// Start implements manager.Runnable: certificates, configuration, then
-// serve until ctx ends, renewing the certificates every RenewEvery.
+// Start implements manager.Runnable: certificates, then serve until ctx
+// ends, renewing the certificates every RenewEvery. The caBundle goes
+// into the configurations once serving, retried with backoff while it
+// fails (the chart may create them after the controller starts; until
+// then the API server's calls fail and the webhooks fail open).
 func (s *Server) Start(ctx context.Context) error {
 	if _, err := s.certs.renew(); err != nil {
-		return err
-	}
-	if err := s.configure(ctx); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", s.opts.Address)
@@ -119,8 +126,19 @@ func (s *Server) Start(ctx context.Context) error {
 	s.log.Info("eviction webhook serving", "address", ln.Addr().String(), "configuration", s.opts.ConfigName)
 	t := time.NewTicker(s.opts.RenewEvery)
 	defer t.Stop()
+	retry := time.NewTimer(0) // configure at once
+	defer retry.Stop()
+	backoff := time.Second
 	for {
 		select {
+		case <-retry.C:
+			if err := s.configure(ctx); err != nil {
+				s.log.Warn("injecting the webhook CA failed; retrying", "err", err, "in", backoff)
+				retry.Reset(backoff)
+				backoff = min(2*backoff, time.Minute)
+				continue
+			}
+			s.log.Info("webhook CA injected", "configuration", s.opts.ConfigName)
 		case <-ctx.Done():
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -134,129 +152,11 @@ func (s *Server) Start(ctx context.Context) error {
 				continue
 			}
 			if changed {
-				if err := s.configure(ctx); err != nil {
-					s.log.Warn("injecting the new webhook CA failed", "err", err)
-				}
+				backoff = time.Second
+				retry.Reset(0)
 			}
 		}
 	}
-}
-
-// configure creates or updates the ValidatingWebhookConfiguration, and
-// the MutatingWebhookConfiguration of Steer.
-func (s *Server) configure(ctx context.Context) error {
-	cc, err := clientConfig(s.opts.URL, s.opts.Service, s.certs.bundle(), Path)
-	if err != nil {
-		return err
-	}
-	if s.opts.Steer != nil {
-		if err := s.configureSteer(ctx); err != nil {
-			return err
-		}
-	}
-	want := webhooks(cc)
-	var cur admissionregistrationv1.ValidatingWebhookConfiguration
-	err = s.opts.Client.Get(ctx, client.ObjectKey{Name: s.opts.ConfigName}, &cur)
-	switch {
-	case apierrors.IsNotFound(err):
-		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.ConfigName,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "sluice-controller"}}, Webhooks: want}
-		if err := s.opts.Client.Create(ctx, cfg); err != nil {
-			return fmt.Errorf("creating webhook configuration %s: %w", s.opts.ConfigName, err)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("reading webhook configuration %s: %w", s.opts.ConfigName, err)
-	}
-	cur.Webhooks = want
-	if err := s.opts.Client.Update(ctx, &cur); err != nil {
-		return fmt.Errorf("updating webhook configuration %s: %w", s.opts.ConfigName, err)
-	}
-	return nil
-}
-
-// webhooks is the configuration's one webhook: pods/eviction CREATE,
-// failurePolicy Ignore (fail open), no side effects.
-func webhooks(cc admissionregistrationv1.WebhookClientConfig) []admissionregistrationv1.ValidatingWebhook {
-	ignore := admissionregistrationv1.Ignore
-	none := admissionregistrationv1.SideEffectClassNone
-	equivalent := admissionregistrationv1.Equivalent
-	scope := admissionregistrationv1.NamespacedScope
-	timeout := int32(5)
-	return []admissionregistrationv1.ValidatingWebhook{{
-		Name:         WebhookName,
-		ClientConfig: cc,
-		Rules: []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
-				Resources: []string{"pods/eviction"}, Scope: &scope},
-		}},
-		FailurePolicy:           &ignore,
-		MatchPolicy:             &equivalent,
-		SideEffects:             &none,
-		TimeoutSeconds:          &timeout,
-		AdmissionReviewVersions: []string{"v1"},
-	}}
-}
-
-// configureSteer creates or updates the MutatingWebhookConfiguration.
-func (s *Server) configureSteer(ctx context.Context) error {
-	cc, err := clientConfig(s.opts.URL, s.opts.Service, s.certs.bundle(), SteerPath)
-	if err != nil {
-		return err
-	}
-	name := s.opts.SteerConfigName
-	want := steerWebhooks(cc)
-	var cur admissionregistrationv1.MutatingWebhookConfiguration
-	err = s.opts.Client.Get(ctx, client.ObjectKey{Name: name}, &cur)
-	switch {
-	case apierrors.IsNotFound(err):
-		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "sluice-controller"}}, Webhooks: want}
-		if err := s.opts.Client.Create(ctx, cfg); err != nil {
-			return fmt.Errorf("creating webhook configuration %s: %w", name, err)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("reading webhook configuration %s: %w", name, err)
-	}
-	cur.Webhooks = want
-	if err := s.opts.Client.Update(ctx, &cur); err != nil {
-		return fmt.Errorf("updating webhook configuration %s: %w", name, err)
-	}
-	return nil
-}
-
-// SteerWebhookName names the one webhook of the steering configuration.
-const SteerWebhookName = "steer.floor.sluice.dev"
-
-// steerWebhooks is the steering configuration's one webhook: CREATE of
-// pods carrying pod-template-hash (made by a ReplicaSet), failurePolicy
-// Ignore (fail open), no side effects.
-func steerWebhooks(cc admissionregistrationv1.WebhookClientConfig) []admissionregistrationv1.MutatingWebhook {
-	ignore := admissionregistrationv1.Ignore
-	none := admissionregistrationv1.SideEffectClassNone
-	equivalent := admissionregistrationv1.Equivalent
-	never := admissionregistrationv1.NeverReinvocationPolicy
-	scope := admissionregistrationv1.NamespacedScope
-	timeout := int32(5)
-	return []admissionregistrationv1.MutatingWebhook{{
-		Name:         SteerWebhookName,
-		ClientConfig: cc,
-		Rules: []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
-				Resources: []string{"pods"}, Scope: &scope},
-		}},
-		ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-			Key: "pod-template-hash", Operator: metav1.LabelSelectorOpExists}}},
-		FailurePolicy:           &ignore,
-		MatchPolicy:             &equivalent,
-		SideEffects:             &none,
-		ReinvocationPolicy:      &never,
-		TimeoutSeconds:          &timeout,
-		AdmissionReviewVersions: []string{"v1"},
-	}}
 }
 
 // clientConfig builds the webhook's clientConfig from URL or Service,

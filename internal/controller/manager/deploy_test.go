@@ -100,8 +100,17 @@ func TestDeployManifests(t *testing.T) {
 	if !ok {
 		t.Fatal("no sluice-controller ClusterRole")
 	}
+	// Pods only in the binding namespaces: the ClusterRole
+	// sluice-controller-pods, bound there by RoleBindings.
+	pods, ok := objs["ClusterRole/sluice-controller-pods"].(*rbacv1.ClusterRole)
+	if _, bound := objs["RoleBinding/sluice-controller-pods"].(*rbacv1.RoleBinding); !ok || !bound {
+		t.Fatal("no sluice-controller-pods ClusterRole bound by a RoleBinding")
+	}
+	if !allows(pods.Rules, "", "pods", "watch") || !allows(pods.Rules, "", "pods/status", "patch") || allows(role.Rules, "", "pods", "watch") {
+		t.Error("pods not granted in the binding namespace, or granted cluster-wide")
+	}
 	for _, need := range []struct{ group, resource, verb string }{
-		{"", "pods", "watch"}, {"", "pods/status", "patch"}, {"", "nodes", "list"},
+		{"", "nodes", "list"},
 		{"networking.k8s.io", "ingresses/status", "patch"}, {"networking.k8s.io", "ingressclasses", "watch"},
 		{"sluice.dev", "loadbalancerbindings", "patch"}, {"sluice.dev", "loadbalancerbindings/status", "patch"},
 		{"events.k8s.io", "events", "create"},

@@ -8,7 +8,7 @@
 //	ingress-status reconciler (independent)
 //	DNS reconciler (independent, when DNS is configured)
 //	ingress-problems reconciler (independent): translation problems as Events
-//	ingressdaemonset reconciler: per-node replicas, reads snapshot.Store to see nodes drain
+//	ingressdaemonset reconciler (when enabled): per-node replicas, reads snapshot.Store to see nodes drain
 package manager
 
 import (
@@ -20,9 +20,6 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -37,7 +34,6 @@ import (
 	"sluice.dev/sluice/internal/controller/admission"
 	"sluice.dev/sluice/internal/controller/binding"
 	dnsctl "sluice.dev/sluice/internal/controller/dns"
-	"sluice.dev/sluice/internal/controller/ingressdaemonset"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
 	"sluice.dev/sluice/internal/controller/lbcache"
 	"sluice.dev/sluice/internal/controller/managedlb"
@@ -96,6 +92,11 @@ type Options struct {
 	// Access says which bindings the controller may act on (namespaces,
 	// HAProxy runtime APIs, AWS target groups). Zero: every binding.
 	Access binding.Access
+	// IngressDaemonSets runs the IngressDaemonSet reconciler, which
+	// writes Deployments, DaemonSets and PodDisruptionBudgets in the
+	// binding namespaces and annotates Nodes. False: it is not started,
+	// and none of those are watched.
+	IngressDaemonSets bool
 	// NodeHealthImage is the image of IngressDaemonSets' health checkers
 	// that name none. Empty: nodes.DefaultHealthCheckerImage.
 	NodeHealthImage string
@@ -152,11 +153,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Cache: cache.Options{
 			SyncPeriod:       &sync,
 			DefaultTransform: cache.TransformStripManagedFields(),
-			// Only TLS Secrets, as the proxies read: a cluster holds many
-			// large Secrets the problems reconciler has no use for.
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))},
-			},
+			ByObject:         cacheByObject(o.Access.Namespaces),
 		},
 	})
 	if err != nil {
@@ -230,19 +227,10 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	idsr, err := ingressdaemonset.New(ingressdaemonset.Options{
-		Client:             mgr.GetClient(),
-		Snapshots:          store.Get,
-		Recorder:           recorder,
-		HealthCheckerImage: o.NodeHealthImage,
-		Allowed: func(ns string) bool {
-			return o.Access.Check(&v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns}}) == nil
-		},
-		Poll:   o.FastRequeue,
-		Logger: o.Logger.With("controller", "ingressdaemonset"),
-	})
-	if err != nil {
-		return nil, err
+	if o.IngressDaemonSets {
+		if err := setupIngressDaemonSets(mgr, o, store, recorder); err != nil {
+			return nil, err
+		}
 	}
 	mr, err := managedlb.New(managedlb.Options{
 		Client:     mgr.GetClient(),
@@ -257,7 +245,7 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr), mr.Setup(mgr), idsr.Setup(mgr)); err != nil {
+	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr), mr.Setup(mgr)); err != nil {
 		return nil, err
 	}
 	if o.DNS != nil {
@@ -288,6 +276,7 @@ func New(o Options) (ctrl.Manager, error) {
 	}
 	if w := o.EvictionWebhook; w != nil {
 		wo := *w
+		wo.Namespaces = o.Access.Namespaces
 		wo.Client = mgr.GetClient()
 		wo.Logger = o.Logger.With("webhook", "eviction")
 		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Store: store, Logger: wo.Logger}

@@ -33,7 +33,7 @@ func suffix() string {
 // startReal runs a Source for one namespace of a real cluster.
 func startReal(t *testing.T, client kubernetes.Interface, ns string) *harness {
 	t.Helper()
-	src, err := New(Options{Client: client, Namespace: ns, Logger: testLogger(t)})
+	src, err := New(Options{Client: client, Namespaces: []string{ns}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

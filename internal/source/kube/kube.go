@@ -9,8 +9,10 @@
 // Permissions the proxy's ServiceAccount needs: list and watch on
 // networking.k8s.io ingresses and ingressclasses, services, secrets (the
 // watch asks only for type kubernetes.io/tls, but RBAC cannot express
-// that) and discovery.k8s.io endpointslices; get, list and watch on pods in
-// its own namespace for internal/drain.
+// that) and discovery.k8s.io endpointslices, cluster-wide or, with
+// Options.Namespaces, in each of those namespaces (IngressClasses always
+// cluster-wide); get, list and watch on pods in its own namespace for
+// internal/drain.
 //
 // Unit tests use client-go's fake clientset. Tests against a real
 // kube-apiserver carry the build tag e2e (e2e_test.go here) and come with the
@@ -24,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,10 +54,11 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 type Options struct {
 	// Client talks to the API server. Required.
 	Client kubernetes.Interface
-	// Namespace limits Ingress, Service, EndpointSlice and Secret watches to
-	// one namespace; "" watches all namespaces. IngressClasses are
-	// cluster-scoped and always watched in full.
-	Namespace string
+	// Namespaces limits Ingress, Service, EndpointSlice and Secret watches
+	// to these namespaces (one set of informers each); empty watches all
+	// namespaces. IngressClasses are cluster-scoped and always watched in
+	// full.
+	Namespaces []string
 	// Logger receives watch errors; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -65,11 +69,12 @@ type Source struct {
 	factories []informers.SharedInformerFactory
 	informers map[string]cache.SharedIndexInformer // by kind, for handlers and logs
 
-	ingresses      networkinglisters.IngressLister
+	// One lister of each namespaced kind per watched namespace.
+	ingresses      []networkinglisters.IngressLister
 	ingressClasses networkinglisters.IngressClassLister
-	services       corelisters.ServiceLister
-	endpointSlices discoverylisters.EndpointSliceLister
-	secrets        corelisters.SecretLister
+	services       []corelisters.ServiceLister
+	endpointSlices []discoverylisters.EndpointSliceLister
+	secrets        []corelisters.SecretLister
 
 	started atomic.Bool
 	synced  atomic.Bool
@@ -88,42 +93,51 @@ func New(opts Options) (*Source, error) {
 	}
 	log = log.With("source", "kube")
 
-	// Resync period 0: a periodic resync only replays the cache and would
-	// wake the translation loop for nothing. Recovering from lost watches
-	// (API server restarts, expired resource versions) is the reflector's
-	// relist, which runs regardless.
-	main := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithNamespace(opts.Namespace),
-		informers.WithTransform(StripObject))
-	// Only TLS Secrets: a cluster holds many large Secrets (service account
-	// tokens, Helm releases) that sluice never serves.
-	tls := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithNamespace(opts.Namespace),
-		informers.WithTransform(StripObject),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
-		}))
-
-	s := &Source{
-		log:       log,
-		factories: []informers.SharedInformerFactory{main, tls},
-		informers: map[string]cache.SharedIndexInformer{},
+	s := &Source{log: log, informers: map[string]cache.SharedIndexInformer{}}
+	// Each namespace once: a repeated one would list its objects twice.
+	namespaces := slices.Compact(slices.Sorted(slices.Values(opts.Namespaces)))
+	if len(namespaces) == 0 || slices.Contains(namespaces, metav1.NamespaceAll) {
+		namespaces = []string{metav1.NamespaceAll}
 	}
-	ing := main.Networking().V1().Ingresses()
-	cls := main.Networking().V1().IngressClasses()
-	svc := main.Core().V1().Services()
-	eps := main.Discovery().V1().EndpointSlices()
-	sec := tls.Core().V1().Secrets()
-	s.informers["Ingress"] = ing.Informer()
-	s.informers["IngressClass"] = cls.Informer()
-	s.informers["Service"] = svc.Informer()
-	s.informers["EndpointSlice"] = eps.Informer()
-	s.informers["Secret"] = sec.Informer()
-	s.ingresses = ing.Lister()
-	s.ingressClasses = cls.Lister()
-	s.services = svc.Lister()
-	s.endpointSlices = eps.Lister()
-	s.secrets = sec.Lister()
+	for i, ns := range namespaces {
+		// Resync period 0: a periodic resync only replays the cache and
+		// would wake the translation loop for nothing. Recovering from
+		// lost watches (API server restarts, expired resource versions) is
+		// the reflector's relist, which runs regardless.
+		main := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+			informers.WithNamespace(ns),
+			informers.WithTransform(StripObject))
+		// Only TLS Secrets: a cluster holds many large Secrets (service
+		// account tokens, Helm releases) that sluice never serves.
+		tls := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+			informers.WithNamespace(ns),
+			informers.WithTransform(StripObject),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
+			}))
+		s.factories = append(s.factories, main, tls)
+		suffix := "" // informer names in logs: Ingress, or Ingress/NAMESPACE
+		if len(namespaces) > 1 {
+			suffix = "/" + ns
+		}
+		if i == 0 { // cluster-scoped: one informer, whatever the namespace
+			cls := main.Networking().V1().IngressClasses()
+			s.informers["IngressClass"] = cls.Informer()
+			s.ingressClasses = cls.Lister()
+		}
+		ing := main.Networking().V1().Ingresses()
+		svc := main.Core().V1().Services()
+		eps := main.Discovery().V1().EndpointSlices()
+		sec := tls.Core().V1().Secrets()
+		s.informers["Ingress"+suffix] = ing.Informer()
+		s.informers["Service"+suffix] = svc.Informer()
+		s.informers["EndpointSlice"+suffix] = eps.Informer()
+		s.informers["Secret"+suffix] = sec.Informer()
+		s.ingresses = append(s.ingresses, ing.Lister())
+		s.services = append(s.services, svc.Lister())
+		s.endpointSlices = append(s.endpointSlices, eps.Lister())
+		s.secrets = append(s.secrets, sec.Lister())
+	}
 	return s, nil
 }
 
@@ -202,16 +216,21 @@ func (s *Source) Synced() bool { return s.synced.Load() }
 // one list and not yet in another, and is followed by another notify.
 func (s *Source) Snapshot() translate.Input {
 	var in translate.Input
-	in.Ingresses, _ = s.ingresses.List(labels.Everything())
 	in.IngressClasses, _ = s.ingressClasses.List(labels.Everything())
-	in.Services, _ = s.services.List(labels.Everything())
-	in.EndpointSlices, _ = s.endpointSlices.List(labels.Everything())
-	secrets, _ := s.secrets.List(labels.Everything())
-	// The field selector already filters on the server; this keeps the
-	// promise also against clients that ignore it (the fake clientset).
-	for _, sec := range secrets {
-		if sec.Type == corev1.SecretTypeTLS {
-			in.Secrets = append(in.Secrets, sec)
+	for i := range s.ingresses {
+		ings, _ := s.ingresses[i].List(labels.Everything())
+		svcs, _ := s.services[i].List(labels.Everything())
+		eps, _ := s.endpointSlices[i].List(labels.Everything())
+		in.Ingresses = append(in.Ingresses, ings...)
+		in.Services = append(in.Services, svcs...)
+		in.EndpointSlices = append(in.EndpointSlices, eps...)
+		secrets, _ := s.secrets[i].List(labels.Everything())
+		// The field selector already filters on the server; this keeps the
+		// promise also against clients that ignore it (the fake clientset).
+		for _, sec := range secrets {
+			if sec.Type == corev1.SecretTypeTLS {
+				in.Secrets = append(in.Secrets, sec)
+			}
 		}
 	}
 	return in

@@ -31,10 +31,10 @@ type harness struct {
 
 // start runs a Source over a fake clientset holding objs and waits for the
 // first notify.
-func start(t *testing.T, namespace string, objs ...runtime.Object) *harness {
+func start(t *testing.T, namespaces []string, objs ...runtime.Object) *harness {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	src, err := New(Options{Client: client, Namespace: namespace, Logger: testLogger(t)})
+	src, err := New(Options{Client: client, Namespaces: namespaces, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestNewWithoutClient(t *testing.T) {
 }
 
 func TestInitialLoad(t *testing.T) {
-	h := start(t, "",
+	h := start(t, nil,
 		ingress("a", "web", "a.example"),
 		class("sluice"),
 		service("a", "web", 80),
@@ -183,7 +183,7 @@ func TestInitialLoad(t *testing.T) {
 }
 
 func TestRunTwice(t *testing.T) {
-	h := start(t, "")
+	h := start(t, nil)
 	if err := h.src.Run(context.Background(), func() {}); err == nil {
 		t.Fatal("second Run: no error")
 	}
@@ -205,7 +205,7 @@ func TestRunEndsBeforeSync(t *testing.T) {
 // checks each step notifies and shows in the Snapshot.
 func TestChanges(t *testing.T) {
 	ctx := context.Background()
-	h := start(t, "")
+	h := start(t, nil)
 	c := h.client
 
 	type step struct {
@@ -310,8 +310,11 @@ func TestChanges(t *testing.T) {
 
 func TestNamespaceFilter(t *testing.T) {
 	ctx := context.Background()
-	h := start(t, "mine",
+	h := start(t, []string{"mine", "also", "mine"},
 		ingress("mine", "web", "mine.example"),
+		ingress("also", "web", "also.example"),
+		service("also", "web", 80),
+		secret("also", "cert", corev1.SecretTypeTLS, "crt"),
 		ingress("other", "web", "other.example"),
 		service("other", "web", 80),
 		slice("other", "web-1", "10.244.1.10"),
@@ -319,11 +322,11 @@ func TestNamespaceFilter(t *testing.T) {
 		class("sluice"),
 	)
 	in := h.src.Snapshot()
-	if got := hosts(in); len(got) != 1 || got["mine/web"] != "mine.example" {
-		t.Errorf("ingresses = %v; want only mine/web", got)
+	if got := hosts(in); len(in.Ingresses) != 2 || got["mine/web"] != "mine.example" || got["also/web"] != "also.example" {
+		t.Errorf("ingresses = %v; want only mine/web and also/web", got)
 	}
-	if len(in.Services)+len(in.EndpointSlices)+len(in.Secrets) != 0 {
-		t.Errorf("objects of another namespace in snapshot: %+v", in)
+	if len(in.Services) != 1 || in.Services[0].Namespace != "also" || len(in.Secrets) != 1 || in.Secrets[0].Namespace != "also" || len(in.EndpointSlices) != 0 {
+		t.Errorf("objects of another namespace in snapshot, or of a watched one missing: %+v", in)
 	}
 	if len(in.IngressClasses) != 1 {
 		t.Errorf("IngressClasses = %d; want 1 (cluster-scoped, always watched)", len(in.IngressClasses))
@@ -340,7 +343,7 @@ func TestNamespaceFilter(t *testing.T) {
 	}
 	h.eventually("mine/new", func(in translate.Input) bool { return hosts(in)["mine/new"] == "y.example" })
 	if _, ok := hosts(h.src.Snapshot())["other/new"]; ok {
-		t.Error("other/new in snapshot of namespace mine")
+		t.Error("other/new in snapshot of namespaces mine and also")
 	}
 }
 
@@ -348,7 +351,7 @@ func TestTransformStrips(t *testing.T) {
 	ing := ingress("a", "web", "a.example")
 	ing.Annotations = map[string]string{lastAppliedAnnotation: "{}", "keep": "yes"}
 	ing.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
-	h := start(t, "", ing)
+	h := start(t, nil, ing)
 	in := h.src.Snapshot()
 	if len(in.Ingresses) != 1 {
 		t.Fatalf("ingresses = %d; want 1", len(in.Ingresses))

@@ -62,3 +62,25 @@ bindings of the other provider only "none", with no bindings at all "*". */}}
 {{- if not $l -}}{{- $l = list (ternary "none" "*" (gt (len .Values.bindings) 0)) -}}{{- end -}}
 {{ $l | uniq | join "," }}
 {{- end -}}
+
+{{/* The binding namespaces, comma-separated: controller.bindingNamespaces,
+else the release namespace. "*" means every namespace. */}}
+{{- define "sluice.bindingNamespaces" -}}
+{{ .Values.controller.bindingNamespaces | default (list .Release.Namespace) | uniq | join "," }}
+{{- end -}}
+
+{{/* The names of the webhook configurations the chart creates and the
+controller patches (its caBundle, by name). */}}
+{{- define "sluice.webhook.evictionName" -}}{{ include "sluice.fullname" . }}-eviction-floor{{- end -}}
+{{- define "sluice.webhook.steerName" -}}{{ include "sluice.fullname" . }}-zone-steer{{- end -}}
+
+{{/* A listen address on the pod's own IP, for admin, metrics, health and
+webhook ports: never every interface. */}}
+{{- define "sluice.podListen" -}}$(POD_IP):{{ . }}{{- end -}}
+
+{{/* The restricted Pod Security profile, pod part. */}}
+{{- define "sluice.podSecurityContext" -}}
+securityContext:
+  runAsNonRoot: true
+  seccompProfile: {type: RuntimeDefault}
+{{- end -}}
