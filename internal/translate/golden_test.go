@@ -67,7 +67,7 @@ func TestGolden(t *testing.T) {
 
 // render is the golden text: route.Dump, the problems, and the route and
 // certificate chosen for each line of requests.txt ("http HOST PATH" with
-// HOST "-" for none, "sni NAME", or "tls SNI HOST": whether a request for
+// HOST "-" for none, "sni NAME", or "tls SNI HOST" (SNI "-" for none): whether a request for
 // HOST on a connection with server name SNI is refused with 421).
 func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) string {
 	t.Helper()
@@ -116,8 +116,11 @@ func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) str
 			}
 			fmt.Fprintf(&b, "  sni %s -> %s\n", f[1], src)
 		case f[0] == "tls" && len(f) == 3:
-			verdict := "served"
-			if tbl.Misdirected(f[1], f[2]) {
+			verdict, sni := "served", f[1]
+			if sni == "-" {
+				sni = ""
+			}
+			if tbl.Misdirected(sni, f[2]) {
 				verdict = "421"
 			}
 			fmt.Fprintf(&b, "  tls sni=%s host %s -> %s\n", f[1], f[2], verdict)
