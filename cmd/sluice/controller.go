@@ -50,6 +50,7 @@ type controllerConfig struct {
 	namespace               string
 	nodeHealthImage         string
 	dns                     dnsConfig
+	tenancy                 tenancyFlags
 	access                  binding.Access
 }
 
@@ -84,6 +85,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.namespace, "namespace", "", "the controller's namespace: its bindings serve IngressClasses without binding parameters (default: $POD_NAMESPACE, the service account's namespace, else --leader-election-namespace)")
 	fs.StringVar(&c.nodeHealthImage, "node-health-image", "sluice", "image of IngressDaemonSets' health checkers (`sluice node-health`) that name none")
 	c.dns.register(fs)
+	c.tenancy.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -115,6 +117,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 		return nil, errors.New("--ingress-class and --leader-election-id must not be empty")
 	}
 	if err := c.dns.check(); err != nil {
+		return nil, err
+	}
+	if err := c.tenancy.check(); err != nil {
 		return nil, err
 	}
 	// The controller's own namespace (--namespace, the pod's, else the
@@ -168,25 +173,27 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	}
 	namespace := controllerNamespace(c.namespace, c.leaderElectionNamespace)
 	mgr, err := manager.New(manager.Options{
-		Namespace:               namespace,
-		DNS:                     dnsOpts,
-		Config:                  cfg,
-		IngressClass:            c.ingressClass,
-		LeaderElection:          c.leaderElect,
-		LeaderElectionNamespace: c.leaderElectionNamespace,
-		LeaderElectionID:        c.leaderElectionID,
-		MetricsAddress:          c.metricsAddress,
-		HealthAddress:           c.healthAddress,
-		SyncPeriod:              c.resyncPeriod,
-		FastRequeue:             c.fastPollInterval,
-		SlowRequeue:             c.pollInterval,
-		HAProxy:                 haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain, WatchInterval: c.haproxyWatchInterval},
-		AWS:                     aws.Options{Endpoint: c.awsEndpoint},
-		AWSCluster:              c.awsCluster,
-		EvictionWebhook:         c.webhook(),
-		Access:                  c.access,
-		NodeHealthImage:         c.nodeHealthImage,
-		Logger:                  log,
+		Namespace:                namespace,
+		DNS:                      dnsOpts,
+		Config:                   cfg,
+		IngressClass:             c.ingressClass,
+		HostOwnership:            c.tenancy.hostOwnership,
+		DefaultBackendNamespaces: c.tenancy.namespaces(namespace),
+		LeaderElection:           c.leaderElect,
+		LeaderElectionNamespace:  c.leaderElectionNamespace,
+		LeaderElectionID:         c.leaderElectionID,
+		MetricsAddress:           c.metricsAddress,
+		HealthAddress:            c.healthAddress,
+		SyncPeriod:               c.resyncPeriod,
+		FastRequeue:              c.fastPollInterval,
+		SlowRequeue:              c.pollInterval,
+		HAProxy:                  haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain, WatchInterval: c.haproxyWatchInterval},
+		AWS:                      aws.Options{Endpoint: c.awsEndpoint},
+		AWSCluster:               c.awsCluster,
+		EvictionWebhook:          c.webhook(),
+		Access:                   c.access,
+		NodeHealthImage:          c.nodeHealthImage,
+		Logger:                   log,
 	})
 	if err != nil {
 		return err

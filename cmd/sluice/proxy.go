@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -38,6 +39,8 @@ type proxyConfig struct {
 	manifests      string
 	kubeconfig     string
 	watchNamespace string
+	tenancy        tenancyFlags
+	sslRedirect    bool
 	ingressClass   string
 	defaultCert    string
 
@@ -80,6 +83,8 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
 	fs.StringVar(&c.watchNamespace, "watch-namespace", "", "only read objects in this namespace (default: all namespaces)")
 	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass this proxy serves")
+	c.tenancy.register(fs)
+	fs.BoolVar(&c.sslRedirect, "ssl-redirect", false, `redirect plain-HTTP requests to hosts that have TLS (from their owner's spec.tls) to HTTPS with a 308, for Ingresses without the sluice.dev/ssl-redirect annotation (off by default, as the Ingress conformance suite expects)`)
 	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
 	fs.StringVar(&c.httpsAddress, "https-address", ":8443", "address for TLS traffic (empty disables)")
@@ -132,6 +137,9 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 		if d < 0 {
 			return nil, fmt.Errorf("%s must not be negative", name)
 		}
+	}
+	if err := c.tenancy.check(); err != nil {
+		return nil, err
 	}
 	if c.retries < 0 || c.retries > 10 {
 		return nil, fmt.Errorf("--retries must be between 0 and 10, not %d", c.retries)
@@ -260,12 +268,24 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		MaxStreamsPerConnection: c.maxStreams,
 		SpliceBodies:            c.splice,
 	})
+	// The catch-all is the release's: the proxy's own namespace in a
+	// cluster; with --manifests (no cluster, one tenant) every namespace's.
+	var dbNamespaces []string
+	if c.manifests == "" {
+		dbNamespaces = c.tenancy.namespaces(podNamespace())
+	} else {
+		dbNamespaces = c.tenancy.namespaces("")
+	}
+	log.Info("tenancy", "hostOwnership", c.tenancy.hostOwnership, "defaultBackendNamespaces", cmp.Or(strings.Join(dbNamespaces, ","), "*"), "sslRedirect", c.sslRedirect)
 	loop, err := rebuild.New(rebuild.Options{
 		Source:  src,
 		Updater: px,
 		Translate: translate.Options{
-			IngressClass:       c.ingressClass,
-			DefaultCertificate: c.defaultCert,
+			IngressClass:             c.ingressClass,
+			DefaultCertificate:       c.defaultCert,
+			HostOwnership:            c.tenancy.hostOwnership,
+			DefaultBackendNamespaces: dbNamespaces,
+			SSLRedirect:              c.sslRedirect,
 		},
 		Registerer: reg,
 		Logger:     log,

@@ -29,6 +29,29 @@ func ingress(name string, opts ...func(*networkingv1.Ingress)) *networkingv1.Ing
 	return ing
 }
 
+// hostRule replaces the default backend by a rule for host.
+func hostRule(host string) func(*networkingv1.Ingress) {
+	return func(i *networkingv1.Ingress) {
+		be := *i.Spec.DefaultBackend
+		i.Spec.DefaultBackend = nil
+		pt := networkingv1.PathTypePrefix
+		i.Spec.Rules = []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pt, Backend: be}}}}}}
+		i.CreationTimestamp = metav1.Unix(2, 0)
+	}
+}
+
+// hostOwner is an older Ingress of namespace team-a for host, sharing it
+// with the namespaces share names.
+func hostOwner(host, share string) *networkingv1.Ingress {
+	ing := ingress("owner", className("sluice"), hostRule(host))
+	ing.Namespace, ing.CreationTimestamp = "team-a", metav1.Unix(1, 0)
+	if share != "" {
+		ing.Annotations = map[string]string{"sluice.dev/share-host-with": share}
+	}
+	return ing
+}
+
 func className(c string) func(*networkingv1.Ingress) {
 	return func(i *networkingv1.Ingress) { i.Spec.IngressClassName = &c }
 }
@@ -131,6 +154,12 @@ func TestIngressStatus(t *testing.T) {
 		{"nothing of it served: no status", ingress("i", className("sluice"), func(i *networkingv1.Ingress) {
 			i.Spec.DefaultBackend.Service.Name = "Not_A_Name"
 		}), nil, ct.Namespace, nil, 0},
+		{"host owned by another namespace: no status", ingress("i", className("sluice"), hostRule("shop.example.com")),
+			[]client.Object{hostOwner("shop.example.com", "")}, ct.Namespace, nil, 0},
+		{"host owned by another namespace: our status cleared", ingress("i", className("sluice"), hostRule("shop.example.com"), status(own...)),
+			[]client.Object{hostOwner("shop.example.com", "")}, ct.Namespace, nil, 1},
+		{"host shared with us: status", ingress("i", className("sluice"), hostRule("shop.example.com")),
+			[]client.Object{hostOwner("shop.example.com", "app")}, ct.Namespace, own, 1},
 		{"forbidden binding lends no address", ingress("i", className("x")), []client.Object{classWith("x", withParams("forbidden", "f"))}, ct.Namespace, nil, 0},
 		{"already up to date", ingress("i", className("sluice"), status(own...)), nil, ct.Namespace, own, 0},
 		{"stale addresses replaced", ingress("i", className("sluice"), status("192.0.2.1")), nil, ct.Namespace, own, 1},

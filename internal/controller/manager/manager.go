@@ -85,6 +85,11 @@ type Options struct {
 	// IngressClasses that name no binding in spec.parameters. Empty: those
 	// classes get no addresses (no Ingress status, no DNS).
 	Namespace string
+	// HostOwnership and DefaultBackendNamespaces are the proxies'
+	// translate.Options of the same names (tenancy): Events, Ingress status
+	// and DNS records follow the same ownership decision as the routes.
+	HostOwnership            string
+	DefaultBackendNamespaces []string
 	// DNS configures the DNS reconciler. Nil: no DNS records.
 	DNS *DNSOptions
 	// EvictionWebhook, when not nil, serves the zone floor's eviction
@@ -199,20 +204,24 @@ func New(o Options) (ctrl.Manager, error) {
 	// Ingress (status, DNS) either.
 	allowed := func(b *v1alpha1.LoadBalancerBinding) bool { return o.Access.Check(b) == nil }
 	ir, err := ingressstatus.New(ingressstatus.Options{
-		Client:       mgr.GetClient(),
-		IngressClass: o.IngressClass,
-		Namespace:    o.Namespace,
-		Allowed:      allowed,
-		Logger:       o.Logger.With("controller", "ingressstatus"),
+		Client:                   mgr.GetClient(),
+		IngressClass:             o.IngressClass,
+		Namespace:                o.Namespace,
+		HostOwnership:            o.HostOwnership,
+		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
+		Allowed:                  allowed,
+		Logger:                   o.Logger.With("controller", "ingressstatus"),
 	})
 	if err != nil {
 		return nil, err
 	}
 	probs, err := problems.New(problems.Options{
-		Client:       mgr.GetClient(),
-		Recorder:     recorder,
-		IngressClass: o.IngressClass,
-		Logger:       o.Logger.With("controller", "ingressproblems"),
+		Client:                   mgr.GetClient(),
+		Recorder:                 recorder,
+		IngressClass:             o.IngressClass,
+		HostOwnership:            o.HostOwnership,
+		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
+		Logger:                   o.Logger.With("controller", "ingressproblems"),
 	})
 	if err != nil {
 		return nil, err
@@ -249,18 +258,19 @@ func New(o Options) (ctrl.Manager, error) {
 	}
 	if o.DNS != nil {
 		dr, err := dnsctl.New(dnsctl.Options{
-			Client:      mgr.GetClient(),
-			Provider:    o.DNS.Provider,
-			Aliases:     o.DNS.Aliases,
-			OwnerID:     o.DNS.OwnerID,
-			Policy:      o.DNS.Policy,
-			TTL:         o.DNS.TTL,
-			DeleteDelay: o.DNS.DeleteDelay,
-			DryRun:      o.DNS.DryRun,
-			Serving:     ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
-			Recorder:    recorder,
-			Registerer:  ctrlmetrics.Registry,
-			Logger:      o.Logger.With("controller", "dns"),
+			Client:        mgr.GetClient(),
+			Provider:      o.DNS.Provider,
+			Aliases:       o.DNS.Aliases,
+			OwnerID:       o.DNS.OwnerID,
+			Policy:        o.DNS.Policy,
+			TTL:           o.DNS.TTL,
+			DeleteDelay:   o.DNS.DeleteDelay,
+			DryRun:        o.DNS.DryRun,
+			Serving:       ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
+			HostOwnership: o.HostOwnership,
+			Recorder:      recorder,
+			Registerer:    ctrlmetrics.Registry,
+			Logger:        o.Logger.With("controller", "dns"),
 		})
 		if err != nil {
 			return nil, err

@@ -56,6 +56,11 @@ type Options struct {
 	// IngressClass and ControllerName select the Ingresses, as for the
 	// proxies. Defaults "sluice" and translate.ControllerName.
 	IngressClass, ControllerName string
+	// HostOwnership and DefaultBackendNamespaces are the proxies'
+	// translate.Options of the same names, so that the Events
+	// (HostOwnedElsewhere, DefaultBackendRefused) say what the proxies do.
+	HostOwnership            string
+	DefaultBackendNamespaces []string
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -94,7 +99,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	r.mu.Lock()
-	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName}, r.keyPairs)
+	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName,
+		HostOwnership: r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces}, r.keyPairs)
 	r.mu.Unlock()
 	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
