@@ -105,17 +105,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if ok {
-			addrs, known := serving.Addresses(&ing)
-			if !known {
-				r.log.Debug("ingress status kept: its load balancer's addresses are not known", "ingress", req.NamespacedName)
-				return reconcile.Result{}, nil
-			}
-			want = StatusOf(addrs)
-		} else if len(cur) == 0 || !subset(cur, StatusOf(serving.AllAddresses())) {
+		if !ok {
+			// Not written, and one written before is kept: a Service
+			// missing for a moment must not empty it (and what reads it,
+			// DNS).
 			r.log.Debug("ingress status not written: nothing of the Ingress is served", "ingress", req.NamespacedName)
 			return reconcile.Result{}, nil
-		} // else nothing is served (its hosts are owned by another namespace, say): our addresses are cleared
+		}
+		addrs, known := serving.Addresses(&ing)
+		if !known {
+			r.log.Debug("ingress status kept: its load balancer's addresses are not known", "ingress", req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
+		want = StatusOf(addrs)
 	} else if len(cur) == 0 || !subset(cur, StatusOf(serving.AllAddresses())) {
 		return reconcile.Result{}, nil // not ours, and nothing of ours to clear
 	}
