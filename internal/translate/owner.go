@@ -73,51 +73,53 @@ func NewOwnership(ings []*networkingv1.Ingress, mode string) *Ownership {
 		}
 	}
 	slices.SortFunc(sorted, olderFirst)
-	o := &Ownership{on: true, owner: map[string]string{}, shared: map[string]map[string]bool{}}
+	o := &Ownership{on: true, owner: make(map[string]string, len(sorted)), shared: map[string]map[string]bool{}}
 	for _, ing := range sorted {
-		var share []string
-		shareRead := false
-		for _, h := range ingressHosts(ing) {
-			ns, taken := o.owner[h]
-			if !taken {
-				o.owner[h], ns = ing.Namespace, ing.Namespace
-			}
-			if ns != ing.Namespace {
-				continue
-			}
-			if !shareRead {
-				share, _ = parseShareHostWith(ing.Annotations)
-				shareRead = true
-			}
-			for _, s := range share {
-				if o.shared[h] == nil {
-					o.shared[h] = map[string]bool{}
-				}
-				o.shared[h][s] = true
+		c := claimer{o: o, ing: ing}
+		for i := range ing.Spec.Rules {
+			c.claim(ing.Spec.Rules[i].Host)
+		}
+		for i := range ing.Spec.TLS {
+			for _, h := range ing.Spec.TLS[i].Hosts {
+				c.claim(h)
 			}
 		}
 	}
 	return o
 }
 
-// ingressHosts returns the valid, non-empty rule and spec.tls hosts of ing,
-// lower case, in order of appearance, without duplicates.
-func ingressHosts(ing *networkingv1.Ingress) []string {
-	var out []string
-	add := func(h string) {
-		if h, msg := checkHost(h); msg == "" && h != "" && !slices.Contains(out, h) {
-			out = append(out, h)
+// claimer claims the hosts of one Ingress, oldest first.
+type claimer struct {
+	o         *Ownership
+	ing       *networkingv1.Ingress
+	share     []string // its AnnotationShareHostWith, read once it owns a host
+	shareRead bool
+}
+
+// claim gives a valid, non-empty host to the Ingress's namespace unless an
+// older Ingress took it, and records whom the owner shares it with.
+func (c *claimer) claim(raw string) {
+	h, msg := checkHost(raw)
+	if msg != "" || h == "" {
+		return
+	}
+	ns, taken := c.o.owner[h]
+	if !taken {
+		c.o.owner[h], ns = c.ing.Namespace, c.ing.Namespace
+	}
+	if ns != c.ing.Namespace {
+		return
+	}
+	if !c.shareRead {
+		c.share, _ = parseShareHostWith(c.ing.Annotations)
+		c.shareRead = true
+	}
+	for _, s := range c.share {
+		if c.o.shared[h] == nil {
+			c.o.shared[h] = map[string]bool{}
 		}
+		c.o.shared[h][s] = true
 	}
-	for i := range ing.Spec.Rules {
-		add(ing.Spec.Rules[i].Host)
-	}
-	for i := range ing.Spec.TLS {
-		for _, h := range ing.Spec.TLS[i].Hosts {
-			add(h)
-		}
-	}
-	return out
 }
 
 // Owner returns the namespace owning host, "" when ownership is off or no
