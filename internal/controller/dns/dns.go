@@ -64,12 +64,10 @@ type Options struct {
 	DeleteDelay time.Duration
 	// DryRun logs the plan and changes nothing.
 	DryRun bool
-	// Serving selects our Ingresses and their bindings.
+	// Serving selects our Ingresses and their bindings; its HostOwnership
+	// is the proxies': a host gets its record only from Ingresses of the
+	// namespace owning it (never from a refused or merely shared-with one).
 	Serving ingressstatus.ServingOptions
-	// HostOwnership is the proxies' translate.Options.HostOwnership: a
-	// host gets its record only from Ingresses of the namespace owning it
-	// (never from a refused or merely shared-with namespace).
-	HostOwnership string
 	// Interval between reconciles when nothing changes. Default 1m.
 	Interval time.Duration
 	// Recorder emits Events on Ingresses. Nil: none.
@@ -189,7 +187,7 @@ func (r *Reconciler) read(ctx context.Context) (map[model.Ref]*networkingv1.Ingr
 			ours = append(ours, ing)
 		}
 	}
-	own := translate.NewOwnership(ours, r.opts.HostOwnership)
+	own := translate.NewOwnership(ours, r.opts.Serving.HostOwnership)
 	for _, ing := range ours {
 		ref := model.Ref{Namespace: ing.Namespace, Name: ing.Name, UID: string(ing.UID)}
 		ings[ref] = ing

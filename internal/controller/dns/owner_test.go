@@ -28,7 +28,7 @@ func TestRecordFromHostOwnerOnly(t *testing.T) {
 	}
 
 	e2 := newEnv(t, owner, squat, lbBinding("192.0.2.10"))
-	e2.opts.HostOwnership = translate.HostOwnershipNone
+	e2.opts.Serving.HostOwnership = translate.HostOwnershipNone
 	e2.restart()
 	e2.mustReconcile()
 	if o := e2.owner("shop.example.com"); o == nil || o.Ingress.String() != "team-a/squat" {

@@ -222,3 +222,26 @@ func TestAddressesChanged(t *testing.T) {
 		t.Error("an address change did not pass")
 	}
 }
+
+// TestHostsOfOwnersOnly: a managed load balancer asks for certificates of
+// the hosts its Ingresses own, never of a host a refused tenant names
+// (whose owner is served by another load balancer).
+func TestHostsOfOwnersOnly(t *testing.T) {
+	owner := hostOwner("shop.example.com", "")
+	owner.Spec.IngressClassName = ptrTo("edge") // served by binding other/edge
+	squat := ingress("squat", className("sluice"), hostRule("shop.example.com"))
+	squat.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"shop.example.com", "Squat.example.com"}}}
+	b := ct.Binding("a")
+	edge := classWith("edge", withParams("other", "edge"))
+	for mode, want := range map[string][]string{
+		"":     {"squat.example.com"},
+		"none": {"shop.example.com", "squat.example.com"},
+	} {
+		s := ingressstatus.NewServing([]networkingv1.IngressClass{*edge}, []v1alpha1.LoadBalancerBinding{*b}, ingressstatus.ServingOptions{Namespace: ct.Namespace, HostOwnership: mode})
+		if got := s.Hosts(b, []networkingv1.Ingress{*squat, *owner}); !slices.Equal(got, want) {
+			t.Errorf("mode %q: hosts %v, want %v", mode, got, want)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -3,7 +3,6 @@ package ingressstatus
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -87,23 +86,6 @@ func sharesHost(a, b *networkingv1.Ingress) bool {
 		}
 	}
 	return false
-}
-
-func hostsOf(ing *networkingv1.Ingress) []string {
-	var out []string
-	for _, r := range ing.Spec.Rules {
-		if r.Host != "" {
-			out = append(out, strings.ToLower(r.Host))
-		}
-	}
-	for _, t := range ing.Spec.TLS {
-		for _, h := range t.Hosts {
-			if h != "" {
-				out = append(out, strings.ToLower(h))
-			}
-		}
-	}
-	return out
 }
 
 // DeletionChanged passes updates that set or clear the deletion timestamp.

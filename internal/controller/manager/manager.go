@@ -203,6 +203,7 @@ func New(o Options) (ctrl.Manager, error) {
 	// A binding the controller may not act on lends no address to an
 	// Ingress (status, DNS) either.
 	allowed := func(b *v1alpha1.LoadBalancerBinding) bool { return o.Access.Check(b) == nil }
+	serving := ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed, HostOwnership: o.HostOwnership}
 	ir, err := ingressstatus.New(ingressstatus.Options{
 		Client:                   mgr.GetClient(),
 		IngressClass:             o.IngressClass,
@@ -244,7 +245,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Client:     mgr.GetClient(),
 		Clouds:     managedlb.Clouds(awsOpts),
 		Cluster:    o.AWSCluster,
-		Serving:    ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
+		Serving:    serving,
 		Allowed:    allowed,
 		Recorder:   recorder,
 		Registerer: ctrlmetrics.Registry,
@@ -258,19 +259,18 @@ func New(o Options) (ctrl.Manager, error) {
 	}
 	if o.DNS != nil {
 		dr, err := dnsctl.New(dnsctl.Options{
-			Client:        mgr.GetClient(),
-			Provider:      o.DNS.Provider,
-			Aliases:       o.DNS.Aliases,
-			OwnerID:       o.DNS.OwnerID,
-			Policy:        o.DNS.Policy,
-			TTL:           o.DNS.TTL,
-			DeleteDelay:   o.DNS.DeleteDelay,
-			DryRun:        o.DNS.DryRun,
-			Serving:       ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
-			HostOwnership: o.HostOwnership,
-			Recorder:      recorder,
-			Registerer:    ctrlmetrics.Registry,
-			Logger:        o.Logger.With("controller", "dns"),
+			Client:      mgr.GetClient(),
+			Provider:    o.DNS.Provider,
+			Aliases:     o.DNS.Aliases,
+			OwnerID:     o.DNS.OwnerID,
+			Policy:      o.DNS.Policy,
+			TTL:         o.DNS.TTL,
+			DeleteDelay: o.DNS.DeleteDelay,
+			DryRun:      o.DNS.DryRun,
+			Serving:     serving,
+			Recorder:    recorder,
+			Registerer:  ctrlmetrics.Registry,
+			Logger:      o.Logger.With("controller", "dns"),
 		})
 		if err != nil {
 			return nil, err
