@@ -81,7 +81,9 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) (claimed
 		hosts := t.Hosts
 		if len(hosts) == 0 {
 			if len(ruleHosts) == 0 {
-				b.problem(ing, "InvalidTLS", where+": no hosts, and the Ingress has no rule hosts to use instead; ignored")
+				if !namesRuleHost(ing) { // else its hosts are refused (HostOwnedElsewhere)
+					b.problem(ing, "InvalidTLS", where+": no hosts, and the Ingress has no rule hosts to use instead; ignored")
+				}
 				continue
 			}
 			hosts = ruleHosts
@@ -188,6 +190,16 @@ func (b *builder) noWildcard() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// namesRuleHost reports whether a rule of ing names a host.
+func namesRuleHost(ing *networkingv1.Ingress) bool {
+	for i := range ing.Spec.Rules {
+		if ing.Spec.Rules[i].Host != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // certificates returns the claimed certificates sorted by source, hosts
