@@ -217,11 +217,19 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 		served = true
 	}
 	if ownDefault != nil {
-		if len(ruleHosts) == 0 {
+		// Its own hosts: owned, not merely shared with it (a sharee's
+		// default backend must not take the owner's unmatched paths).
+		var owned []string
+		for _, h := range ruleHosts {
+			if b.own.Owns(ing.Namespace, h) {
+				owned = append(owned, h)
+			}
+		}
+		if len(owned) == 0 {
 			b.problem(ing, ReasonDefaultBackendRefused, "spec.defaultBackend: without hosts of its own it would be the default for every host; only the platform's namespaces (--default-backend-namespaces) may set that; ignored")
 		} else {
 			b.problem(ing, ReasonDefaultBackendRefused, "spec.defaultBackend: serves the unmatched paths of this Ingress's own hosts only; as the default for other hosts it is refused (only the platform's namespaces, --default-backend-namespaces, set that)")
-			b.hostDefs = append(b.hostDefs, hostDefault{ing: ing, hosts: ruleHosts, backend: ownDefault, https: hp})
+			b.hostDefs = append(b.hostDefs, hostDefault{ing: ing, hosts: owned, backend: ownDefault, https: hp})
 			served = true
 		}
 	}
