@@ -55,6 +55,7 @@ type controllerConfig struct {
 	namespace                string
 	nodeHealthImage          string
 	dns                      dnsConfig
+	tenancy                  tenancyFlags
 	access                   binding.Access
 }
 
@@ -94,6 +95,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.namespace, "namespace", "", "the controller's namespace: its bindings serve IngressClasses without binding parameters (default: $POD_NAMESPACE, the service account's namespace, else --leader-election-namespace)")
 	fs.StringVar(&c.nodeHealthImage, "node-health-image", "sluice", "image of IngressDaemonSets' health checkers (`sluice node-health`) that name none")
 	c.dns.register(fs)
+	c.tenancy.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -126,6 +128,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 		return nil, errors.New("--ingress-class, --leader-election-id and the webhook configuration names must not be empty")
 	}
 	if err := c.dns.check(); err != nil {
+		return nil, err
+	}
+	if err := c.tenancy.check(); err != nil {
 		return nil, err
 	}
 	// The controller's own namespace (--namespace, the pod's, else the
@@ -184,6 +189,8 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		Config:                   cfg,
 		IngressClass:             c.ingressClass,
 		AllowEndpointsWithoutPod: c.allowEndpointsWithoutPod,
+		HostOwnership:            c.tenancy.hostOwnership,
+		DefaultBackendNamespaces: c.tenancy.namespaces(namespace),
 		LeaderElection:           c.leaderElect,
 		LeaderElectionNamespace:  c.leaderElectionNamespace,
 		LeaderElectionID:         c.leaderElectionID,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -42,6 +43,8 @@ type proxyConfig struct {
 	watchNamespace string
 	ingressClasses classList // empty: every class of sluice's controller
 	namespaces     []string  // --watch-namespace parsed; nil: every namespace
+	tenancy        tenancyFlags
+	sslRedirect    bool
 	defaultCert    string
 
 	allowEndpointsWithoutPod bool
@@ -88,6 +91,8 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.Var(&c.ingressClasses, "ingress-class", "IngressClass this proxy serves (repeatable, or a comma-separated list): Ingresses of other classes get no route (404). Unset: the class \"sluice\" and every IngressClass whose spec.controller is "+translate.ControllerName+" (one fleet for all classes; logged at startup)")
 	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "also use EndpointSlice endpoints without a targetRef (selector-less Services whose slices are written by hand); endpoints whose targetRef is not a Pod of the Service's namespace stay refused")
 	fs.BoolVar(&c.allowLoopbackEndpoints, "allow-loopback-endpoints", false, "use endpoints at loopback addresses (127.0.0.0/8, ::1): backends on the proxy's own host; only with --manifests")
+	c.tenancy.register(fs)
+	fs.BoolVar(&c.sslRedirect, "ssl-redirect", false, `redirect plain-HTTP requests to hosts that have TLS (from their owner's spec.tls) to HTTPS with a 308, for Ingresses without the sluice.dev/ssl-redirect annotation (off by default, as the Ingress conformance suite expects)`)
 	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
 	fs.StringVar(&c.httpsAddress, "https-address", ":8443", "address for TLS traffic (empty disables)")
@@ -150,6 +155,9 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 		if d < 0 {
 			return nil, fmt.Errorf("%s must not be negative", name)
 		}
+	}
+	if err := c.tenancy.check(); err != nil {
+		return nil, err
 	}
 	if c.retries < 0 || c.retries > 10 {
 		return nil, fmt.Errorf("--retries must be between 0 and 10, not %d", c.retries)
@@ -313,6 +321,15 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		MaxStreamsPerConnection: c.maxStreams,
 		SpliceBodies:            c.splice,
 	})
+	// The catch-all is the release's: the proxy's own namespace in a
+	// cluster; with --manifests (no cluster, one tenant) every namespace's.
+	var dbNamespaces []string
+	if c.manifests == "" {
+		dbNamespaces = c.tenancy.namespaces(podNamespace())
+	} else {
+		dbNamespaces = c.tenancy.namespaces("")
+	}
+	log.Info("tenancy", "hostOwnership", c.tenancy.hostOwnership, "defaultBackendNamespaces", cmp.Or(strings.Join(dbNamespaces, ","), "*"), "sslRedirect", c.sslRedirect)
 	loop, err := rebuild.New(rebuild.Options{
 		Source:  src,
 		Updater: px,
@@ -321,6 +338,9 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 			DefaultCertificate:       c.defaultCert,
 			AllowEndpointsWithoutPod: c.allowEndpointsWithoutPod,
 			AllowLoopbackEndpoints:   c.allowLoopbackEndpoints,
+			HostOwnership:            c.tenancy.hostOwnership,
+			DefaultBackendNamespaces: dbNamespaces,
+			SSLRedirect:              c.sslRedirect,
 		},
 		Registerer: reg,
 		Logger:     log,

@@ -193,6 +193,7 @@ func (p *Proxy) Table() *route.Table {
 var (
 	bodyNotReady   = []byte("sluice: no routing table yet\n")
 	bodyNoRoute    = []byte("sluice: no route for this host and path\n")
+	bodyMisdirect  = []byte("sluice: this connection cannot serve this host; connect with its name\n")
 	bodyNoEndpoint = []byte("sluice: no endpoints available for this route\n")
 	bodyBadGateway = []byte("sluice: upstream connection failed\n")
 	bodyTimeout    = []byte("sluice: upstream timed out\n")
@@ -217,10 +218,12 @@ var (
 
 // ServeHTTP routes r with one atomic load of the current view and forwards
 // it. Before the first Update it answers 503 (the proxy is not ready, and a
-// load balancer retries a 503 elsewhere); no matching route is 404; a route
-// whose backend has no endpoints is 503; CONNECT is 405. Failed upstream
-// attempts end in 502, or 504 when the last one timed out (connecting or
-// waiting for response headers).
+// load balancer retries a 503 elsewhere); a request over TLS for a host the
+// connection's server name may not carry (route.Table.Misdirected) is 421;
+// no matching route is 404 (an unknown host without a platform default
+// backend included); a route whose backend has no endpoints is 503; CONNECT
+// is 405. Failed upstream attempts end in 502, or 504 when the last one
+// timed out (connecting or waiting for response headers).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		growStack() // a new goroutine per stream (stack.go)
@@ -237,6 +240,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v := p.view.Load()
 	if v == nil {
 		p.answer(w, r, p.unrouted, http.StatusServiceUnavailable, bodyNotReady, start)
+		return
+	}
+	if r.TLS != nil && r.TLS.ServerName != "" && v.table.Misdirected(r.TLS.ServerName, r.Host) {
+		// Another tenant's host, or a name the certificate does not
+		// cover: the client retries on a connection of its own.
+		p.answer(w, r, p.unrouted, http.StatusMisdirectedRequest, bodyMisdirect, start)
 		return
 	}
 	rt := v.table.Match(r.Host, r.URL.Path)

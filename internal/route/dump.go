@@ -58,6 +58,9 @@ func Dump(c *Config) string {
 	if c.DefaultCertificate != nil {
 		fmt.Fprintf(&b, "tls default from %s\n", c.DefaultCertificate.Source)
 	}
+	for _, h := range c.NoWildcardCertificate {
+		fmt.Fprintf(&b, "tls %s not from a wildcard (owned by another namespace)\n", h)
+	}
 	return b.String()
 }
 

@@ -81,6 +81,14 @@ type Config struct {
 	// DefaultCertificate is served when no certificate matches the SNI name
 	// (or the client sent none). nil means the handshake fails in that case.
 	DefaultCertificate *Certificate
+	// Owners are the hosts' owning namespaces (tenancy, owner.go), sorted by
+	// host; empty when host ownership is off.
+	Owners []HostOwner
+	// NoWildcardCertificate are exact host names that a wildcard entry of
+	// Certificates must not serve, because the namespace owning the name
+	// neither owns the wildcard nor shares the name with its owner. They get
+	// DefaultCertificate. Sorted.
+	NoWildcardCertificate []string
 }
 
 // VirtualHost is the set of routes for one host.
@@ -237,6 +245,7 @@ type Table struct {
 	certs     map[string]*tls.Certificate // exact SNI name
 	wildCerts map[string]*tls.Certificate // keyed by the suffix after "*."
 	defCert   *tls.Certificate
+	owners    owners
 }
 
 type vhost struct {
@@ -306,6 +315,7 @@ func New(c Config) *Table {
 	if c.DefaultCertificate != nil {
 		t.defCert = c.DefaultCertificate.Cert
 	}
+	t.owners = newOwners(&c)
 	return t
 }
 
@@ -360,13 +370,14 @@ func (v *vhost) match(path string) *Route {
 }
 
 // Certificate returns the certificate for an SNI server name: an exact name,
-// then a wildcard covering it, then the default certificate; nil if none.
+// then a wildcard covering it (unless Config.NoWildcardCertificate lists the
+// name), then the default certificate; nil if none.
 func (t *Table) Certificate(serverName string) *tls.Certificate {
 	name := canonicalHost(serverName)
 	if c := t.certs[name]; c != nil {
 		return c
 	}
-	if i := strings.IndexByte(name, '.'); i > 0 {
+	if i := strings.IndexByte(name, '.'); i > 0 && !t.owners.noWildcard[name] {
 		if c := t.wildCerts[name[i+1:]]; c != nil {
 			return c
 		}

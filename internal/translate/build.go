@@ -47,16 +47,23 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 		}
 	}
 	slices.SortFunc(ings, olderFirst)
+	b.own = in.Ownership
+	if b.own == nil {
+		b.own = NewOwnership(ings, opts.HostOwnership)
+	}
 	for _, ing := range ings {
 		b.addIngress(ing)
 	}
+	b.addHostDefaults()
 
 	b.nameBackends()
 	cfg := route.Config{
-		VirtualHosts:       b.virtualHosts(),
-		DefaultBackend:     b.defaultBackend,
-		Certificates:       b.certificates(),
-		DefaultCertificate: b.defaultCertificate(),
+		VirtualHosts:          b.virtualHosts(),
+		DefaultBackend:        b.defaultBackend,
+		Certificates:          b.certificates(),
+		DefaultCertificate:    b.defaultCertificate(),
+		Owners:                b.own.owners(),
+		NoWildcardCertificate: b.noWildcard(),
 	}
 	return cfg, sortProblems(b.problems)
 }
@@ -76,7 +83,9 @@ type builder struct {
 	certs    map[string][]string                     // Secret → claimed hosts
 	certOf   map[string]*tls.Certificate             // Secret → key pair
 	vhosts   map[string]*vhostRoutes                 // host → routes
-	tlsHosts map[string]bool                         // hosts some spec.tls entry names
+	tlsHosts map[string]string                       // hosts the owner's spec.tls entries name → its namespace
+	own      *Ownership                              // who owns each host
+	hostDefs []hostDefault                           // tenants' default backends, for their own hosts
 	problems []Problem
 
 	defaultBackend *route.Backend
@@ -103,7 +112,7 @@ func newBuilder(in Input, opts Options) *builder {
 		certs:    make(map[string][]string),
 		certOf:   make(map[string]*tls.Certificate),
 		vhosts:   make(map[string]*vhostRoutes, len(in.Ingresses)),
-		tlsHosts: make(map[string]bool),
+		tlsHosts: make(map[string]string),
 	}
 	for _, s := range in.Services {
 		if s != nil {
@@ -149,17 +158,21 @@ func (b *builder) problem(ing *networkingv1.Ingress, reason, message string) {
 func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	id := ing.Namespace + "/" + ing.Name
 	pol, errs := parsePolicy(ing.Annotations)
-	hp, httpsErrs := parseHTTPS(ing.Annotations)
+	hp, httpsErrs := parseHTTPS(ing.Annotations, b.opts.SSLRedirect)
 	ua, upErrs := parseUpstream(ing.Annotations)
-	errs = append(append(errs, httpsErrs...), upErrs...)
+	_, shareErrs := parseShareHostWith(ing.Annotations)
+	errs = append(append(append(errs, httpsErrs...), upErrs...), shareErrs...)
 	for _, e := range errs {
 		b.problem(ing, "InvalidAnnotation", "annotation "+e.key+": "+e.msg)
 	}
 
 	served := false
+	var ownDefault *route.Backend // a tenant's default backend, for its own hosts
 	if db := ing.Spec.DefaultBackend; db != nil {
 		if be := b.backendFor(ing, db, pol, ua, "spec.defaultBackend"); be != nil {
 			switch {
+			case !b.opts.defaultBackendFrom(ing.Namespace):
+				ownDefault = be
 			case b.defaultBackend == nil:
 				b.defaultBackend, b.defaultOwner = be, id
 				served = true
@@ -180,6 +193,14 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 			b.problem(ing, "InvalidHost", fmt.Sprintf("spec.rules[%d]: host %q %s; rule skipped", i, host, msg))
 			continue
 		}
+		if host == "" && !b.opts.defaultBackendFrom(ing.Namespace) {
+			b.problem(ing, ReasonDefaultBackendRefused, fmt.Sprintf("spec.rules[%d]: a rule without a host would serve every host that has no rules of its own; only the platform's namespaces (--default-backend-namespaces) may do that; rule skipped", i))
+			continue
+		}
+		if host != "" && !b.own.Serves(ing.Namespace, host) {
+			b.problem(ing, ReasonHostOwnedElsewhere, fmt.Sprintf("host %s is owned by another namespace (the namespace of its oldest Ingress), which does not share it with this one; its rules, certificate and DNS record are not served from this Ingress", host))
+			continue
+		}
 		if host != "" && !slices.Contains(ruleHosts, host) {
 			ruleHosts = append(ruleHosts, host)
 		}
@@ -194,6 +215,23 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	}
 	if b.addTLS(ing, ruleHosts) {
 		served = true
+	}
+	if ownDefault != nil {
+		// Its own hosts: owned, not merely shared with it (a sharee's
+		// default backend must not take the owner's unmatched paths).
+		var owned []string
+		for _, h := range ruleHosts {
+			if b.own.Owns(ing.Namespace, h) {
+				owned = append(owned, h)
+			}
+		}
+		if len(owned) == 0 {
+			b.problem(ing, ReasonDefaultBackendRefused, "spec.defaultBackend: without hosts of its own it would be the default for every host; only the platform's namespaces (--default-backend-namespaces) may set that; ignored")
+		} else {
+			b.problem(ing, ReasonDefaultBackendRefused, "spec.defaultBackend: serves the unmatched paths of this Ingress's own hosts only; as the default for other hosts it is refused (only the platform's namespaces, --default-backend-namespaces, set that)")
+			b.hostDefs = append(b.hostDefs, hostDefault{ing: ing, hosts: owned, backend: ownDefault, https: hp})
+			served = true
+		}
 	}
 	if !served {
 		b.problem(ing, ReasonNotServed, "no rule, default backend or certificate of this Ingress is served (see its other problems); its status is not written")
@@ -239,16 +277,51 @@ func hostLabel(h string) string {
 	return h
 }
 
+// hostDefault is a tenant Ingress's spec.defaultBackend, served for the
+// unmatched paths of its own hosts.
+type hostDefault struct {
+	ing     *networkingv1.Ingress
+	hosts   []string
+	backend *route.Backend
+	https   httpsPolicy
+}
+
+// addHostDefaults adds the tenants' default backends as a Prefix "/" route
+// of each of their own hosts that has none, after every Ingress's rules so
+// that any rule wins over them. Older Ingresses come first.
+func (b *builder) addHostDefaults() {
+	for _, d := range b.hostDefs {
+		id := d.ing.Namespace + "/" + d.ing.Name
+		for _, h := range d.hosts {
+			vh := b.vhosts[h]
+			if vh == nil {
+				vh = &vhostRoutes{owners: make(map[string]string)}
+				b.vhosts[h] = vh
+			}
+			mk := matchKey(route.PathPrefix, "/")
+			if owner, taken := vh.owners[mk]; taken {
+				if owner != id && strings.HasPrefix(owner, "default:") {
+					b.problem(d.ing, "Conflict", fmt.Sprintf("spec.defaultBackend: host %s already has the default backend of Ingress %s, which takes precedence (older, or first by namespace/name); ignored there", h, strings.TrimPrefix(owner, "default:")))
+				}
+				continue // a rule of the host serves every path
+			}
+			vh.owners[mk] = "default:" + id
+			vh.routes = append(vh.routes, route.Route{PathType: route.PathPrefix, Path: "/", Backend: d.backend, Ingress: id,
+				SSLRedirect: d.https.redirect, HSTS: d.https.hsts})
+		}
+	}
+}
+
 // virtualHosts returns the hosts that have routes, sorted by host, each with
-// its routes sorted by path type and path. Routes of hosts without TLS lose
-// their SSLRedirect.
+// its routes sorted by path type and path. Routes of hosts without TLS of
+// their owner lose their SSLRedirect.
 func (b *builder) virtualHosts() []route.VirtualHost {
 	out := make([]route.VirtualHost, 0, len(b.vhosts))
 	for host, vh := range b.vhosts {
 		if len(vh.routes) == 0 {
 			continue
 		}
-		if !coveredByTLS(host, b.tlsHosts) {
+		if !b.coveredByTLS(host) {
 			for i := range vh.routes {
 				vh.routes[i].SSLRedirect = false
 			}

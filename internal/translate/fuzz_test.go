@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -207,14 +208,18 @@ func fuzzSlice(portName string, portNum int32) *discoveryv1.EndpointSlice {
 }
 
 // FuzzHostCheck holds isDNS1123Subdomain to the API machinery's
-// validation it stands in for, plain and as the rest of a wildcard.
+// validation it stands in for, plain and as the rest of a wildcard, and
+// isIPLike's shortcut to net.ParseIP.
 func FuzzHostCheck(f *testing.F) {
 	for _, h := range []string{"a", "shop.example.com", "a-b.c", "-a", "a-", "a..b", ".a", "a.", "A.com",
 		"xn--bcher-kva.example", "1.2.3.4", "a_b", "*.example.com", "*.", "*", strings.Repeat("a", 254),
-		strings.Repeat("a", 64) + ".com", "a.-b.c", "a\x00b", "é.com"} {
+		strings.Repeat("a", 64) + ".com", "a.-b.c", "a\x00b", "é.com", "::1", "::ffff:1.2.3.4", "01.2.3.4", "fe80::1%eth0"} {
 		f.Add(h)
 	}
 	f.Fuzz(func(t *testing.T, h string) {
+		if net.ParseIP(h) != nil && !isIPLike(h) {
+			t.Errorf("isIPLike(%q) = false, but it is an IP address", h)
+		}
 		if got, want := isDNS1123Subdomain(h), len(validation.IsDNS1123Subdomain(h)) == 0; got != want {
 			t.Errorf("isDNS1123Subdomain(%q) = %v, validation says %v", h, got, want)
 		}

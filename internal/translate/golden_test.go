@@ -67,7 +67,8 @@ func TestGolden(t *testing.T) {
 
 // render is the golden text: route.Dump, the problems, and the route and
 // certificate chosen for each line of requests.txt ("http HOST PATH" with
-// HOST "-" for none, or "sni NAME").
+// HOST "-" for none, "sni NAME", or "tls SNI HOST" (SNI "-" for none): whether a request for
+// HOST on a connection with server name SNI is refused with 421).
 func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) string {
 	t.Helper()
 	var b strings.Builder
@@ -114,6 +115,15 @@ func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) str
 				src = sources[c]
 			}
 			fmt.Fprintf(&b, "  sni %s -> %s\n", f[1], src)
+		case f[0] == "tls" && len(f) == 3:
+			verdict, sni := "served", f[1]
+			if sni == "-" {
+				sni = ""
+			}
+			if tbl.Misdirected(sni, f[2]) {
+				verdict = "421"
+			}
+			fmt.Fprintf(&b, "  tls sni=%s host %s -> %s\n", f[1], f[2], verdict)
 		default:
 			t.Fatalf("requests.txt: bad line %q", sc.Text())
 		}
@@ -186,11 +196,16 @@ func decodeObjects(data []byte) (Input, Options, error) {
 				DefaultCertificate       string   `json:"defaultCertificate"`
 				AllowEndpointsWithoutPod bool     `json:"allowEndpointsWithoutPod"`
 				AllowLoopbackEndpoints   bool     `json:"allowLoopbackEndpoints"`
+				HostOwnership            string   `json:"hostOwnership"`
+				// DefaultBackendNamespaces: absent is nil (every namespace).
+				DefaultBackendNamespaces []string `json:"defaultBackendNamespaces"`
+				SSLRedirect              bool     `json:"sslRedirect"`
 			}
 			err = yaml.UnmarshalStrict([]byte(doc), &o)
 			opts = Options{IngressClass: o.IngressClass, IngressClasses: o.IngressClasses, ControllerName: o.ControllerName,
 				DefaultCertificate: o.DefaultCertificate, AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
-				AllowLoopbackEndpoints: o.AllowLoopbackEndpoints}
+				AllowLoopbackEndpoints: o.AllowLoopbackEndpoints,
+				HostOwnership:          o.HostOwnership, DefaultBackendNamespaces: o.DefaultBackendNamespaces, SSLRedirect: o.SSLRedirect}
 		default:
 			err = fmt.Errorf("unknown kind %q", tm.Kind)
 		}

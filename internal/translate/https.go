@@ -8,9 +8,11 @@ import (
 
 // Annotations of the HTTPS behaviour of an Ingress's routes.
 const (
-	// AnnotationSSLRedirect: "false" serves the Ingress's TLS hosts over
-	// plain HTTP too; default "true", a 308 redirect to HTTPS for every
-	// host that has TLS.
+	// AnnotationSSLRedirect: "true" answers plain-HTTP requests to the
+	// Ingress's hosts that have TLS (from their owner's spec.tls) with a
+	// 308 to HTTPS; "false" serves them. Default Options.SSLRedirect
+	// (the proxy's --ssl-redirect, false), because the Ingress
+	// conformance suite expects plain HTTP to a spec.tls host to be served.
 	AnnotationSSLRedirect = "sluice.dev/ssl-redirect"
 	// AnnotationHSTSMaxAge enables Strict-Transport-Security on HTTPS
 	// responses: whole seconds (or a Go duration) up to MaxHSTSMaxAge.
@@ -40,18 +42,19 @@ type httpsPolicy struct {
 	hsts string
 }
 
-// parseHTTPS reads the redirect and HSTS annotations. Invalid values are
-// reported and replaced by their default.
-func parseHTTPS(ann map[string]string) (httpsPolicy, []annotationError) {
-	hp := httpsPolicy{redirect: true}
+// parseHTTPS reads the redirect and HSTS annotations; redirect is the
+// redirect's default. Invalid values are reported and replaced by their
+// default.
+func parseHTTPS(ann map[string]string, redirect bool) (httpsPolicy, []annotationError) {
+	hp := httpsPolicy{redirect: redirect}
 	var errs []annotationError
 	fail := func(key, msg string) { errs = append(errs, annotationError{key, msg}) }
 
 	if v, ok := ann[AnnotationSSLRedirect]; ok {
 		b, valid := parseBool(v)
 		if !valid {
-			fail(AnnotationSSLRedirect, `must be "true" or "false"; redirecting`)
-			b = true
+			fail(AnnotationSSLRedirect, `must be "true" or "false"; using the default (`+strconv.FormatBool(redirect)+`)`)
+			b = redirect
 		}
 		hp.redirect = b
 	}
@@ -109,23 +112,4 @@ func parseBool(v string) (b, ok bool) {
 		return false, true
 	}
 	return false, false
-}
-
-// coveredByTLS reports whether a rule host is among the TLS hosts, exactly
-// or through a wildcard TLS host one label up. The rule without a host
-// ("") is never covered: there is no name to redirect to.
-func coveredByTLS(host string, tlsHosts map[string]bool) bool {
-	if host == "" {
-		return false
-	}
-	if tlsHosts[host] {
-		return true
-	}
-	if strings.HasPrefix(host, "*.") {
-		return false
-	}
-	if i := strings.IndexByte(host, '.'); i > 0 {
-		return tlsHosts["*"+host[i:]]
-	}
-	return false
 }

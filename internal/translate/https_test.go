@@ -31,7 +31,7 @@ func TestParseHTTPS(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			hp, errs := parseHTTPS(tc.ann)
+			hp, errs := parseHTTPS(tc.ann, true)
 			if hp.redirect != tc.redirect || hp.hsts != tc.hsts || len(errs) != tc.errs {
 				t.Errorf("got redirect=%v hsts=%q %d problems %v; want %v %q %d", hp.redirect, hp.hsts, len(errs), errs, tc.redirect, tc.hsts, tc.errs)
 			}
@@ -39,13 +39,44 @@ func TestParseHTTPS(t *testing.T) {
 	}
 }
 
+// TestSSLRedirectDefault: the redirect is opt-in; Options.SSLRedirect
+// turns it on for Ingresses without the annotation, and the annotation
+// wins either way; an invalid value takes the default.
+func TestSSLRedirectDefault(t *testing.T) {
+	for _, tc := range []struct {
+		def  bool
+		ann  map[string]string
+		want bool
+		errs int
+	}{
+		{false, nil, false, 0},
+		{true, nil, true, 0},
+		{false, map[string]string{AnnotationSSLRedirect: "true"}, true, 0},
+		{true, map[string]string{AnnotationSSLRedirect: "false"}, false, 0},
+		{false, map[string]string{AnnotationSSLRedirect: "yes"}, false, 1},
+		{true, map[string]string{AnnotationSSLRedirect: "yes"}, true, 1},
+	} {
+		hp, errs := parseHTTPS(tc.ann, tc.def)
+		if hp.redirect != tc.want || len(errs) != tc.errs {
+			t.Errorf("default %v, %v: redirect %v with %d problems, want %v with %d", tc.def, tc.ann, hp.redirect, len(errs), tc.want, tc.errs)
+		}
+	}
+}
+
 func TestCoveredByTLS(t *testing.T) {
-	tlsHosts := map[string]bool{"a.example.com": true, "*.apps.example.com": true}
+	b := &builder{
+		tlsHosts: map[string]string{"a.example.com": "ns", "*.apps.example.com": "ns"},
+		own: &Ownership{on: true, owner: map[string]string{
+			"a.example.com": "ns", "x.apps.example.com": "ns", "other.apps.example.com": "other",
+			"shared.apps.example.com": "other",
+		}, shared: map[string]map[string]bool{"shared.apps.example.com": {"ns": true}}},
+	}
 	for host, want := range map[string]bool{
 		"a.example.com": true, "b.example.com": false, "x.apps.example.com": true,
 		"y.x.apps.example.com": false, "*.apps.example.com": true, "*.example.com": false, "": false,
+		"other.apps.example.com": false, "shared.apps.example.com": true, "unowned.apps.example.com": true,
 	} {
-		if got := coveredByTLS(host, tlsHosts); got != want {
+		if got := b.coveredByTLS(host); got != want {
 			t.Errorf("coveredByTLS(%q) = %v, want %v", host, got, want)
 		}
 	}
@@ -63,7 +94,7 @@ func FuzzHTTPSAnnotations(f *testing.F) {
 			AnnotationSSLRedirect: redirect, AnnotationHSTSMaxAge: maxAge,
 			AnnotationHSTSIncludeSubdomains: sub, AnnotationHSTSPreload: preload,
 		}
-		hp, errs := parseHTTPS(ann)
+		hp, errs := parseHTTPS(ann, false)
 		for i := 0; i < len(hp.hsts); i++ {
 			if c := hp.hsts[i]; c < ' ' || c > '~' {
 				t.Fatalf("hsts %q has byte %#x", hp.hsts, c)

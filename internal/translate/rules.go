@@ -119,6 +119,9 @@ func isDNS1123Subdomain(h string) bool {
 // isIPLike reports an IP literal, including the sloppy IPv4 forms (leading
 // zeros) the API server also rejects.
 func isIPLike(h string) bool {
+	if !strings.ContainsRune(h, ':') && strings.Trim(h, "0123456789.") != "" {
+		return false // the common case, a name: without allocating
+	}
 	if net.ParseIP(h) != nil {
 		return true
 	}

@@ -81,16 +81,31 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) (claimed
 		hosts := t.Hosts
 		if len(hosts) == 0 {
 			if len(ruleHosts) == 0 {
-				b.problem(ing, "InvalidTLS", where+": no hosts, and the Ingress has no rule hosts to use instead; ignored")
+				if !namesRuleHost(ing) { // else its hosts are refused (HostOwnedElsewhere)
+					b.problem(ing, "InvalidTLS", where+": no hosts, and the Ingress has no rule hosts to use instead; ignored")
+				}
 				continue
 			}
 			hosts = ruleHosts
 		}
+		var owned []string
 		for _, h := range hosts {
-			if h, msg := checkHost(h); msg == "" && h != "" {
-				b.tlsHosts[h] = true
+			h, msg := checkHost(h)
+			switch {
+			case msg != "" || h == "":
+				owned = append(owned, h) // reported below, with a Secret
+			case !b.own.Owns(ing.Namespace, h):
+				if b.own.Serves(ing.Namespace, h) {
+					b.problem(ing, ReasonHostOwnedElsewhere, fmt.Sprintf("%s: host %s is shared with this namespace by its owner, but only the owner's spec.tls chooses its certificate and redirect; ignored", where, h))
+				} else {
+					b.problem(ing, ReasonHostOwnedElsewhere, fmt.Sprintf("host %s is owned by another namespace (the namespace of its oldest Ingress), which does not share it with this one; its rules, certificate and DNS record are not served from this Ingress", h))
+				}
+			default:
+				b.tlsHosts[h] = ing.Namespace
+				owned = append(owned, h)
 			}
 		}
+		hosts = owned
 		if t.SecretName == "" {
 			continue
 		}
@@ -124,6 +139,67 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) (claimed
 		}
 	}
 	return claimed
+}
+
+// coveredByTLS reports whether a rule host has TLS from its owner: the
+// owner's spec.tls names it, or a wildcard one label up whose namespace
+// owns the host or is shared it. The rule without a host ("") is never
+// covered: there is no name to redirect to.
+func (b *builder) coveredByTLS(host string) bool {
+	if host == "" {
+		return false
+	}
+	if _, ok := b.tlsHosts[host]; ok {
+		return true
+	}
+	if strings.HasPrefix(host, "*.") {
+		return false
+	}
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		ns, ok := b.tlsHosts["*"+host[i:]]
+		return ok && b.own.Serves(ns, host)
+	}
+	return false
+}
+
+// noWildcard returns the exact hosts without a certificate of their own
+// that a claimed wildcard certificate covers although the host's owner
+// neither is the wildcard's namespace nor shares the host with it: they get
+// the default certificate, never another tenant's. Sorted.
+func (b *builder) noWildcard() []string {
+	if b.own == nil || !b.own.on {
+		return nil
+	}
+	var out []string
+	for h := range b.own.owner {
+		i := strings.IndexByte(h, '.')
+		if strings.HasPrefix(h, "*.") || i <= 0 {
+			continue
+		}
+		if o, ok := b.sni[h]; ok && b.certOf[o.source] != nil {
+			continue // a certificate of its own
+		}
+		w, ok := b.sni["*"+h[i:]]
+		if !ok || b.certOf[w.source] == nil {
+			continue
+		}
+		wns, _, _ := strings.Cut(w.source, "/")
+		if !b.own.Serves(wns, h) {
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// namesRuleHost reports whether a rule of ing names a host.
+func namesRuleHost(ing *networkingv1.Ingress) bool {
+	for i := range ing.Spec.Rules {
+		if ing.Spec.Rules[i].Host != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // certificates returns the claimed certificates sorted by source, hosts

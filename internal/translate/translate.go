@@ -18,6 +18,12 @@
 //     one of those classes is annotated
 //     ingressclass.kubernetes.io/is-default-class: "true". Other Ingresses
 //     are ignored without a Problem: they get no route (404).
+//   - Tenancy (owner.go): a host belongs to the namespace of its oldest
+//     Ingress; other namespaces' rules for it are refused
+//     (HostOwnedElsewhere) unless the owner shares it. Only the owner's
+//     spec.tls entries choose its certificate and redirect. The catch-all
+//     (a default backend for every host, rules without a host) comes only
+//     from Options.DefaultBackendNamespaces (DefaultBackendRefused).
 //   - Precedence: Ingresses are taken oldest creationTimestamp first, then
 //     by namespace/name. The first to claim a host and path, the default
 //     backend or a TLS host name keeps it; later claims get a "Conflict"
@@ -76,6 +82,10 @@ type Input struct {
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	Secrets        []*corev1.Secret
+	// Ownership, when non-nil, decides host ownership instead of the
+	// Ingresses above: the controller translates one Ingress alone against
+	// the ownership of all (NewOwnership).
+	Ownership *Ownership
 }
 
 // Options configure Build. The zero value is usable.
@@ -102,6 +112,19 @@ type Options struct {
 	// DefaultCertificate is the "namespace/name" of a kubernetes.io/tls Secret
 	// served when no certificate matches the SNI name; "" for none.
 	DefaultCertificate string
+	// HostOwnership is HostOwnershipNamespace (default, "") or
+	// HostOwnershipNone (owner.go).
+	HostOwnership string
+	// DefaultBackendNamespaces are the namespaces whose Ingresses may set
+	// the catch-all: spec.defaultBackend for every host, and rules without
+	// a host. "*" among them allows every namespace. nil allows every
+	// namespace too (callers without a namespace of their own); the proxy
+	// and the controller pass their own namespace by default.
+	DefaultBackendNamespaces []string
+	// SSLRedirect is the default of the sluice.dev/ssl-redirect annotation
+	// (false: plain HTTP to a TLS host is served, as the Ingress
+	// conformance suite expects).
+	SSLRedirect bool
 }
 
 // Problem is something wrong with one object: Kind "Ingress" or "Secret",

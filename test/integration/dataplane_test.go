@@ -133,6 +133,7 @@ metadata:
   name: web
   namespace: default
   annotations:
+    sluice.dev/ssl-redirect: "true"
     sluice.dev/hsts-max-age: "600"
     sluice.dev/hsts-include-subdomains: "true"
     sluice.dev/backend-ca-secret: certs
@@ -149,8 +150,23 @@ spec:
       - {path: /tls, pathType: Prefix, backend: {service: {name: tlsweb, port: {name: http}}}}
       - {path: /, pathType: Prefix, backend: {service: {name: echo, port: {name: http}}}}
 `
+	// Another tenant's host: never reachable over secure.example.com's
+	// TLS connection (421), whatever its routes.
+	otherIngress := `apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: other
+  namespace: other
+spec:
+  ingressClassName: sluice
+  rules:
+  - host: other.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: echo, port: {name: http}}}}
+`
 	grpcSlice := func(addrs ...string) string { return sliceYAML("grpc", "grpc-slice", gport, addrs) }
-	e.write("objects.yaml", docs(ingressClassYAML, secret, grpcIngress, webIngress,
+	e.write("objects.yaml", docs(ingressClassYAML, secret, grpcIngress, webIngress, otherIngress,
 		appServiceYAML("grpc", "grpc"), appServiceYAML("h2web", "kubernetes.io/h2c"), appServiceYAML("tlsweb", "https"),
 		serviceYAML("echo"), sliceYAML("h2web", "h2web-slice", hport, hip), sliceYAML("tlsweb", "tlsweb-slice", tport, tip),
 		echo.slice([]int{0})))
@@ -192,6 +208,17 @@ spec:
 		res, _ = send(noRedirect, plainURL+"/", "secure.example.com", "X-Forwarded-Proto", "https")
 		if res.StatusCode != http.StatusPermanentRedirect {
 			t.Errorf("untrusted X-Forwarded-Proto: %d", res.StatusCode)
+		}
+	})
+
+	t.Run("misdirected", func(t *testing.T) {
+		res, _ := send(tlsClient, httpsURL+"/", "other.example.com")
+		if res.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("another namespace's host over secure.example.com's connection: %d, want 421", res.StatusCode)
+		}
+		res, _ = send(noRedirect, plainURL+"/", "other.example.com")
+		if res.StatusCode == http.StatusMisdirectedRequest {
+			t.Errorf("plain HTTP: %d, want it routed", res.StatusCode)
 		}
 	})
 

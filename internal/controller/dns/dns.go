@@ -40,6 +40,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
 	model "sluice.dev/sluice/internal/dns"
+	"sluice.dev/sluice/internal/translate"
 )
 
 // Recorder emits Kubernetes Events (events.k8s.io EventRecorder).
@@ -80,7 +81,9 @@ type Options struct {
 	DeleteDelay time.Duration
 	// DryRun logs the plan and changes nothing.
 	DryRun bool
-	// Serving selects our Ingresses and their bindings.
+	// Serving selects our Ingresses and their bindings; its HostOwnership
+	// is the proxies': a host gets its record only from Ingresses of the
+	// namespace owning it (never from a refused or merely shared-with one).
 	Serving ingressstatus.ServingOptions
 	// Interval between reconciles when nothing changes. Default 1m.
 	Interval time.Duration
@@ -202,11 +205,14 @@ func (r *Reconciler) read(ctx context.Context) (map[model.Ref]*networkingv1.Ingr
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	live := map[string]bool{}
+	var ours []*networkingv1.Ingress
 	for i := range ingList.Items {
-		ing := &ingList.Items[i]
-		if ing.DeletionTimestamp != nil || !serving.Serves(ing) {
-			continue
+		if ing := &ingList.Items[i]; ing.DeletionTimestamp == nil && serving.Serves(ing) {
+			ours = append(ours, ing)
 		}
+	}
+	own := translate.NewOwnership(ours, r.opts.Serving.HostOwnership)
+	for _, ing := range ours {
 		ref := model.Ref{Namespace: ing.Namespace, Name: ing.Name, UID: string(ing.UID)}
 		ings[ref] = ing
 		gen := seenKey(ing)
@@ -220,6 +226,9 @@ func (r *Reconciler) read(ctx context.Context) (map[model.Ref]*networkingv1.Ingr
 			das = append(das, model.Address{IP: a.IP, Hostname: a.Hostname, HostedZoneID: a.CanonicalHostedZoneID})
 		}
 		for _, h := range hosts(ing) {
+			if !own.Owns(ing.Namespace, h) {
+				continue // HostOwnedElsewhere: announced by the problems reconciler
+			}
 			srcs = append(srcs, model.Source{Host: h, Ingress: ref, Addresses: das, Known: known})
 		}
 	}

@@ -70,9 +70,11 @@ func TestSignedStampNeverHastens(t *testing.T) {
 
 // TestNamespaceDomains: a host outside its namespace's domains gets a
 // HostNotAllowed Event and no record, and does not hold up the record of
-// the namespace that may publish it.
+// the namespace that may publish it. (A host that another namespace owns
+// is refused earlier, by host ownership: team-b asks for a host nobody
+// else has.)
 func TestNamespaceDomains(t *testing.T) {
-	other := ingress("steal", "www.example.com")
+	other := ingress("steal", "shop.example.com")
 	other.Namespace = "team-b"
 	e := newEnv(t, ingress("web", "www.example.com"), other, lbBinding("192.0.2.10"))
 	e.opts.NamespaceDomains = dns.NamespaceDomains{"app": {"www.example.com"}, "team-b": {"*.b.example.com"}}
@@ -83,6 +85,9 @@ func TestNamespaceDomains(t *testing.T) {
 	}
 	if n := e.rec.Count("*v1.Ingress team-b/steal", dns.ProblemHostNotAllowed); n != 1 {
 		t.Errorf("%d HostNotAllowed Events on team-b/steal, want 1: %+v", n, e.rec.Events())
+	}
+	if got := e.a("shop.example.com"); got != nil {
+		t.Errorf("A shop.example.com = %v, want none (outside team-b's domains)", got)
 	}
 	if o := e.owner("www.example.com"); o == nil || o.Ingress.Namespace != "app" {
 		t.Errorf("ownership record = %+v, want app's Ingress", o)

@@ -48,6 +48,11 @@ type Options struct {
 	// Namespace is the controller's namespace: its bindings serve the
 	// classes without binding parameters. Empty: those get no addresses.
 	Namespace string
+	// HostOwnership and DefaultBackendNamespaces are the proxies'
+	// translate.Options of the same names (tenancy): an Ingress refused
+	// for every host it names gets no status.
+	HostOwnership            string
+	DefaultBackendNamespaces []string
 	// Allowed filters the bindings that may lend addresses (see
 	// ServingOptions.Allowed). Nil: every binding.
 	Allowed func(*v1alpha1.LoadBalancerBinding) bool
@@ -101,6 +106,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 		if !ok {
+			// Not written, and one written before is kept: a Service
+			// missing for a moment must not empty it (and what reads it,
+			// DNS).
 			r.log.Debug("ingress status not written: nothing of the Ingress is served", "ingress", req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
@@ -132,23 +140,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // ing: a rule, its default backend or a certificate. An Ingress of which
 // nothing is served (translate.Fatal) gets no status, since an address there
 // would claim it works. ing is translated alone, with its namespace's TLS
-// Secrets: conflicts with other Ingresses do not count here (they are
-// reported as Events by the problems reconciler).
+// Secrets and the host ownership of all Ingresses of our classes: path
+// conflicts with other Ingresses do not count here (they are reported as
+// Events by the problems reconciler), hosts owned by another namespace do.
 func (r *Reconciler) servable(ctx context.Context, ing *networkingv1.Ingress, classes []networkingv1.IngressClass) (bool, error) {
 	var secrets corev1.SecretList
 	if err := r.opts.Client.List(ctx, &secrets, client.InNamespace(ing.Namespace)); err != nil {
 		return false, fmt.Errorf("listing secrets of %s: %w", ing.Namespace, err)
 	}
+	opts := translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName,
+		HostOwnership: r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces}
 	in := translate.Input{Ingresses: []*networkingv1.Ingress{ing}}
 	for i := range classes {
 		in.IngressClasses = append(in.IngressClasses, &classes[i])
+	}
+	if r.opts.HostOwnership != translate.HostOwnershipNone {
+		var all networkingv1.IngressList
+		if err := r.opts.Client.List(ctx, &all); err != nil {
+			return false, fmt.Errorf("listing ingresses: %w", err)
+		}
+		filter := translate.NewClassFilter(in.IngressClasses, opts)
+		var ours []*networkingv1.Ingress
+		for i := range all.Items {
+			if o := &all.Items[i]; o.DeletionTimestamp == nil && filter.Serves(o) {
+				ours = append(ours, o)
+			}
+		}
+		in.Ownership = translate.NewOwnership(ours, r.opts.HostOwnership)
 	}
 	for i := range secrets.Items {
 		if secrets.Items[i].Type == corev1.SecretTypeTLS {
 			in.Secrets = append(in.Secrets, &secrets.Items[i])
 		}
 	}
-	_, ps := translate.Build(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName})
+	_, ps := translate.Build(in, opts)
 	return !translate.Fatal(ps, ing.Namespace, ing.Name), nil
 }
 

@@ -29,6 +29,29 @@ func ingress(name string, opts ...func(*networkingv1.Ingress)) *networkingv1.Ing
 	return ing
 }
 
+// hostRule replaces the default backend by a rule for host.
+func hostRule(host string) func(*networkingv1.Ingress) {
+	return func(i *networkingv1.Ingress) {
+		be := *i.Spec.DefaultBackend
+		i.Spec.DefaultBackend = nil
+		pt := networkingv1.PathTypePrefix
+		i.Spec.Rules = []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pt, Backend: be}}}}}}
+		i.CreationTimestamp = metav1.Unix(2, 0)
+	}
+}
+
+// hostOwner is an older Ingress of namespace team-a for host, sharing it
+// with the namespaces share names.
+func hostOwner(host, share string) *networkingv1.Ingress {
+	ing := ingress("owner", className("sluice"), hostRule(host))
+	ing.Namespace, ing.CreationTimestamp = "team-a", metav1.Unix(1, 0)
+	if share != "" {
+		ing.Annotations = map[string]string{"sluice.dev/share-host-with": share}
+	}
+	return ing
+}
+
 func className(c string) func(*networkingv1.Ingress) {
 	return func(i *networkingv1.Ingress) { i.Spec.IngressClassName = &c }
 }
@@ -131,6 +154,12 @@ func TestIngressStatus(t *testing.T) {
 		{"nothing of it served: no status", ingress("i", className("sluice"), func(i *networkingv1.Ingress) {
 			i.Spec.DefaultBackend.Service.Name = "Not_A_Name"
 		}), nil, ct.Namespace, nil, 0},
+		{"host owned by another namespace: no status", ingress("i", className("sluice"), hostRule("shop.example.com")),
+			[]client.Object{hostOwner("shop.example.com", "")}, ct.Namespace, nil, 0},
+		{"host owned by another namespace: status written before kept", ingress("i", className("sluice"), hostRule("shop.example.com"), status("192.0.2.1")),
+			[]client.Object{hostOwner("shop.example.com", "")}, ct.Namespace, []string{"192.0.2.1"}, 0},
+		{"host shared with us: status", ingress("i", className("sluice"), hostRule("shop.example.com")),
+			[]client.Object{hostOwner("shop.example.com", "app")}, ct.Namespace, own, 1},
 		{"forbidden binding lends no address", ingress("i", className("x")), []client.Object{classWith("x", withParams("forbidden", "f"))}, ct.Namespace, nil, 0},
 		{"already up to date", ingress("i", className("sluice"), status(own...)), nil, ct.Namespace, own, 0},
 		{"stale addresses replaced", ingress("i", className("sluice"), status("192.0.2.1")), nil, ct.Namespace, own, 1},
@@ -193,3 +222,26 @@ func TestAddressesChanged(t *testing.T) {
 		t.Error("an address change did not pass")
 	}
 }
+
+// TestHostsOfOwnersOnly: a managed load balancer asks for certificates of
+// the hosts its Ingresses own, never of a host a refused tenant names
+// (whose owner is served by another load balancer).
+func TestHostsOfOwnersOnly(t *testing.T) {
+	owner := hostOwner("shop.example.com", "")
+	owner.Spec.IngressClassName = ptrTo("edge") // served by binding other/edge
+	squat := ingress("squat", className("sluice"), hostRule("shop.example.com"))
+	squat.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"shop.example.com", "Squat.example.com"}}}
+	b := ct.Binding("a")
+	edge := classWith("edge", withParams("other", "edge"))
+	for mode, want := range map[string][]string{
+		"":     {"squat.example.com"},
+		"none": {"shop.example.com", "squat.example.com"},
+	} {
+		s := ingressstatus.NewServing([]networkingv1.IngressClass{*edge}, []v1alpha1.LoadBalancerBinding{*b}, ingressstatus.ServingOptions{Namespace: ct.Namespace, HostOwnership: mode})
+		if got := s.Hosts(b, []networkingv1.Ingress{*squat, *owner}); !slices.Equal(got, want) {
+			t.Errorf("mode %q: hosts %v, want %v", mode, got, want)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -35,6 +35,10 @@ type ServingOptions struct {
 	// --binding-namespaces and allow-lists); the others lend no address
 	// to any Ingress. Nil: every binding.
 	Allowed func(*v1alpha1.LoadBalancerBinding) bool
+	// HostOwnership is the proxies' --host-ownership (translate.Options):
+	// hosts owned by another namespace than an Ingress's are not its
+	// (Hosts). "": namespace ownership.
+	HostOwnership string
 }
 
 // Serving answers which load balancer serves an Ingress: its class's
@@ -50,6 +54,7 @@ type Serving struct {
 	defaultClass string
 	bindings     []v1alpha1.LoadBalancerBinding
 	namespace    string
+	ownership    string // ServingOptions.HostOwnership
 }
 
 // NewServing indexes the listings.
@@ -60,7 +65,7 @@ func NewServing(classes []networkingv1.IngressClass, bindings []v1alpha1.LoadBal
 	if o.Allowed != nil {
 		bindings = slices.DeleteFunc(slices.Clone(bindings), func(b v1alpha1.LoadBalancerBinding) bool { return !o.Allowed(&b) })
 	}
-	s := &Serving{classes: map[string]*networkingv1.IngressClass{}, bindings: bindings, namespace: o.Namespace}
+	s := &Serving{classes: map[string]*networkingv1.IngressClass{}, bindings: bindings, namespace: o.Namespace, ownership: o.HostOwnership}
 	for i := range classes {
 		c := &classes[i]
 		ptrs[i] = c

@@ -84,6 +84,11 @@ type Options struct {
 	// IngressClasses that name no binding in spec.parameters. Empty: those
 	// classes get no addresses (no Ingress status, no DNS).
 	Namespace string
+	// HostOwnership and DefaultBackendNamespaces are the proxies'
+	// translate.Options of the same names (tenancy): Events, Ingress status
+	// and DNS records follow the same ownership decision as the routes.
+	HostOwnership            string
+	DefaultBackendNamespaces []string
 	// DNS configures the DNS reconciler. Nil: no DNS records.
 	DNS *DNSOptions
 	// EvictionWebhook, when not nil, serves the zone floor's eviction
@@ -206,23 +211,27 @@ func New(o Options) (ctrl.Manager, error) {
 	// A binding the controller may not act on lends no address to an
 	// Ingress (status, DNS) either.
 	allowed := func(b *v1alpha1.LoadBalancerBinding) bool { return o.Access.Check(b) == nil }
+	serving := ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed, HostOwnership: o.HostOwnership}
 	ir, err := ingressstatus.New(ingressstatus.Options{
-		Client:       mgr.GetClient(),
-		IngressClass: o.IngressClass,
-		Namespace:    o.Namespace,
-		Allowed:      allowed,
-		Logger:       o.Logger.With("controller", "ingressstatus"),
+		Client:                   mgr.GetClient(),
+		IngressClass:             o.IngressClass,
+		Namespace:                o.Namespace,
+		HostOwnership:            o.HostOwnership,
+		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
+		Allowed:                  allowed,
+		Logger:                   o.Logger.With("controller", "ingressstatus"),
 	})
 	if err != nil {
 		return nil, err
 	}
 	probs, err := problems.New(problems.Options{
-		Client:       mgr.GetClient(),
-		Recorder:     recorder,
-		IngressClass: o.IngressClass,
-		Logger:       o.Logger.With("controller", "ingressproblems"),
-
+		Client:                   mgr.GetClient(),
+		Recorder:                 recorder,
+		IngressClass:             o.IngressClass,
+		HostOwnership:            o.HostOwnership,
+		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
 		AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
+		Logger:                   o.Logger.With("controller", "ingressproblems"),
 	})
 	if err != nil {
 		return nil, err
@@ -236,7 +245,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Client:     mgr.GetClient(),
 		Clouds:     managedlb.Clouds(awsOpts),
 		Cluster:    o.AWSCluster,
-		Serving:    ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
+		Serving:    serving,
 		Allowed:    allowed,
 		Recorder:   recorder,
 		Registerer: ctrlmetrics.Registry,
@@ -262,7 +271,7 @@ func New(o Options) (ctrl.Manager, error) {
 			AdoptUnsigned:    o.DNS.AdoptUnsigned,
 			AllowApex:        o.DNS.AllowApex,
 			NamespaceDomains: o.DNS.NamespaceDomains,
-			Serving:          ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed},
+			Serving:          serving,
 			Recorder:         recorder,
 			Registerer:       ctrlmetrics.Registry,
 			Logger:           o.Logger.With("controller", "dns"),

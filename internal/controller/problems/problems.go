@@ -62,6 +62,11 @@ type Options struct {
 	// AllowEndpointsWithoutPod is the proxies' --allow-endpoints-without-pod:
 	// endpoints without a targetRef are not reported as refused.
 	AllowEndpointsWithoutPod bool
+	// HostOwnership and DefaultBackendNamespaces are the proxies'
+	// translate.Options of the same names, so that the Events
+	// (HostOwnedElsewhere, DefaultBackendRefused) say what the proxies do.
+	HostOwnership            string
+	DefaultBackendNamespaces []string
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -101,7 +106,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	r.mu.Lock()
 	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName,
-		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod}, r.keyPairs)
+		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod,
+		HostOwnership:            r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces}, r.keyPairs)
 	r.mu.Unlock()
 	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
