@@ -23,6 +23,8 @@ type upstream struct {
 	fails atomic.Int32
 	// ejectedUntil is a Unix time in nanoseconds; 0 means never ejected.
 	ejectedUntil atomic.Int64
+	// slots caps the requests in flight (Options.MaxConnsPerEndpoint).
+	slots slots
 	// pools by timeout settings; guarded by Proxy.mu (touched only in Update).
 	pools map[poolKey]*pool
 }
@@ -129,13 +131,17 @@ func (p *pool) dial(ctx context.Context) (*h1conn, error) {
 }
 
 // get takes the most recently used idle connection, nil if none (the
-// timer of sweep closes connections idle too long). With
-// check, a connection the upstream closed (or sent unasked bytes on) is
-// detected and discarded first.
-func (p *pool) get(check bool) *h1conn {
+// timer of sweep closes connections idle too long). With check, a
+// connection the upstream closed (or sent unasked bytes on) is detected
+// and discarded first. With since above 0, only a connection idle since
+// then (Unix nanoseconds) will do: older ones stay for other requests.
+func (p *pool) get(check bool, since int64) *h1conn {
 	p.mu.Lock()
 	for n := len(p.idle); n > 0; n = len(p.idle) {
 		hc := p.idle[n-1]
+		if hc.idleAt < since {
+			break // the others are older still
+		}
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
