@@ -58,25 +58,20 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		}
 		t.add(i)
 		ep := &bv.eps[i]
-		if p.access != nil {
-			sent = time.Now()
-		}
 
 		capSlots := int64(p.opts.MaxConnsPerEndpoint)
-		queued, ok := ep.u.slots.acquire(r.Context(), capSlots, p.opts.QueueTimeout)
-		if queued {
-			bv.m.queued.Inc()
-		}
-		if !ok {
+		if !ep.u.slots.take(capSlots) && !p.queue(r, bv, ep, capSlots) {
 			o := outcome{upstream: ep.u.addr, retries: attempt, status: statusClientClosed}
 			if r.Context().Err() == nil {
-				bv.m.queueTimeouts.Inc()
 				p.log.Debug("endpoint at its connection limit", "service", bv.service, "upstream", ep.u.addr, "max", capSlots)
 				o.status = http.StatusServiceUnavailable
 				o.bytes = int64(p.writeAnswer(w, r, o.status, bodyQueueTimeout))
 			}
 			p.record(r, rv, o, start)
 			return
+		}
+		if p.access != nil {
+			sent = time.Now()
 		}
 		ep.u.inflight.Add(1)
 		var res *http.Response
@@ -85,7 +80,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		if fast {
 			res, hc, err = p.roundTrip(r, ep.pool, rb, &bv.m, start)
 		} else {
-			res, err = ep.pool.roundTripper().RoundTrip(outbound(r, ep.pool.scheme, ep.u.addr, body, rb))
+			res, err = ep.pool.roundTripper(again && rb == nil).RoundTrip(outbound(r, ep.pool.scheme, ep.u.addr, body, rb))
 		}
 		o := outcome{upstream: ep.u.addr, retries: attempt}
 		if p.access != nil {
@@ -181,6 +176,19 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		p.record(r, rv, o, start)
 		return
 	}
+}
+
+// queue waits for a slot of ep (Options.MaxConnsPerEndpoint), counting
+// the wait and its time-out.
+func (p *Proxy) queue(r *http.Request, bv *backendView, ep *endpoint, limit int64) bool {
+	bv.m.queued.Inc()
+	if ep.u.slots.wait(r.Context(), limit, p.opts.QueueTimeout) {
+		return true
+	}
+	if r.Context().Err() == nil {
+		bv.m.queueTimeouts.Inc()
+	}
+	return false
 }
 
 // clientBodyFailed reports whether an attempt failed because reading the

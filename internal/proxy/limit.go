@@ -22,37 +22,41 @@ type slots struct {
 
 func newSlots() slots { return slots{freed: make(chan struct{}, 1)} }
 
-// acquire takes a slot of at most limit (0 or less: no cap), waiting up to
-// wait while none is free. queued reports whether it had to wait; ok
-// whether it got the slot (false: the wait ran out, or ctx ended).
-func (s *slots) acquire(ctx context.Context, limit int64, wait time.Duration) (queued, ok bool) {
+// take takes a slot of at most limit (0 or less: no cap) if one is free.
+func (s *slots) take(limit int64) bool {
 	if limit <= 0 || s.busy.Add(1) <= limit {
-		return false, true
+		return true
 	}
 	s.busy.Add(-1)
+	return false
+}
+
+// wait takes a slot of at most limit once one frees, waiting up to d; false
+// if the wait ran out or ctx ended first. Call it after take failed.
+func (s *slots) wait(ctx context.Context, limit int64, d time.Duration) bool {
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
-	t := time.NewTimer(wait)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
 		if s.busy.Add(1) <= limit {
 			if s.waiting.Load() > 1 && s.busy.Load() < limit {
-				s.wake()
+				s.wake() // for another waiter
 			}
-			return true, true
+			return true
 		}
 		s.busy.Add(-1)
 		select {
 		case <-s.freed:
 		case <-t.C:
-			return true, false
+			return false
 		case <-ctx.Done():
-			return true, false
+			return false
 		}
 	}
 }
 
-// release gives back a slot taken by acquire with the same limit.
+// release gives back a slot taken by take or wait with the same limit.
 func (s *slots) release(limit int64) {
 	if limit <= 0 {
 		return

@@ -76,6 +76,10 @@ type poolKey struct {
 // become idle.
 type pool struct {
 	tr *http.Transport
+	// once carries the requests of the Transport path that could not be
+	// sent again (see roundTripper): its idle connections live for
+	// Options.UnsafeReuseWindow only. Nil for HTTP/2 backends.
+	once *http.Transport
 	// h2 carries the requests of HTTP/2 backends (h2c, gRPC, gRPCs); nil
 	// for HTTP/1.1 ones.
 	h2       *h2pool
@@ -96,6 +100,9 @@ type pool struct {
 func (p *pool) retire() {
 	p.retired.Store(true)
 	p.tr.CloseIdleConnections()
+	if p.once != nil {
+		p.once.CloseIdleConnections()
+	}
 	if p.h2 != nil {
 		p.h2.retire()
 	}
@@ -113,6 +120,9 @@ func (p *pool) retire() {
 func (p *pool) release() {
 	if p.retired.Load() {
 		p.tr.CloseIdleConnections()
+		if p.once != nil {
+			p.once.CloseIdleConnections()
+		}
 	}
 }
 
@@ -252,14 +262,31 @@ func (p *Proxy) newPool(addr string, k poolKey, ut *route.UpstreamTLS) *pool {
 	case route.ProtocolH2C, route.ProtocolGRPC:
 		pl.h2 = newH2Pool(pl.tr, "http", addr, p.opts.MaxStreamsPerConnection)
 	}
+	if pl.h2 == nil {
+		pl.once = pl.tr.Clone()
+		if w := p.opts.UnsafeReuseWindow; w > 0 {
+			pl.once.IdleConnTimeout = w
+		} else {
+			pl.once.DisableKeepAlives = true
+		}
+	}
 	return pl
 }
 
 // roundTripper returns what carries the pool's requests other than the
-// synchronous HTTP/1.1 path's.
-func (p *pool) roundTripper() http.RoundTripper {
-	if p.h2 != nil {
+// synchronous HTTP/1.1 path's. again reports whether the request may be
+// sent again should its connection turn out closed; the Transport does so
+// by itself for a retryable request without a body (it cannot replay ours
+// once read). Any other goes on a connection of the once Transport: one
+// that was busy within UnsafeReuseWindow, or a new one. HTTP/2 needs no
+// such care: a pod closing a connection says which streams it left
+// unprocessed (GOAWAY), and net/http sends those again.
+func (p *pool) roundTripper(again bool) http.RoundTripper {
+	switch {
+	case p.h2 != nil:
 		return p.h2
+	case !again:
+		return p.once
 	}
 	return p.tr
 }
