@@ -1,8 +1,12 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,4 +144,42 @@ func TestMaxConnsPerEndpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTunnelHoldsNoSlot: an open WebSocket tunnel does not count against
+// MaxConnsPerEndpoint: with a cap of 1 and a tunnel open, a request is
+// served without waiting.
+func TestTunnelHoldsNoSlot(t *testing.T) {
+	a := newBackend(t, "a", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "" {
+			echoUpgrade(w, r)
+			return
+		}
+		w.Write([]byte("a\n"))
+	})
+	p, url, c := fastProxy(t, Options{MaxConnsPerEndpoint: 1, QueueTimeout: time.Hour}, a.addr())
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: app\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k1\r\n\r\nping")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("echo %q, %v", buf, err)
+	}
+	// The tunnel is open: the next request finds the slot free.
+	if r := get(t, c, url); r.status != 200 {
+		t.Fatalf("GET beside the tunnel: %d", r.status)
+	}
+	if got := value(t, p.m.queued.WithLabelValues("ns/s")); got != 0 {
+		t.Errorf("queued = %v, want 0", got)
+	}
+	conn.Close()
+	eventually(t, "slots back to 0", func() bool { return p.ups[a.addr()].slots.busy.Load() == 0 })
 }
