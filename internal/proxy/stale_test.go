@@ -52,8 +52,15 @@ func TestStaleIdleConnection(t *testing.T) {
 		// The upstream has closed its side; the proxy may not know yet.
 		eventually(t, "upstream closed its side", func() bool { return u.closed.Load() == u.conns.Load() })
 	}
-	if got := value(t, p.m.upstreamErrors.WithLabelValues("ns/s", "reset")); got != 0 {
-		t.Errorf("reset errors = %v, want 0", got)
+	resets := value(t, p.m.upstreamErrors.WithLabelValues("ns/s", "reset"))
+	if !stdMode && resets != 0 {
+		t.Errorf("reset errors = %v, want 0", resets)
+	}
+	// net/http's Transport sends a bodyless GET again by itself, but not
+	// after every way a closed connection can fail a write: then the
+	// proxy does (a reset, retried), and the request is still answered.
+	if got := value(t, p.m.retries.WithLabelValues("ns/s", "reset")); got != resets {
+		t.Errorf("reset retries = %v, want %v (every reset sent again)", got, resets)
 	}
 	if got := u.reqs.Load(); got != int64(len(steps)) {
 		t.Errorf("upstream requests = %d, want %d (each once)", got, len(steps))
