@@ -45,7 +45,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		// Only the synchronous path reads the body on the handler's
 		// goroutine: the Transport's may still read it after a failure.
-		rb = &replayBody{rc: r.Body, keep: fast && again && r.ContentLength > 0 && r.ContentLength <= maxReplay}
+		rb = &replayBody{rc: r.Body}
+		if fast && again && r.ContentLength > 0 && r.ContentLength <= maxReplay {
+			rb.keep, rb.kept = true, make([]byte, 0, r.ContentLength)
+		}
 		body = rb
 	}
 
