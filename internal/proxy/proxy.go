@@ -59,8 +59,8 @@ type Options struct {
 	// connection.
 	UnsafeReuseWindow time.Duration
 	// MaxConnsPerEndpoint caps the requests in flight to one endpoint
-	// address (on HTTP/1.1, the connections in use; a WebSocket stops
-	// counting once it switched protocols). A request over the cap waits
+	// address (on HTTP/1.1, the connections in use; on HTTP/2, the open
+	// streams; a WebSocket stops counting once it switched protocols). A request over the cap waits
 	// up to QueueTimeout for a slot, then is answered 503. Default 1024;
 	// negative: no cap.
 	MaxConnsPerEndpoint int
