@@ -63,6 +63,10 @@ type proxyConfig struct {
 	dialTimeout       time.Duration
 	responseTimeout   time.Duration
 	retries           int
+	upstreamIdle      time.Duration
+	unsafeReuse       time.Duration
+	maxConns          int
+	queueTimeout      time.Duration
 
 	drainMaxWait        time.Duration
 	drainQuietPeriod    time.Duration
@@ -104,7 +108,11 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted")
 	fs.DurationVar(&c.dialTimeout, "upstream-connect-timeout", 5*time.Second, "time allowed to connect to a pod endpoint")
 	fs.DurationVar(&c.responseTimeout, "upstream-response-timeout", 60*time.Second, "time allowed for a pod to send response headers")
-	fs.IntVar(&c.retries, "retries", 2, "extra attempts on another endpoint after a connect failure (any method) or a reset (idempotent methods)")
+	fs.IntVar(&c.retries, "retries", 2, "extra attempts on another endpoint after a connect failure (any method) or a reset (idempotent methods, or a request with an Idempotency-Key header)")
+	fs.DurationVar(&c.upstreamIdle, "upstream-idle-timeout", 3*time.Second, "close a keep-alive connection to a pod once idle this long; keep it below the pods' own keep-alive timeout (Node.js and uvicorn 5s) so the proxy, not the pod, closes it")
+	fs.DurationVar(&c.unsafeReuse, "upstream-unsafe-reuse-window", 500*time.Millisecond, "a request that could not be sent again (not idempotent and no Idempotency-Key, or a body over 64 KiB) reuses a pod connection only if that connection carried a request this recently, and opens a new one otherwise (0: always a new one)")
+	fs.IntVar(&c.maxConns, "upstream-max-connections", 1024, "most requests in flight to one pod endpoint (HTTP/1.1: connections in use; HTTP/2: open streams, long gRPC streams included; open WebSocket tunnels do not count); more wait up to --upstream-queue-timeout for a slot, then get 503 (0: no limit)")
+	fs.DurationVar(&c.queueTimeout, "upstream-queue-timeout", 5*time.Second, "longest wait for a slot under --upstream-max-connections before answering 503")
 	fs.DurationVar(&c.drainMaxWait, "drain-max-wait", 60*time.Second, "longest time to keep serving after SIGTERM while waiting for the load balancer to let go (0: no draining)")
 	fs.DurationVar(&c.drainQuietPeriod, "drain-quiet-period", 0, "end draining early once no new connection carried a request other than a health check for this long (0: off)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time in-flight requests get to finish once draining ends (0: none)")
@@ -158,6 +166,18 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	}
 	if err := c.tenancy.check(); err != nil {
 		return nil, err
+	}
+	if c.upstreamIdle <= 0 {
+		return nil, errors.New("--upstream-idle-timeout must be positive")
+	}
+	if c.unsafeReuse < 0 {
+		return nil, errors.New("--upstream-unsafe-reuse-window must not be negative")
+	}
+	if c.maxConns < 0 {
+		return nil, errors.New("--upstream-max-connections must not be negative")
+	}
+	if c.queueTimeout <= 0 {
+		return nil, errors.New("--upstream-queue-timeout must be positive")
 	}
 	if c.retries < 0 || c.retries > 10 {
 		return nil, fmt.Errorf("--retries must be between 0 and 10, not %d", c.retries)
@@ -313,13 +333,17 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		TrustedProxies:          c.trustedProxies,
 		DialTimeout:             c.dialTimeout,
 		ResponseHeaderTimeout:   c.responseTimeout,
-		Retries:                 retriesOption(c.retries),
+		Retries:                 countOption(c.retries),
 		Registerer:              reg,
 		Logger:                  log,
 		AccessLog:               accessLog,
 		RequestID:               c.requestID,
 		MaxStreamsPerConnection: c.maxStreams,
 		SpliceBodies:            c.splice,
+		IdleConnTimeout:         c.upstreamIdle,
+		UnsafeReuseWindow:       zeroMeansNone(c.unsafeReuse),
+		MaxConnsPerEndpoint:     countOption(c.maxConns),
+		QueueTimeout:            c.queueTimeout,
 	})
 	// The catch-all is the release's: the proxy's own namespace in a
 	// cluster; with --manifests (no cluster, one tenant) every namespace's.
@@ -415,9 +439,10 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 	}
 }
 
-// retriesOption maps --retries to proxy.Options, where 0 means the default
+// countOption maps a count flag's 0 ("none": --retries,
+// --upstream-max-connections) to proxy.Options, where 0 means the default
 // and a negative value means none.
-func retriesOption(n int) int {
+func countOption(n int) int {
 	if n == 0 {
 		return -1
 	}

@@ -23,8 +23,12 @@ func TestParseProxyFlags(t *testing.T) {
 	if zeroMeansNone(c.drainMaxWait) >= 0 || zeroMeansNone(time.Second) != time.Second {
 		t.Error("--drain-max-wait 0 must map to no draining")
 	}
-	if retriesOption(0) >= 0 || retriesOption(3) != 3 {
+	if countOption(0) >= 0 || countOption(3) != 3 {
 		t.Error("--retries 0 must map to no retries")
+	}
+	if c.upstreamIdle >= 4*time.Second || c.maxConns <= 0 || c.queueTimeout <= 0 || c.unsafeReuse <= 0 {
+		t.Errorf("upstream defaults: idle %v (want below 4s), max connections %d, queue %v, unsafe reuse %v (want all on)",
+			c.upstreamIdle, c.maxConns, c.queueTimeout, c.unsafeReuse)
 	}
 }
 
@@ -60,6 +64,10 @@ func TestParseProxyFlagsErrors(t *testing.T) {
 		{[]string{"--log-format", "xml"}, "--log-format"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--retries", "-1"}, "--retries"},
+		{[]string{"--upstream-idle-timeout", "0s"}, "--upstream-idle-timeout"},
+		{[]string{"--upstream-unsafe-reuse-window", "-1s"}, "--upstream-unsafe-reuse-window"},
+		{[]string{"--upstream-max-connections", "-1"}, "--upstream-max-connections"},
+		{[]string{"--upstream-queue-timeout", "0s"}, "--upstream-queue-timeout"},
 		{[]string{"--shutdown-timeout", "-1s"}, "negative"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--ingress-class", ""}, "IngressClass name"},

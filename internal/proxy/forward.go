@@ -38,14 +38,19 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 	ip, trusted := p.peer(r.RemoteAddr)
 	upgrade, https := p.rewriteRequestHeader(r, ip, trusted)
 
+	fast := bv.protocol == route.ProtocolHTTP && p.fastPath(r, upgrade)
+	again := retryable(r)
 	var rb *replayBody
 	var body io.ReadCloser
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		// Only the synchronous path reads the body on the handler's
+		// goroutine: the Transport's may still read it after a failure.
 		rb = &replayBody{rc: r.Body}
+		if fast && again && r.ContentLength > 0 && r.ContentLength <= maxReplay {
+			rb.keep, rb.kept = true, make([]byte, 0, r.ContentLength)
+		}
 		body = rb
 	}
-	replayable := rb == nil && idempotent(r.Method)
-	fast := bv.protocol == route.ProtocolHTTP && p.fastPath(r, upgrade)
 
 	var t tried
 	var sent time.Time // the last attempt began; only with an access log
@@ -56,18 +61,29 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		}
 		t.add(i)
 		ep := &bv.eps[i]
+
+		capSlots := int64(p.opts.MaxConnsPerEndpoint)
+		if !ep.u.slots.take(capSlots) && !p.queue(r, bv, ep, capSlots) {
+			o := outcome{upstream: ep.u.addr, retries: attempt, status: statusClientClosed}
+			if r.Context().Err() == nil {
+				p.log.Debug("endpoint at its connection limit", "service", bv.service, "upstream", ep.u.addr, "max", capSlots)
+				o.status = http.StatusServiceUnavailable
+				o.bytes = int64(p.writeAnswer(w, r, o.status, bodyQueueTimeout))
+			}
+			p.record(r, rv, o, start)
+			return
+		}
 		if p.access != nil {
 			sent = time.Now()
 		}
-
 		ep.u.inflight.Add(1)
 		var res *http.Response
 		var hc *h1conn
 		var err error
 		if fast {
-			res, hc, err = p.roundTrip(r, ep.pool, rb, start)
+			res, hc, err = p.roundTrip(r, ep.pool, rb, &bv.m, start)
 		} else {
-			res, err = ep.pool.roundTripper().RoundTrip(outbound(r, ep.pool.scheme, ep.u.addr, body, rb))
+			res, err = ep.pool.roundTripper(again && rb == nil).RoundTrip(outbound(r, ep.pool.scheme, ep.u.addr, body, rb))
 		}
 		o := outcome{upstream: ep.u.addr, retries: attempt}
 		if p.access != nil {
@@ -82,8 +98,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 					setCookie = ep.setCookieSecure
 				}
 			}
+			if res.StatusCode == http.StatusSwitchingProtocols {
+				// A tunnel may stay open for hours: it does not hold
+				// one of the endpoint's request slots.
+				ep.u.slots.release(capSlots)
+				capSlots = 0
+			}
 			var abort bool
 			o.status, o.bytes, abort = p.respond(w, r, bv, ep, res, upgrade, setCookie)
+			ep.u.slots.release(capSlots)
 			ep.u.inflight.Add(-1)
 			if hc != nil {
 				p.finish(hc, res)
@@ -105,6 +128,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			}
 			return
 		}
+		ep.u.slots.release(capSlots)
 		ep.u.inflight.Add(-1)
 
 		if r.Context().Err() != nil {
@@ -135,11 +159,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			}
 		}
 		retry := attempt < bv.retries &&
-			(kind == kindConnect && (rb == nil || !rb.read.Load()) || kind == kindReset && replayable)
+			(kind == kindConnect || kind == kindReset && again && (fast || rb == nil)) && rb.rewind()
 		p.log.Debug("upstream attempt failed", "service", bv.service, "upstream", ep.u.addr,
 			"kind", kindNames[kind], "retry", retry, "error", err)
 		if retry {
-			bv.m.retries.Inc()
+			if kind == kindConnect {
+				bv.m.retries[retryConnect].Inc()
+			} else {
+				bv.m.retries[retryReset].Inc()
+			}
 			continue
 		}
 		status, msg := http.StatusBadGateway, bodyBadGateway
@@ -151,6 +179,19 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		p.record(r, rv, o, start)
 		return
 	}
+}
+
+// queue waits for a slot of ep (Options.MaxConnsPerEndpoint), counting
+// the wait and its time-out.
+func (p *Proxy) queue(r *http.Request, bv *backendView, ep *endpoint, limit int64) bool {
+	bv.m.queued.Inc()
+	if ep.u.slots.wait(r.Context(), limit, p.opts.QueueTimeout) {
+		return true
+	}
+	if r.Context().Err() == nil {
+		bv.m.queueTimeouts.Inc()
+	}
+	return false
 }
 
 // clientBodyFailed reports whether an attempt failed because reading the
@@ -195,15 +236,26 @@ func outbound(r *http.Request, scheme, addr string, body io.ReadCloser, rb *repl
 
 // replayBody wraps a request body to know whether the transport read from
 // it: until then the same body can be sent again, to another endpoint after
-// a connect failure, or by the transport on a fresh connection. Close does
-// nothing; the server closes the real body when the handler returns.
+// a connect failure, or by the transport on a fresh connection. With keep
+// (the synchronous path only, for a request that may be sent again, with a
+// short body) it also keeps what was read, so the request can be sent again
+// after its body went out: rewind. Close does nothing; the server closes
+// the real body when the handler returns.
 type replayBody struct {
 	rc   io.ReadCloser
 	read atomic.Bool
 	// broke is set when reading rc failed other than at its end: the
 	// client's body is broken.
 	broke atomic.Bool
+
+	keep bool
+	kept []byte // what was read from rc, while keep
+	off  int    // the next byte of kept to read: kept is read before rc
 }
+
+// maxReplay is the longest body kept for sending a request again; a longer
+// (or chunked) one is sent only once.
+const maxReplay = 64 << 10
 
 var errNotReplayable = errors.New("request body already sent")
 
@@ -211,9 +263,22 @@ func (b *replayBody) Read(p []byte) (int, error) {
 	if !b.read.Load() {
 		b.read.Store(true)
 	}
+	if b.off < len(b.kept) {
+		n := copy(p, b.kept[b.off:])
+		b.off += n
+		return n, nil
+	}
 	n, err := b.rc.Read(p)
 	if err != nil && err != io.EOF {
 		b.broke.Store(true)
+	}
+	if b.keep && n > 0 {
+		if len(b.kept)+n > maxReplay {
+			b.keep, b.kept = false, nil // more than announced
+		} else {
+			b.kept = append(b.kept, p[:n]...)
+		}
+		b.off = len(b.kept)
 	}
 	return n, err
 }
@@ -231,12 +296,47 @@ func (b *replayBody) get() (io.ReadCloser, error) {
 	return b, nil
 }
 
+// replayable reports whether the body could be sent again (true for a nil
+// b, no body) as far as is known before it is sent.
+func (b *replayBody) replayable() bool {
+	return b == nil || b.keep || !b.read.Load()
+}
+
+// rewind makes the body read again from its start and reports whether it
+// can: true for a nil b, for a body not read yet, and for a kept one.
+func (b *replayBody) rewind() bool {
+	switch {
+	case b == nil || !b.read.Load():
+		return true
+	case b.keep && !b.broke.Load():
+		b.off = 0
+		return true
+	}
+	return false
+}
+
 func idempotent(method string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete, http.MethodTrace:
 		return true
 	}
 	return false
+}
+
+// retryable reports whether r may be sent again automatically after its
+// connection failed before a response (RFC 9110 section 9.2.2): an
+// idempotent method, or a client's Idempotency-Key (the IETF httpapi
+// draft; net/http's Transport also takes X-Idempotency-Key) saying the
+// pod recognises a repeat.
+func retryable(r *http.Request) bool {
+	if idempotent(r.Method) {
+		return true
+	}
+	_, ok := r.Header["Idempotency-Key"]
+	if !ok {
+		_, ok = r.Header["X-Idempotency-Key"]
+	}
+	return ok
 }
 
 func classify(err error) int {

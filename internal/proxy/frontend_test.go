@@ -198,8 +198,10 @@ func TestBrokenRequestBody(t *testing.T) {
 			t.Errorf("upstream_errors_total{kind=%s} = %v, want 0", k, got)
 		}
 	}
-	if got := value(t, p.m.retries.WithLabelValues("ns/a")); got != 0 {
-		t.Errorf("retries = %v, want 0", got)
+	for _, reason := range retryReasons {
+		if got := value(t, p.m.retries.WithLabelValues("ns/a", reason)); got != 0 {
+			t.Errorf("retries{reason=%s} = %v, want 0", reason, got)
+		}
 	}
 	p.mu.Lock()
 	u := p.ups[a.addr()]

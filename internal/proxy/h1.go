@@ -100,26 +100,41 @@ func (hc *h1conn) close() { hc.c.Close() }
 
 // roundTrip sends r over an idle or new connection of pl and reads the
 // response header. rb is r's body, nil if it has none. A request that
-// fails on a reused connection before any byte of response arrived is
-// sent again on a new connection when that is safe, as net/http.Transport
-// does: the server may have closed the idle connection just as it was
-// taken. The caller must call finish with the returned connection.
-func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, start time.Time) (*http.Response, *h1conn, error) {
+// fails on a reused connection before any byte of response arrived is sent
+// again on a new connection where RFC 9110 (section 9.2.2) allows an
+// automatic retry: an idempotent method or an Idempotency-Key, and a body
+// that can be replayed. The upstream may have closed the idle connection
+// just as it was taken, or may have read the request and gone away. A
+// request that could not be sent again is not risked on a connection that
+// may have been closed under it: it takes only one that was busy a moment
+// ago (UnsafeReuseWindow) and passes a peek, or a new one (HAProxy's
+// "http-reuse safe" in spirit). The caller must call finish with the
+// returned connection.
+func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, m *backendMetrics, start time.Time) (*http.Response, *h1conn, error) {
 	ctx := r.Context()
-	// A request that could not be sent again is not risked on a connection
-	// the upstream already closed.
-	check := rb != nil || !idempotent(r.Method)
+	again := retryable(r) && rb.replayable()
+	// A body is not sent down a connection the upstream already closed,
+	// nor is a request that could not be sent again.
+	check := rb != nil || !again
+	var since int64
+	if !again {
+		since = math.MaxInt64 // no idle connection will do
+		if w := p.opts.UnsafeReuseWindow; w > 0 {
+			since = start.UnixNano() - int64(w)
+		}
+	}
 	fresh := false
 	for {
 		var hc *h1conn
 		if !fresh {
-			hc = pl.get(check)
+			hc = pl.get(check, since)
 		}
 		if hc == nil {
 			var err error
 			if hc, err = pl.dial(ctx); err != nil {
 				return nil, nil, err
 			}
+			m.dials.Inc()
 		}
 		res, wrote, err := p.exchange(ctx, hc, r, rb, start)
 		if err == nil {
@@ -131,12 +146,19 @@ func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, start time.
 		hc.close()
 		p.putReader(hc)
 		if hc.reused && hc.lr.N == 0 && !http1.IsTimeout(err) && ctx.Err() == nil &&
-			(rb == nil || !rb.read.Load()) && (!wrote || idempotent(r.Method)) {
+			!errors.Is(err, http1.ErrInvalidHeader) && !isBodyReadError(err) &&
+			(!wrote || again) && rb.rewind() {
+			m.retries[retryStale].Inc()
 			fresh = true
 			continue
 		}
 		return nil, nil, err
 	}
+}
+
+func isBodyReadError(err error) bool {
+	var be *http1.BodyReadError
+	return errors.As(err, &be)
 }
 
 // watchAfter is how long the synchronous path waits for the first byte

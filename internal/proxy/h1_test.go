@@ -28,6 +28,7 @@ type rawUpstream struct {
 
 // newRawUpstream serves each request read from a connection with serve,
 // which reports whether to keep the connection open for another request.
+// The request's body has been read: serve may read it again.
 func newRawUpstream(t testing.TB, serve func(c net.Conn, req *http.Request) bool) *rawUpstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -53,7 +54,8 @@ func newRawUpstream(t testing.TB, serve func(c net.Conn, req *http.Request) bool
 						return
 					}
 					u.reqs.Add(1)
-					io.Copy(io.Discard, req.Body)
+					body, _ := io.ReadAll(req.Body)
+					req.Body = io.NopCloser(bytes.NewReader(body))
 					if !serve(c, req) {
 						return
 					}
@@ -158,41 +160,6 @@ func TestPartiallyReadBodyClosesUpstream(t *testing.T) {
 	eventually(t, "upstream connection closed", func() bool { return a.closed.Load() == a.opened.Load() })
 }
 
-// TestStaleIdleConnection: the upstream closes an idle connection just
-// before the proxy reuses it. Requests are sent again on a new connection
-// (GET after a failed exchange; POST because the pool peeks first).
-func TestStaleIdleConnection(t *testing.T) {
-	closedIdle := make(chan struct{}, 10)
-	u := newRawUpstream(t, func(c net.Conn, _ *http.Request) bool {
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		closedIdle <- struct{}{}
-		return false // closes without Connection: close
-	})
-	p, url, c := fastProxy(t, Options{}, u.addr())
-	for i, method := range []string{"GET", "GET", "POST", "PUT", "POST"} {
-		var body io.Reader
-		if i >= 3 {
-			body = strings.NewReader("payload")
-		}
-		req, _ := http.NewRequest(method, url, body)
-		if r := do(t, c, req); r.status != 200 || r.body != "ok" {
-			t.Fatalf("%s #%d: %d %q, want 200 ok", method, i, r.status, r.body)
-		}
-		<-closedIdle
-		eventually(t, "upstream closed its side", func() bool { return u.closed.Load() == u.conns.Load() })
-		// On loopback the FIN reaches the proxy's socket in softirq context,
-		// which can lag under load: wait until the proxy's own peek sees it,
-		// or a bodyless POST (which cannot be retried once written) races it.
-		eventually(t, "proxy saw the close", func() bool { return idleSeenClosed(p, u.addr()) })
-	}
-	if got := value(t, p.m.upstreamErrors.WithLabelValues("ns/s", "reset")); got != 0 {
-		t.Errorf("reset errors = %v, want 0", got)
-	}
-	if got := u.reqs.Load(); got != 5 {
-		t.Errorf("upstream requests = %d, want 5", got)
-	}
-}
-
 func TestChunkedBothWays(t *testing.T) {
 	a := newBackend(t, "a", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" && (len(r.TransferEncoding) != 1 || r.TransferEncoding[0] != "chunked" || r.ContentLength != -1) {
@@ -203,23 +170,26 @@ func TestChunkedBothWays(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 	})
-	_, url, c := fastProxy(t, Options{}, a.addr())
-	pr, pw := io.Pipe()
-	go func() {
-		for i := range 3 {
-			fmt.Fprintf(pw, "up%d;", i)
+	// A window of an hour: the second POST may take the first's
+	// connection however loaded the machine is.
+	_, url, c := fastProxy(t, Options{UnsafeReuseWindow: time.Hour}, a.addr())
+	for range 2 {
+		pr, pw := io.Pipe()
+		go func() {
+			for i := range 3 {
+				fmt.Fprintf(pw, "up%d;", i)
+			}
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("POST", url, pr)
+		r := do(t, c, req)
+		if r.status != 200 || r.body != "part0;part1;part2;" {
+			t.Fatalf("%d %q", r.status, r.body)
 		}
-		pw.Close()
-	}()
-	req, _ := http.NewRequest("POST", url, pr)
-	r := do(t, c, req)
-	if r.status != 200 || r.body != "part0;part1;part2;" {
-		t.Fatalf("%d %q", r.status, r.body)
+		if _, body := a.lastRequest(); body != "up0;up1;up2;" {
+			t.Errorf("upstream body %q", body)
+		}
 	}
-	if _, body := a.lastRequest(); body != "up0;up1;up2;" {
-		t.Errorf("upstream body %q", body)
-	}
-	get(t, c, url)
 	if a.opened.Load() != 1 {
 		t.Errorf("upstream connections = %d, want 1 (chunked exchanges reuse)", a.opened.Load())
 	}
@@ -494,29 +464,4 @@ func TestSlowHeaders(t *testing.T) {
 			t.Errorf("%q: %d %q, want 200 ok", parts, r.status, r.body)
 		}
 	}
-}
-
-// idleSeenClosed reports whether the liveness peek sees every idle
-// connection to addr as closed by the upstream.
-func idleSeenClosed(p *Proxy, addr string) bool {
-	p.mu.Lock()
-	u := p.ups[addr]
-	var pools []*pool
-	if u != nil {
-		for _, pl := range u.pools {
-			pools = append(pools, pl)
-		}
-	}
-	p.mu.Unlock()
-	for _, pl := range pools {
-		pl.mu.Lock()
-		for _, hc := range pl.idle {
-			if hc.alive() {
-				pl.mu.Unlock()
-				return false
-			}
-		}
-		pl.mu.Unlock()
-	}
-	return true
 }

@@ -106,7 +106,7 @@ func TestRetryOnConnectFailure(t *testing.T) {
 					t.Fatalf("request %d: upstream got %d body bytes, want %d", i, len(got), len(body))
 				}
 			}
-			if got := value(t, p.m.retries.WithLabelValues("ns/s")); got < 20 {
+			if got := value(t, p.m.retries.WithLabelValues("ns/s", "connect")); got < 20 {
 				t.Errorf("retries = %v, want at least 20", got)
 			}
 		})
@@ -136,17 +136,29 @@ func resetter(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func TestRetryResetOnlyIdempotentWithoutBody(t *testing.T) {
+// TestRetryResetOnlyRetryable: a reset before the response is retried on
+// another endpoint for an idempotent method or an Idempotency-Key, and a
+// body the proxy kept (up to maxReplay bytes); never otherwise.
+func TestRetryResetOnlyRetryable(t *testing.T) {
+	big := strings.Repeat("x", maxReplay+1)
 	for _, tc := range []struct {
-		method, body string
-		want         int
+		name, method, body, key string
+		want                    int
+		kept                    bool // needs the kept body of the synchronous path
 	}{
-		{"GET", "", 200},
-		{"DELETE", "", 200},
-		{"POST", "", 502},
-		{"PUT", "payload", 502},
+		{"GET", "GET", "", "", 200, false},
+		{"DELETE", "DELETE", "", "", 200, false},
+		{"POST", "POST", "", "", 502, false},
+		{"POST-body", "POST", "payload", "", 502, false},
+		{"PUT-body", "PUT", "payload", "", 200, true},
+		{"PUT-big-body", "PUT", big, "", 502, false},
+		{"POST-key", "POST", "", "k1", 200, false},
+		{"POST-key-body", "POST", "payload", "k2", 200, true},
 	} {
-		t.Run(tc.method+"-"+tc.body, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.kept && stdMode {
+				tc.want = 502 // the Transport sends a body once
+			}
 			bad := newBackend(t, "bad", resetter)
 			good := newBackend(t, "good", nil)
 			p, srv, c := front(t, Options{})
@@ -156,6 +168,9 @@ func TestRetryResetOnlyIdempotentWithoutBody(t *testing.T) {
 				body = strings.NewReader(tc.body)
 			}
 			req, _ := http.NewRequest(tc.method, srv.URL, body)
+			if tc.key != "" {
+				req.Header.Set("Idempotency-Key", tc.key)
+			}
 			if r := do(t, c, req); r.status != tc.want {
 				t.Fatalf("%s after a reset: %d, want %d", tc.method, r.status, tc.want)
 			}
@@ -164,6 +179,14 @@ func TestRetryResetOnlyIdempotentWithoutBody(t *testing.T) {
 			}
 			if got := value(t, p.m.upstreamErrors.WithLabelValues("ns/s", "reset")); got != 1 {
 				t.Errorf("reset errors = %v, want 1", got)
+			}
+			if tc.want == 200 {
+				if _, got := good.lastRequest(); got != tc.body {
+					t.Errorf("good endpoint got body of %d bytes, want %d", len(got), len(tc.body))
+				}
+				if got := value(t, p.m.retries.WithLabelValues("ns/s", "reset")); got != 1 {
+					t.Errorf("retries{reason=reset} = %v, want 1", got)
+				}
 			}
 		})
 	}

@@ -18,6 +18,17 @@ const (
 
 var kindNames = [numKinds]string{"connect", "timeout", "reset", "body"}
 
+// Retry reasons, the values of the "reason" label of
+// sluice_upstream_retries_total.
+const (
+	retryConnect = iota // connect failure: sent again to another endpoint
+	retryReset          // reset before the response (retryable request): another endpoint
+	retryStale          // a reused connection failed before the response: same endpoint, new connection
+	numRetryReasons
+)
+
+var retryReasons = [numRetryReasons]string{"connect", "reset", "stale"}
+
 // codeClasses are the values of the "code_class" label; index status/100-1.
 var codeClasses = [5]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
 
@@ -30,6 +41,9 @@ type metrics struct {
 	retries        *prometheus.CounterVec
 	ejected        *prometheus.CounterVec
 	clientErrors   *prometheus.CounterVec
+	dials          *prometheus.CounterVec
+	queued         *prometheus.CounterVec
+	queueTimeouts  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -49,8 +63,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"service", "kind"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "upstream_retries_total",
-			Help: "Requests retried on another endpoint, by Service.",
-		}, []string{"service"}),
+			Help: "Attempts sent again, by Service and reason: connect (a connect failure, to another endpoint), reset (a retryable request reset before its response, to another endpoint), stale (a retryable request failed on a reused connection before any response byte, on a new connection to the same endpoint).",
+		}, []string{"service", "reason"}),
 		ejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "endpoints_ejected_total",
 			Help: "Endpoints ejected by passive health checking after consecutive connect failures, by Service.",
@@ -58,6 +72,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		clientErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "client_errors_total",
 			Help: "Requests whose body the client broke (bad chunked framing, shorter than its Content-Length) after forwarding began, by Service. They are answered 400 (or cut, if the response had begun) and never count against the endpoint.",
+		}, []string{"service"}),
+		dials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "upstream_dials_total",
+			Help: "Connections opened to pod endpoints by the HTTP/1.1 path, by Service (requests minus dials is the reuse).",
+		}, []string{"service"}),
+		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "upstream_queued_total",
+			Help: "Requests that waited for a slot because their endpoint had --upstream-max-connections requests in flight, by Service.",
+		}, []string{"service"}),
+		queueTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "upstream_queue_timeouts_total",
+			Help: "Requests answered 503 after waiting --upstream-queue-timeout for a slot under --upstream-max-connections, by Service.",
 		}, []string{"service"}),
 	}
 	if reg != nil {
@@ -67,6 +93,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.retries = register(reg, m.retries)
 		m.ejected = register(reg, m.ejected)
 		m.clientErrors = register(reg, m.clientErrors)
+		m.dials = register(reg, m.dials)
+		m.queued = register(reg, m.queued)
+		m.queueTimeouts = register(reg, m.queueTimeouts)
 	}
 	return m
 }
@@ -121,10 +150,13 @@ func (rv *routeView) metrics(m *metrics) *routeMetrics {
 // Update: a Service's error counters exist, at zero, while a table routes
 // to it (alerts on them see 0, not nothing).
 type backendMetrics struct {
-	errors       [numKinds]prometheus.Counter
-	retries      prometheus.Counter
-	ejected      prometheus.Counter
-	clientErrors prometheus.Counter
+	errors        [numKinds]prometheus.Counter
+	retries       [numRetryReasons]prometheus.Counter
+	ejected       prometheus.Counter
+	clientErrors  prometheus.Counter
+	dials         prometheus.Counter
+	queued        prometheus.Counter
+	queueTimeouts prometheus.Counter
 }
 
 func (m *metrics) backend(service string) backendMetrics {
@@ -132,9 +164,14 @@ func (m *metrics) backend(service string) backendMetrics {
 	for i, k := range kindNames {
 		bm.errors[i] = m.upstreamErrors.WithLabelValues(service, k)
 	}
-	bm.retries = m.retries.WithLabelValues(service)
+	for i, r := range retryReasons {
+		bm.retries[i] = m.retries.WithLabelValues(service, r)
+	}
 	bm.ejected = m.ejected.WithLabelValues(service)
 	bm.clientErrors = m.clientErrors.WithLabelValues(service)
+	bm.dials = m.dials.WithLabelValues(service)
+	bm.queued = m.queued.WithLabelValues(service)
+	bm.queueTimeouts = m.queueTimeouts.WithLabelValues(service)
 	return bm
 }
 
@@ -166,9 +203,14 @@ func (m *metrics) forget(old, cur *view) {
 		for _, k := range kindNames {
 			m.upstreamErrors.DeleteLabelValues(svc, k)
 		}
-		m.retries.DeleteLabelValues(svc)
+		for _, r := range retryReasons {
+			m.retries.DeleteLabelValues(svc, r)
+		}
 		m.ejected.DeleteLabelValues(svc)
 		m.clientErrors.DeleteLabelValues(svc)
+		m.dials.DeleteLabelValues(svc)
+		m.queued.DeleteLabelValues(svc)
+		m.queueTimeouts.DeleteLabelValues(svc)
 	}
 }
 

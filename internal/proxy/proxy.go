@@ -45,8 +45,29 @@ type Options struct {
 	// request is sent; default 60s. Policy.ResponseTimeout overrides it.
 	ResponseHeaderTimeout time.Duration
 	// IdleConnTimeout closes upstream keep-alive connections idle this long;
-	// default 90s.
+	// default 3s: below the keep-alive timeouts of common servers (Node.js
+	// and uvicorn 5s, Apache 5s), so the proxy, not the pod, closes an idle
+	// connection, and no request is sent on one the pod closed under it.
 	IdleConnTimeout time.Duration
+	// UnsafeReuseWindow: a request that could not be sent again should its
+	// connection turn out closed (a method that is not idempotent without
+	// an Idempotency-Key header, or a body too large to replay) takes an
+	// idle connection only if that connection's last request was sent
+	// within this window, and a new one otherwise; a pod closes idle
+	// connections only after its keep-alive timeout, never within a
+	// moment of a response. Default 500ms; negative: always a new
+	// connection.
+	UnsafeReuseWindow time.Duration
+	// MaxConnsPerEndpoint caps the requests in flight to one endpoint
+	// address (on HTTP/1.1, the connections in use; on HTTP/2, the open
+	// streams; a WebSocket stops counting once it switched protocols). A request over the cap waits
+	// up to QueueTimeout for a slot, then is answered 503. Default 1024;
+	// negative: no cap.
+	MaxConnsPerEndpoint int
+	// QueueTimeout is how long a request waits for a slot under
+	// MaxConnsPerEndpoint; default 5s (HAProxy's "timeout queue" defaults
+	// to the connect timeout, which is ours too).
+	QueueTimeout time.Duration
 	// MaxIdleConnsPerEndpoint is the idle connections kept per endpoint;
 	// default 256. (net/http's default of 2 churns connections under load.)
 	MaxIdleConnsPerEndpoint int
@@ -130,7 +151,16 @@ func New(o Options) *Proxy {
 		o.ResponseHeaderTimeout = 60 * time.Second
 	}
 	if o.IdleConnTimeout <= 0 {
-		o.IdleConnTimeout = 90 * time.Second
+		o.IdleConnTimeout = 3 * time.Second
+	}
+	if o.UnsafeReuseWindow == 0 {
+		o.UnsafeReuseWindow = 500 * time.Millisecond
+	}
+	if o.MaxConnsPerEndpoint == 0 {
+		o.MaxConnsPerEndpoint = 1024
+	}
+	if o.QueueTimeout <= 0 {
+		o.QueueTimeout = 5 * time.Second
 	}
 	if o.MaxIdleConnsPerEndpoint <= 0 {
 		o.MaxIdleConnsPerEndpoint = 256
@@ -191,14 +221,15 @@ func (p *Proxy) Table() *route.Table {
 
 // Short plain-text answers of the proxy itself. They never echo the request.
 var (
-	bodyNotReady   = []byte("sluice: no routing table yet\n")
-	bodyNoRoute    = []byte("sluice: no route for this host and path\n")
-	bodyMisdirect  = []byte("sluice: this connection cannot serve this host; connect with its name\n")
-	bodyNoEndpoint = []byte("sluice: no endpoints available for this route\n")
-	bodyBadGateway = []byte("sluice: upstream connection failed\n")
-	bodyTimeout    = []byte("sluice: upstream timed out\n")
-	bodyNoConnect  = []byte("sluice: CONNECT not allowed\n")
-	bodyBadRequest = []byte("sluice: malformed request body\n")
+	bodyNotReady     = []byte("sluice: no routing table yet\n")
+	bodyNoRoute      = []byte("sluice: no route for this host and path\n")
+	bodyMisdirect    = []byte("sluice: this connection cannot serve this host; connect with its name\n")
+	bodyNoEndpoint   = []byte("sluice: no endpoints available for this route\n")
+	bodyBadGateway   = []byte("sluice: upstream connection failed\n")
+	bodyTimeout      = []byte("sluice: upstream timed out\n")
+	bodyQueueTimeout = []byte("sluice: upstream at its connection limit\n")
+	bodyNoConnect    = []byte("sluice: CONNECT not allowed\n")
+	bodyBadRequest   = []byte("sluice: malformed request body\n")
 )
 
 // Immutable header values shared by all requests (the server and transports

@@ -242,7 +242,7 @@ func TestMetricsAndAccessLog(t *testing.T) {
 	if got := value(t, p.m.upstreamErrors.WithLabelValues("ns/a", "connect")); got != 3 {
 		t.Errorf("upstream_errors_total connect = %v, want 3", got)
 	}
-	if got := value(t, p.m.retries.WithLabelValues("ns/a")); got != 3 {
+	if got := value(t, p.m.retries.WithLabelValues("ns/a", "connect")); got != 3 {
 		t.Errorf("upstream_retries_total = %v, want 3", got)
 	}
 	if got := value(t, p.m.ejected.WithLabelValues("ns/a")); got != 1 {

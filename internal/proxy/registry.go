@@ -23,6 +23,8 @@ type upstream struct {
 	fails atomic.Int32
 	// ejectedUntil is a Unix time in nanoseconds; 0 means never ejected.
 	ejectedUntil atomic.Int64
+	// slots caps the requests in flight (Options.MaxConnsPerEndpoint).
+	slots slots
 	// pools by timeout settings; guarded by Proxy.mu (touched only in Update).
 	pools map[poolKey]*pool
 }
@@ -74,6 +76,10 @@ type poolKey struct {
 // become idle.
 type pool struct {
 	tr *http.Transport
+	// once carries the requests of the Transport path that could not be
+	// sent again (see roundTripper): its idle connections live for
+	// Options.UnsafeReuseWindow only. Nil for HTTP/2 backends.
+	once *http.Transport
 	// h2 carries the requests of HTTP/2 backends (h2c, gRPC, gRPCs); nil
 	// for HTTP/1.1 ones.
 	h2       *h2pool
@@ -94,6 +100,9 @@ type pool struct {
 func (p *pool) retire() {
 	p.retired.Store(true)
 	p.tr.CloseIdleConnections()
+	if p.once != nil {
+		p.once.CloseIdleConnections()
+	}
 	if p.h2 != nil {
 		p.h2.retire()
 	}
@@ -111,6 +120,9 @@ func (p *pool) retire() {
 func (p *pool) release() {
 	if p.retired.Load() {
 		p.tr.CloseIdleConnections()
+		if p.once != nil {
+			p.once.CloseIdleConnections()
+		}
 	}
 }
 
@@ -129,13 +141,17 @@ func (p *pool) dial(ctx context.Context) (*h1conn, error) {
 }
 
 // get takes the most recently used idle connection, nil if none (the
-// timer of sweep closes connections idle too long). With
-// check, a connection the upstream closed (or sent unasked bytes on) is
-// detected and discarded first.
-func (p *pool) get(check bool) *h1conn {
+// timer of sweep closes connections idle too long). With check, a
+// connection the upstream closed (or sent unasked bytes on) is detected
+// and discarded first. With since above 0, only a connection idle since
+// then (Unix nanoseconds) will do: older ones stay for other requests.
+func (p *pool) get(check bool, since int64) *h1conn {
 	p.mu.Lock()
 	for n := len(p.idle); n > 0; n = len(p.idle) {
 		hc := p.idle[n-1]
+		if hc.idleAt < since {
+			break // the others are older still
+		}
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
@@ -246,14 +262,31 @@ func (p *Proxy) newPool(addr string, k poolKey, ut *route.UpstreamTLS) *pool {
 	case route.ProtocolH2C, route.ProtocolGRPC:
 		pl.h2 = newH2Pool(pl.tr, "http", addr, p.opts.MaxStreamsPerConnection)
 	}
+	if pl.h2 == nil {
+		pl.once = pl.tr.Clone()
+		if w := p.opts.UnsafeReuseWindow; w > 0 {
+			pl.once.IdleConnTimeout = w
+		} else {
+			pl.once.DisableKeepAlives = true
+		}
+	}
 	return pl
 }
 
 // roundTripper returns what carries the pool's requests other than the
-// synchronous HTTP/1.1 path's.
-func (p *pool) roundTripper() http.RoundTripper {
-	if p.h2 != nil {
+// synchronous HTTP/1.1 path's. again reports whether the request may be
+// sent again should its connection turn out closed; the Transport does so
+// by itself for a retryable request without a body (it cannot replay ours
+// once read). Any other goes on a connection of the once Transport: one
+// that was busy within UnsafeReuseWindow, or a new one. HTTP/2 needs no
+// such care: a pod closing a connection says which streams it left
+// unprocessed (GOAWAY), and net/http sends those again.
+func (p *pool) roundTripper(again bool) http.RoundTripper {
+	switch {
+	case p.h2 != nil:
 		return p.h2
+	case !again:
+		return p.once
 	}
 	return p.tr
 }

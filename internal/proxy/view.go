@@ -209,7 +209,7 @@ func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, use
 		seen[e.Address] = true
 		u := p.ups[e.Address]
 		if u == nil {
-			u = &upstream{addr: e.Address, pools: make(map[poolKey]*pool)}
+			u = &upstream{addr: e.Address, pools: make(map[poolKey]*pool), slots: newSlots()}
 			p.ups[e.Address] = u
 		}
 		pl := u.pools[key]
