@@ -28,6 +28,7 @@ type dnsConfig struct {
 	policy         string
 	ttl            time.Duration
 	deleteDelay    time.Duration
+	interval       time.Duration
 	dryRun         bool
 	rfc2136Server  string
 	tsigKeyName    string
@@ -81,6 +82,7 @@ func (d *dnsConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.policy, "dns-policy", "sync", "which changes DNS may make: sync (create, update, delete), upsert-only or create-only")
 	fs.DurationVar(&d.ttl, "dns-ttl", 60*time.Second, "TTL of the records sluice writes")
 	fs.DurationVar(&d.deleteDelay, "dns-delete-delay", 0, "how long a name stays after no Ingress wants it (default: 2× --dns-ttl)")
+	fs.DurationVar(&d.interval, "dns-interval", time.Minute, "how often DNS is reconciled when nothing changes (a change to an Ingress, IngressClass or binding reconciles at once); each pass reads the zones")
 	fs.BoolVar(&d.dryRun, "dns-dry-run", false, "log the DNS changes instead of making them")
 	fs.StringVar(&d.rfc2136Server, "rfc2136-server", "", "host:port of the DNS server that takes dynamic updates (rfc2136)")
 	fs.StringVar(&d.tsigKeyName, "rfc2136-tsig-key-name", "", "TSIG key name (rfc2136)")
@@ -120,6 +122,9 @@ func (d *dnsConfig) check() error {
 	if d.ttl < time.Second || d.deleteDelay < 0 {
 		return errors.New("--dns-ttl must be at least 1s and --dns-delete-delay not negative")
 	}
+	if d.interval < time.Second {
+		return errors.New("--dns-interval must be at least 1s")
+	}
 	switch d.provider {
 	case "rfc2136":
 		if _, _, err := net.SplitHostPort(d.rfc2136Server); err != nil {
@@ -154,7 +159,7 @@ func (d *dnsConfig) options(ctx context.Context, log *slog.Logger) (*manager.DNS
 		return nil, fmt.Errorf("--dns-ownership-key-file %s: %w", d.keyFile, err)
 	}
 	o := &manager.DNSOptions{OwnerID: d.ownerID, Policy: dns.Policy(d.policy), TTL: d.ttl, DeleteDelay: d.deleteDelay, DryRun: d.dryRun,
-		Keys: keys, AdoptUnsigned: d.adoptUnsigned, AllowApex: d.allowApex, NamespaceDomains: d.namespaces.d}
+		Interval: d.interval, Keys: keys, AdoptUnsigned: d.adoptUnsigned, AllowApex: d.allowApex, NamespaceDomains: d.namespaces.d}
 	if d.adoptUnsigned {
 		log.Warn("--dns-adopt-unsigned is on: unsigned ownership records with this owner ID are taken as sluice's and re-signed; turn it off once every name is re-signed",
 			"ownerID", d.ownerID)

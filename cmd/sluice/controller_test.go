@@ -85,6 +85,7 @@ func TestParseDNSFlagsErrors(t *testing.T) {
 		{append(on, "--dns-owner-id", "a", "--dns-namespace-domains", "team-a=com"), "neither a domain name"},
 		{append(on, "--dns-owner-id", "a", "--dns-policy", "upsert"), "--dns-policy"},
 		{append(on, "--dns-owner-id", "a", "--dns-ttl", "0s"), "--dns-ttl"},
+		{append(on, "--dns-owner-id", "a", "--dns-interval", "10ms"), "--dns-interval"},
 		{append(on, "--dns-owner-id", "a", "--rfc2136-tsig-key-name", "k"), "go together"},
 		{[]string{"--dns-provider", "rfc2136", "--dns-zone", "example.com", "--dns-owner-id", "a", "--dns-ownership-key-file", "k", "--rfc2136-server", "nohost"}, "--rfc2136-server"},
 		{[]string{"--dns-provider", "route53", "--dns-zone", "Z1", "--dns-owner-id", "a", "--dns-ownership-key-file", "k", "--route53-endpoint", "ftp://x"}, "--route53-endpoint"},

@@ -41,7 +41,34 @@ const (
 	internalIP   = "192.0.2.10"
 	internetName = "lb-internet.example.net"
 	dnsDelay     = 5 * time.Second // --dns-delete-delay
+	// dnsInterval is --dns-interval: every "nothing changes" window below
+	// (2–3 × dnsDelay) spans at least five periodic passes, not only the
+	// passes that a change starts.
+	dnsInterval = 2 * time.Second
 )
+
+// foreignRRs are planted in corp.test before the controller starts, by
+// the zone's admin: names sluice must never write over, update or delete,
+// of every type an admin puts beside sluice's records. dns-foreign has an
+// Ingress ask for all of them; foreign_touched counts samples (every
+// 100 ms, all cases) whose record sets of these names, read whole by zone
+// transfer, differ from what was planted.
+var foreignRRs = []string{
+	"planted.corp.test. 300 IN A 203.0.113.5",
+	"foreign-aaaa.corp.test. 300 IN AAAA 2001:db8::5",
+	"foreign-cname.corp.test. 300 IN CNAME elsewhere.example.net.",
+	"foreign-txt.corp.test. 300 IN TXT \"v=spf1 -all\"",
+	"foreign-mx.corp.test. 300 IN MX 10 mail.example.net.",
+}
+
+// foreignNames are the owner names of foreignRRs.
+func foreignNames(rrs []string) []string {
+	var out []string
+	for _, rr := range rrs {
+		out = append(out, strings.TrimSuffix(strings.Fields(rr)[0], "."))
+	}
+	return out
+}
 
 // TestDNS runs the DNS cases on one cluster, against a real BIND serving
 // two zones, with the controller on the host (--dns-provider rfc2136):
@@ -50,7 +77,10 @@ const (
 //	sluice controller ── signed AXFR / UPDATE ──► named 127.0.0.1 (corp.test, public.test)
 //
 // A sampler queries every wanted name every 100 ms during every case;
-// wrongly_deleted counts names that stopped resolving while wanted. The
+// wrongly_deleted counts names that stopped resolving while wanted, and
+// foreign_touched samples where the planted foreign record sets (see
+// foreignRRs) were not as planted. --dns-interval is 2 s, so every window
+// covers several periodic passes. The
 // cases build on each other (dns-publish creates the Ingresses the next
 // ones change): with SLUICE_E2E_CASES, include dns-publish. dns-route53
 // comes last: it restarts the controller with --dns-provider route53.
@@ -73,8 +103,14 @@ func TestDNS(t *testing.T) {
 	if err := os.WriteFile(ownershipKeys, []byte(bind.Secret+"\n"), 0o600); err != nil { // any 32 random bytes, base64
 		t.Fatal(err)
 	}
+	for _, rr := range foreignRRs {
+		if err := bind.Update(corpZone, rr); err != nil {
+			t.Fatalf("planting a foreign record: %v", err)
+		}
+	}
 	e.ctlArgs = []string{"--dns-provider", "rfc2136", "--dns-zone", corpZone, "--dns-zone", publicZone,
-		"--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String(), "--dns-ownership-key-file", ownershipKeys,
+		"--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String(), "--dns-interval", dnsInterval.String(),
+		"--dns-ownership-key-file", ownershipKeys,
 		"--rfc2136-server", bind.Addr, "--rfc2136-tsig-key-name", bindtest.KeyName, "--rfc2136-tsig-secret-file", secret}
 	e.startController()
 	t.Cleanup(e.stopController)
@@ -86,6 +122,10 @@ func TestDNS(t *testing.T) {
 
 	s := newSampler(bind)
 	defer s.stop()
+	s.watchForeign(func() ([]string, error) { return bindRecords(bind, foreignNames(foreignRRs)) })
+	if n := s.baselineSize(); n != len(foreignRRs) {
+		t.Fatalf("the zone transfer shows %d of the %d planted foreign records: foreign_touched could not fail", n, len(foreignRRs))
+	}
 	only := newCases(e)
 	var lines []string
 	run := func(name string, body func(r *dnsCase)) {
@@ -97,7 +137,7 @@ func TestDNS(t *testing.T) {
 		body(r)
 		r.wronglyDeleted, r.foreignTouched = s.counts()
 		if r.wronglyDeleted > 0 || r.foreignTouched > 0 {
-			r.fail("%d names vanished while wanted (%v), %d foreign records touched", r.wronglyDeleted, s.vanishedNames(), r.foreignTouched)
+			r.fail("%d names vanished while wanted (%v), %d samples found the foreign records touched (last: %v)", r.wronglyDeleted, s.vanishedNames(), r.foreignTouched, s.lastChanged())
 		}
 		lines = append(lines, r.String())
 		t.Log(r.String())
@@ -154,17 +194,10 @@ func TestDNS(t *testing.T) {
 		}
 	})
 	run("dns-foreign", func(r *dnsCase) {
-		name := "planted." + corpZone
-		foreign := &dns.Record{Name: name, Type: dns.TypeA, TTL: 300, Values: []string{"203.0.113.5"}}
-		p, err := rfc2136.New(rfc2136.Options{Server: bind.Addr, Zones: []string{corpZone}, KeyName: bindtest.KeyName, Secret: bind.Secret})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if errs := p.Apply(context.Background(), dns.Zone{ID: corpZone, Name: corpZone}, []dns.Batch{{Name: name, Changes: []dns.Change{{New: foreign}}}}); errs[0] != nil {
-			t.Fatalf("planting a foreign record: %v", errs[0])
-		}
-		s.foreign(name, "203.0.113.5")
-		e.create(dnsIngress("planted", "internal", name))
+		// A tenant's Ingress asks for every planted name: each is refused
+		// (ForeignRecord) and left exactly as planted, while it asks and
+		// after it is deleted, over many periodic passes.
+		e.create(dnsIngress("planted", "internal", foreignNames(foreignRRs)...))
 		e.eventually(60*time.Second, "a conflict Event", func(ctx context.Context) (bool, error) {
 			return e.hasEvent(ctx, "planted", dns.ProblemForeignRecord), nil
 		})
@@ -240,9 +273,25 @@ func (e *env) route53Case(t *testing.T, s *sampler, run func(string, func(*dnsCa
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The zone's admin put records of every type beside sluice's; the
+	// case's Ingress asks for them too.
+	r53Foreign := []awsfake.RecordSet{
+		{Name: "foreign-a.aws.test.", Type: "A", TTL: 300, Values: []string{"203.0.113.6"}},
+		{Name: "foreign-aaaa.aws.test.", Type: "AAAA", TTL: 300, Values: []string{"2001:db8::6"}},
+		{Name: "foreign-cname.aws.test.", Type: "CNAME", TTL: 300, Values: []string{"elsewhere.example.net."}},
+		{Name: "foreign-txt.aws.test.", Type: "TXT", TTL: 300, Values: []string{`"v=spf1 -all"`}},
+		{Name: "foreign-mx.aws.test.", Type: "MX", TTL: 300, Values: []string{"10 mail.example.net."}},
+	}
+	var r53Names []string
+	for _, rs := range r53Foreign {
+		if err := f.PutRecordSet(zone, rs); err != nil {
+			t.Fatal(err)
+		}
+		r53Names = append(r53Names, strings.TrimSuffix(rs.Name, "."))
+	}
 	e.stopController()
 	e.ctlArgs = []string{"--aws-endpoint", f.URL(), "--dns-provider", "route53", "--route53-endpoint", f.URL(),
-		"--dns-zone", "aws.test", "--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String(),
+		"--dns-zone", "aws.test", "--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String(), "--dns-interval", dnsInterval.String(),
 		"--dns-ownership-key-file", filepath.Join(e.dir, "dns-ownership.keys")}
 	e.ctlEnv = fakeAWSEnv()
 	f.SetFaults(awsfake.Faults{Throttle: 0.5})
@@ -257,6 +306,19 @@ func (e *env) route53Case(t *testing.T, s *sampler, run func(string, func(*dnsCa
 		}
 		return rs.Values, nil
 	})
+	s.watchForeign(func() ([]string, error) {
+		var out []string
+		for _, rs := range f.RecordSets(zone) {
+			if slices.Contains(r53Names, strings.TrimSuffix(rs.Name, ".")) {
+				out = append(out, fmt.Sprintf("%s %s %d %v %+v", rs.Name, rs.Type, rs.TTL, rs.Values, rs.Alias))
+			}
+		}
+		sort.Strings(out)
+		return out, nil
+	})
+	if n := s.baselineSize(); n != len(r53Foreign) {
+		t.Fatalf("the fake shows %d of the %d planted foreign record sets: foreign_touched could not fail", n, len(r53Foreign))
+	}
 	run("dns-route53", func(r *dnsCase) {
 		off := false
 		e.create(dnsClass("nlb"), &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "nlb"}, Spec: v1alpha1.LoadBalancerBindingSpec{
@@ -267,9 +329,12 @@ func (e *env) route53Case(t *testing.T, s *sampler, run func(string, func(*dnsCa
 			Drain:         v1alpha1.DrainSpec{Handshake: &off},
 		}})
 		start := time.Now()
-		e.create(dnsIngress("api", "nlb", "api.aws.test"))
+		e.create(dnsIngress("api", "nlb", append([]string{"api.aws.test"}, r53Names...)...))
 		r.publish = append(r.publish, s.resolves(e, "api.aws.test", nlb.DNSName, start))
 		s.want("api.aws.test")
+		e.eventually(60*time.Second, "a conflict Event for the foreign names", func(ctx context.Context) (bool, error) {
+			return e.hasEvent(ctx, "api", dns.ProblemForeignRecord), nil
+		})
 		if rs, ok := f.RecordSet(zone, "api.aws.test.", "AAAA"); !ok || rs.Alias == nil || rs.Alias.HostedZoneID != nlb.CanonicalHostedZoneID {
 			r.fail("AAAA ALIAS of api.aws.test = %+v, want to %s in %s", rs, nlb.DNSName, nlb.CanonicalHostedZoneID)
 		}
@@ -439,20 +504,24 @@ func (e *env) hasEvent(ctx context.Context, ingress, reason string) bool {
 
 // sampler queries the wanted and foreign names continuously.
 type sampler struct {
-	s        *bindtest.Server
-	mu       sync.Mutex
-	lookup   func(name string) ([]string, error) // BIND, or the Route53 fake
-	wanted   map[string]bool
-	foreigns map[string]string
+	s      *bindtest.Server
+	mu     sync.Mutex
+	lookup func(name string) ([]string, error) // BIND, or the Route53 fake
+	wanted map[string]bool
+	// foreign reads the foreign names' record sets whole; baseline is
+	// its first answer.
+	foreign  func() ([]string, error)
+	baseline []string
 	present  map[string]bool
 	vanished map[string]int
 	touched  int
+	changed  []string // the foreign record sets when last found touched
 	done     chan struct{}
 	wg       sync.WaitGroup
 }
 
 func newSampler(s *bindtest.Server) *sampler {
-	sm := &sampler{s: s, lookup: func(n string) ([]string, error) { return values(s, n) }, wanted: map[string]bool{}, foreigns: map[string]string{}, present: map[string]bool{}, vanished: map[string]int{}, done: make(chan struct{})}
+	sm := &sampler{s: s, lookup: func(n string) ([]string, error) { return values(s, n) }, wanted: map[string]bool{}, present: map[string]bool{}, vanished: map[string]int{}, done: make(chan struct{})}
 	sm.wg.Add(1)
 	go sm.loop()
 	return sm
@@ -472,10 +541,7 @@ func (sm *sampler) loop() {
 		for n := range sm.wanted {
 			names = append(names, n)
 		}
-		foreigns := make(map[string]string, len(sm.foreigns))
-		for n, v := range sm.foreigns {
-			foreigns[n] = v
-		}
+		foreign, baseline := sm.foreign, sm.baseline
 		sm.mu.Unlock()
 		for _, n := range names {
 			got, err := lookup(n)
@@ -489,11 +555,12 @@ func (sm *sampler) loop() {
 			sm.present[n] = len(got) > 0
 			sm.mu.Unlock()
 		}
-		for n, want := range foreigns {
-			got, err := lookup(n)
-			if err == nil && !slices.Equal(got, []string{want}) {
+		if foreign != nil {
+			got, err := foreign()
+			if err == nil && !slices.Equal(got, baseline) {
 				sm.mu.Lock()
 				sm.touched++
+				sm.changed = got
 				sm.mu.Unlock()
 			}
 		}
@@ -513,7 +580,8 @@ func (sm *sampler) use(lookup func(string) ([]string, error)) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	sm.lookup = lookup
-	sm.wanted, sm.present, sm.foreigns = map[string]bool{}, map[string]bool{}, map[string]string{}
+	sm.wanted, sm.present = map[string]bool{}, map[string]bool{}
+	sm.foreign, sm.baseline = nil, nil
 }
 
 func (sm *sampler) want(names ...string) {
@@ -533,10 +601,43 @@ func (sm *sampler) unwant(names ...string) {
 	}
 }
 
-func (sm *sampler) foreign(name, value string) {
+// watchForeign makes the sampler compare read's answer with its answer
+// now, in every sample from here on.
+func (sm *sampler) watchForeign(read func() ([]string, error)) {
+	base, err := read()
+	for i := 0; err != nil && i < 50; i++ { // the server still starting
+		time.Sleep(100 * time.Millisecond)
+		base, err = read()
+	}
+	if err != nil {
+		panic(fmt.Sprintf("reading the foreign records: %v", err))
+	}
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	sm.foreigns[name] = value
+	sm.foreign, sm.baseline = read, base
+}
+
+// bindRecords are the records of names in BIND's zones, read whole by
+// zone transfer (every type), rendered and sorted.
+func bindRecords(s *bindtest.Server, names []string) ([]string, error) {
+	p, err := rfc2136.New(rfc2136.Options{Server: s.Addr, Zones: []string{corpZone, publicZone}, KeyName: bindtest.KeyName, Secret: s.Secret})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, z := range []string{corpZone, publicZone} {
+		recs, err := p.Records(context.Background(), dns.Zone{ID: z, Name: z})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if slices.Contains(names, strings.TrimSuffix(strings.ToLower(r.Name), ".")) {
+				out = append(out, r.String())
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 func (sm *sampler) reset() {
@@ -552,6 +653,18 @@ func (sm *sampler) counts() (vanished, touched int) {
 		vanished += n
 	}
 	return vanished, sm.touched
+}
+
+func (sm *sampler) baselineSize() int {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return len(sm.baseline)
+}
+
+func (sm *sampler) lastChanged() []string {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return sm.changed
 }
 
 func (sm *sampler) vanishedNames() []string {

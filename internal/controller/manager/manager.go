@@ -121,6 +121,9 @@ type DNSOptions struct {
 	TTL         time.Duration
 	DeleteDelay time.Duration
 	DryRun      bool
+	// Interval is --dns-interval: the periodic reconcile when nothing
+	// changes (default 1m).
+	Interval time.Duration
 	// Keys sign and verify ownership records (--dns-ownership-key-file).
 	// Required.
 	Keys *dnsmodel.Keys
@@ -266,6 +269,7 @@ func New(o Options) (ctrl.Manager, error) {
 			Policy:           o.DNS.Policy,
 			TTL:              o.DNS.TTL,
 			DeleteDelay:      o.DNS.DeleteDelay,
+			Interval:         o.DNS.Interval,
 			DryRun:           o.DNS.DryRun,
 			Keys:             o.DNS.Keys,
 			AdoptUnsigned:    o.DNS.AdoptUnsigned,
