@@ -106,7 +106,7 @@ func TestFloorAWS(t *testing.T) {
 		e.settled(proxyNS, proxyName, 3*time.Minute)
 	}
 	s := sampleZone(f, arn, "zone-b")
-	cs.runWith("floor-rollout", true, s, roll)
+	cs.runWith("floor-rollout", s, roll)
 
 	if cs.wants("floor-rollout-off") {
 		off := int32(0)
@@ -121,10 +121,9 @@ func TestFloorAWS(t *testing.T) {
 	// is a preference): the line says how many it started with.
 	start := zoneHealthy(f, arn, "zone-b")
 	offZone := sampleZone(f, arn, "zone-b")
-	cs.runWith("floor-rollout-off", false, func() string {
+	cs.runWith("floor-rollout-off", func() string {
 		return offZone() + fmt.Sprintf(" zone_b_start=%d", start)
 	}, roll)
-	cs.report()
 }
 
 // zoneHealthy counts the healthy targets of zone in the fake group.

@@ -76,13 +76,13 @@ func TestIngressDaemonSet(t *testing.T) {
 		c := &x.Spec.Template.Spec.Containers[0]
 		c.Env = setEnv(c.Env, "ROLL", itoa(roll))
 	}
-	cs.runNoted("ids-template", true, func() string {
+	cs.runNoted("ids-template", func() string {
 		s := e.sampleDetach()
 		e.updateIDS(template)
 		e.idsSettled(3)
 		return s()
 	})
-	cs.runNoted("ids-detach-mode", true, func() string {
+	cs.runNoted("ids-detach-mode", func() string {
 		s := e.sampleDetach()
 		e.updateIDS(func(x *v1alpha1.IngressDaemonSet) {
 			one := int32(1)
@@ -92,7 +92,7 @@ func TestIngressDaemonSet(t *testing.T) {
 		e.idsSettled(3)
 		return s()
 	})
-	cs.runNoted("ids-drain", true, func() string {
+	cs.runNoted("ids-drain", func() string {
 		s := e.sampleDetach()
 		e.drainIDSNode("node-3")
 		e.eventually(2*time.Minute, "node-3's replicas gone", func(ctx context.Context) (bool, error) {
@@ -104,7 +104,7 @@ func TestIngressDaemonSet(t *testing.T) {
 		e.idsSettled(3)
 		return s()
 	})
-	cs.runNoted("ids-add-remove", true, func() string {
+	cs.runNoted("ids-add-remove", func() string {
 		s := e.sampleDetach()
 		e.labelNode("node-4", idsNodeRole, "true")
 		e.idsSettled(4)
@@ -118,7 +118,7 @@ func TestIngressDaemonSet(t *testing.T) {
 		e.idsSettled(3)
 		return s()
 	})
-	cs.runNoted("ids-controller-restart", true, func() string {
+	cs.runNoted("ids-controller-restart", func() string {
 		s := e.sampleDetach()
 		e.updateIDS(template)
 		e.eventually(time.Minute, "a node detached", func(ctx context.Context) (bool, error) {
@@ -134,13 +134,12 @@ func TestIngressDaemonSet(t *testing.T) {
 	if cs.wants("ids-daemonset-off") {
 		e.swapToDaemonSet() // not measured: only the DaemonSet's rollout is
 
-		cs.runNoted("ids-daemonset-off", false, func() string {
+		cs.runNoted("ids-daemonset-off", func() string {
 			e.patchDaemonSetEnv("ROLL", "ds-1")
 			e.edgeDaemonSetSettled(3)
 			return "detached_p50=- nodes_rolled=3"
 		})
 	}
-	cs.report()
 }
 
 // labelNode sets (value "" removes) a node label.
