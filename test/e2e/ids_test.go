@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/nodes"
 	"sluice.dev/sluice/test/cluster"
 )
 
@@ -41,8 +42,13 @@ const (
 // with instance targets (node address:port), an IngressDaemonSet with two
 // `sluice proxy --reuse-port` per node on the host network, fixed-rate load
 // while its template changes, a node drains, nodes come and go and the
-// controller dies mid-rollout. The last case, ids-daemonset-off, rolls an
-// ordinary DaemonSet (one proxy per node, no detachment) for comparison.
+// controller dies mid-rollout. The last case, ids-daemonset-off, is the
+// twin: the same template change on the same nodes behind the same
+// node-health check, rolled by an ordinary DaemonSet (one proxy per node)
+// without readiness gate, drain handshake or detachment, its proxies
+// stopping at once on SIGTERM (--drain-max-wait=0s); it must lose
+// requests, and its line gives min_healthy_nodes, the fewest node targets
+// HAProxy had up at once.
 //
 // The local cluster's nodes are fixed at start: a node "joins" the
 // IngressDaemonSet by getting its node-selector label and "leaves" by
@@ -131,13 +137,16 @@ func TestIngressDaemonSet(t *testing.T) {
 		e.idsSettled(3)
 		return s()
 	})
+	// The twin (it must lose requests): the same template change on the
+	// same nodes behind the same check, rolled by a plain DaemonSet.
 	if cs.wants("ids-daemonset-off") {
 		e.swapToDaemonSet() // not measured: only the DaemonSet's rollout is
 
 		cs.runNoted("ids-daemonset-off", func() string {
+			s := e.sampleHealthyNodes()
 			e.patchDaemonSetEnv("ROLL", "ds-1")
 			e.edgeDaemonSetSettled(3)
-			return "detached_p50=- nodes_rolled=3"
+			return s() + " nodes_rolled=3"
 		})
 	}
 }
@@ -367,28 +376,56 @@ func (e *env) drainIDSNode(node string) {
 	})
 }
 
-// swapToDaemonSet replaces the IngressDaemonSet by an ordinary DaemonSet
-// of the same proxies (one per node) and waits until HAProxy has its
-// three node targets healthy.
+// swapToDaemonSet replaces the IngressDaemonSet by its twin: an ordinary
+// DaemonSet of the same proxies (one per node, on the same three nodes),
+// behind the same binding and the same node-health check, with sluice's
+// mechanisms off: no readiness gate, no drain handshake, no detachment,
+// and proxies that stop serving at once on SIGTERM (--drain-max-wait=0s).
+// It waits until HAProxy has the three node targets healthy.
 func (e *env) swapToDaemonSet() {
 	e.t.Helper()
 	ctx := context.Background()
+	ids := e.ingressDaemonSet()
 	if err := e.cl.Delete(ctx, &v1alpha1.IngressDaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: idsName}}); err != nil {
 		e.t.Fatal(err)
 	}
+	// The IngressDaemonSet's health checker goes with it (its owner):
+	// wait until its pods and the proxies are gone, so that the twin's
+	// checker can take the same host port.
 	e.eventually(2*time.Minute, "the IngressDaemonSet's pods gone", func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
-		err := e.cl.List(ctx, &pods, client.InNamespace(proxyNS), client.MatchingLabels{"app.kubernetes.io/name": idsLabel})
-		return err == nil && len(pods.Items) == 0, err
+		if err := e.cl.List(ctx, &pods, client.InNamespace(proxyNS), client.MatchingLabels{v1alpha1.LabelIngressDaemonSet: idsName}); err != nil {
+			return false, err
+		}
+		var proxies corev1.PodList
+		err := e.cl.List(ctx, &proxies, client.InNamespace(proxyNS), client.MatchingLabels{"app.kubernetes.io/name": idsLabel})
+		return err == nil && len(pods.Items)+len(proxies.Items) == 0, err
 	})
-	// The health checker went with the IngressDaemonSet: HAProxy checks
-	// the proxies' traffic port again (the new targets get the new port).
+	off := false
 	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge"}}
-	if err := e.update(b, func() { b.Spec.HealthCheckPort = nil }); err != nil {
+	if err := e.update(b, func() { b.Spec.ReadinessGate, b.Spec.Drain.Handshake = &off, &off }); err != nil {
 		e.t.Fatal(err)
+	}
+	// The same checker (`sluice node-health` on the health port of every
+	// node), owned by nobody, watching the DaemonSet's proxies.
+	hc := nodes.HealthChecker(ids, "")
+	hc.Name, hc.OwnerReferences, hc.Annotations = "edge-ds-health", nil, nil
+	sel := map[string]string{v1alpha1.LabelHealthChecker: hc.Name}
+	hc.Labels, hc.Spec.Selector.MatchLabels, hc.Spec.Template.Labels = sel, sel, sel
+	args := hc.Spec.Template.Spec.Containers[0].Args
+	for i, a := range args {
+		if strings.HasPrefix(a, "--selector=") {
+			args[i] = "--selector=app.kubernetes.io/name=" + idsLabel
+		}
 	}
 	tmpl := e.proxyTemplate()
 	tmpl.Spec.NodeSelector = map[string]string{idsNodeRole: "true"}
+	c := &tmpl.Spec.Containers[0]
+	for i, a := range c.Args {
+		if strings.HasPrefix(a, "--drain-max-wait=") {
+			c.Args[i] = "--drain-max-wait=0s"
+		}
+	}
 	ds := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge-ds"},
 		Spec: appsv1.DaemonSetSpec{
@@ -396,8 +433,57 @@ func (e *env) swapToDaemonSet() {
 			Template: tmpl,
 		},
 	}
-	e.create(ds)
+	e.create(hc, ds)
 	e.edgeDaemonSetSettled(3)
+}
+
+// sampleHealthyNodes reads HAProxy's servers (show servers state, on the
+// runtime socket) every 100 ms from now on; the returned func stops and
+// gives min_healthy_nodes, the fewest node targets that were up (checked
+// healthy, not in maintenance or drain) at once.
+func (e *env) sampleHealthyNodes() func() string {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	least := -1
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n, ok := e.healthyServers(); ok && (least < 0 || n < least) {
+				least = n
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() string {
+		close(stop)
+		<-done
+		return fmt.Sprintf("min_healthy_nodes=%d", least)
+	}
+}
+
+// healthyServers counts the backend's servers that are up: operational
+// state 2 (running), administrative state 0 (no maintenance, no drain),
+// weight above 0. ok is false when the runtime API did not answer.
+func (e *env) healthyServers() (n int, ok bool) {
+	out := e.runtime(e.t, e.lbSock, "show servers state "+backend)
+	for _, l := range strings.Split(out, "\n") {
+		// be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight ...
+		f := strings.Fields(l)
+		if len(f) < 8 || f[1] != backend {
+			continue
+		}
+		ok = true
+		if f[5] == "2" && f[6] == "0" && f[7] != "0" {
+			n++
+		}
+	}
+	return n, ok
 }
 
 func (e *env) patchDaemonSetEnv(name, value string) {
