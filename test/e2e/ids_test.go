@@ -378,10 +378,12 @@ func (e *env) drainIDSNode(node string) {
 
 // swapToDaemonSet replaces the IngressDaemonSet by its twin: an ordinary
 // DaemonSet of the same proxies (one per node, on the same three nodes),
-// behind the same binding and the same node-health check, with sluice's
-// mechanisms off: no readiness gate, no drain handshake, no detachment,
-// and proxies that stop serving at once on SIGTERM (--drain-max-wait=0s).
-// It waits until HAProxy has the three node targets healthy.
+// behind the same HAProxy backend and the same node-health check, with
+// sluice's mechanisms off: no readiness gate, no drain handshake, no
+// detachment, nodes registered for as long as they run the checker, and
+// proxies that stop at SIGKILL speed on SIGTERM (--drain-max-wait=0s
+// --shutdown-timeout=0s). It waits until HAProxy has the three node
+// targets healthy.
 func (e *env) swapToDaemonSet() {
 	e.t.Helper()
 	ctx := context.Background()
@@ -401,17 +403,26 @@ func (e *env) swapToDaemonSet() {
 		err := e.cl.List(ctx, &proxies, client.InNamespace(proxyNS), client.MatchingLabels{"app.kubernetes.io/name": idsLabel})
 		return err == nil && len(pods.Items)+len(proxies.Items) == 0, err
 	})
-	off := false
-	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge"}}
-	if err := e.update(b, func() { b.Spec.ReadinessGate, b.Spec.Drain.Handshake = &off, &off }); err != nil {
-		e.t.Fatal(err)
-	}
 	// The same checker (`sluice node-health` on the health port of every
 	// node), owned by nobody, watching the DaemonSet's proxies.
 	hc := nodes.HealthChecker(ids, "")
 	hc.Name, hc.OwnerReferences, hc.Annotations = "edge-ds-health", nil, nil
 	sel := map[string]string{v1alpha1.LabelHealthChecker: hc.Name}
 	hc.Labels, hc.Spec.Selector.MatchLabels, hc.Spec.Template.Labels = sel, sel, sel
+	// The binding registers the nodes running the checker: they stay
+	// registered while the proxies roll, as in an instance target group
+	// whose membership is the node group's, and HAProxy's check of
+	// node-health alone decides where traffic goes. (Selecting the
+	// proxies would have the controller take a node out whenever its
+	// proxy pod goes: sluice's own mechanism.)
+	off := false
+	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge"}}
+	if err := e.update(b, func() {
+		b.Spec.Selector = metav1.LabelSelector{MatchLabels: sel}
+		b.Spec.ReadinessGate, b.Spec.Drain.Handshake = &off, &off
+	}); err != nil {
+		e.t.Fatal(err)
+	}
 	args := hc.Spec.Template.Spec.Containers[0].Args
 	for i, a := range args {
 		if strings.HasPrefix(a, "--selector=") {
@@ -422,8 +433,10 @@ func (e *env) swapToDaemonSet() {
 	tmpl.Spec.NodeSelector = map[string]string{idsNodeRole: "true"}
 	c := &tmpl.Spec.Containers[0]
 	for i, a := range c.Args {
-		if strings.HasPrefix(a, "--drain-max-wait=") {
-			c.Args[i] = "--drain-max-wait=0s"
+		for _, flag := range []string{"--drain-max-wait=", "--shutdown-timeout="} {
+			if strings.HasPrefix(a, flag) {
+				c.Args[i] = flag + "0s"
+			}
 		}
 	}
 	ds := &appsv1.DaemonSet{
