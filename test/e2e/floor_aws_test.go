@@ -41,9 +41,9 @@ import (
 //     the first surge pod in zone-b (pod-deletion-cost alone could not:
 //     it orders deletions, it does not place pods); failed=0.
 //   - floor-rollout-off: zoneFloor 0 (no steering, no pod-deletion-cost),
-//     for comparison: every surge pod lands in zone-a, and the ReplicaSet
-//     finally deletes zone-b's last pod (failures reported, not
-//     asserted).
+//     the twin: every surge pod lands in zone-a, and the ReplicaSet
+//     finally deletes zone-b's last pod; it must show that (failed>0 or
+//     min_zone_healthy=0).
 func TestFloorAWS(t *testing.T) {
 	e := newCluster(t, "sfa")
 	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}})
