@@ -106,8 +106,16 @@ if want e2e; then
 			exit 1
 		fi
 		stamp "e2e tests: $(echo $pkgs)"
-		# One package at a time: each starts its own control plane.
-		go test -count=1 -p 1 -tags e2e -timeout 25m $pkgs
+		# One package at a time: each starts its own control plane. Each
+		# case appends its summary line to SLUICE_E2E_SUMMARY (go test shows
+		# a passing package's output only with -v): printed here, pass or fail.
+		summary=$(mktemp)
+		rc=0
+		SLUICE_E2E_SUMMARY=$summary go test -count=1 -p 1 -tags e2e -timeout 25m $pkgs || rc=$?
+		stamp "e2e summary"
+		cat "$summary"
+		rm -f "$summary"
+		((rc == 0)) || exit "$rc"
 	fi
 fi
 stamp "all tests passed"

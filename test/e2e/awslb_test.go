@@ -182,7 +182,7 @@ func TestAWSManagedLB(t *testing.T) {
 	}
 
 	cs := newCases(e)
-	cs.runNoted("awslb-create", true, func() string {
+	cs.runNoted("awslb-create", func() string {
 		// Certificates for both hosts, each served by SNI.
 		def, others, _ := f.ListenerCertificates(first.ListenerARNs[0])
 		got := append([]string{def}, others...)
@@ -205,7 +205,7 @@ func TestAWSManagedLB(t *testing.T) {
 		}
 		return note(fmt.Sprintf("certificates=%d", len(got)))
 	})
-	cs.runNoted("awslb-traffic", true, func() string {
+	cs.runNoted("awslb-traffic", func() string {
 		var dns string
 		e.eventually(120*time.Second, "the NLB name in Ingress status", func(ctx context.Context) (bool, error) {
 			b, err := e.managedBinding(ctx)
@@ -224,7 +224,7 @@ func TestAWSManagedLB(t *testing.T) {
 		time.Sleep(5 * time.Second) // a full slice of load through the listener
 		return note("ingress_hostname=" + dns)
 	})
-	cs.runNoted("awslb-third-cert", true, func() string {
+	cs.runNoted("awslb-third-cert", func() string {
 		defBefore, _, _ := f.ListenerCertificates(first.ListenerARNs[0])
 		certThird, _ := f.AddCertificate(awsfake.Certificate{Domain: thirdHost})
 		e.create(hostIngress("third", thirdHost))
@@ -240,12 +240,12 @@ func TestAWSManagedLB(t *testing.T) {
 		}
 		return note("certificates=3")
 	})
-	cs.runNoted("awslb-proxy-roll", true, func() string {
+	cs.runNoted("awslb-proxy-roll", func() string {
 		e.restartDeployment(proxyNS, proxyName)
 		e.settled(proxyNS, proxyName, 2*time.Minute)
 		return note("")
 	})
-	cs.runNoted("awslb-controller-restart", true, func() string {
+	cs.runNoted("awslb-controller-restart", func() string {
 		before := f.Calls()
 		e.stopController()
 		e.startController()
@@ -261,7 +261,7 @@ func TestAWSManagedLB(t *testing.T) {
 		}
 		return note(fmt.Sprintf("load_balancers=%d target_groups=%d", len(f.LoadBalancerARNs()), len(f.TargetGroupARNs())))
 	})
-	cs.runNoted("awslb-delay", true, func() string {
+	cs.runNoted("awslb-delay", func() string {
 		b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: lbmName}}
 		if err := e.update(b, func() {
 			b.Spec.Provider.AWS.Managed.TargetGroupAttributes.DeregistrationDelaySeconds = awssdk.Int32(20)
@@ -307,12 +307,10 @@ func TestAWSManagedLB(t *testing.T) {
 			t.Errorf("after deletion: load balancers %v, target groups %v; want only the foreign ones", lbs, tgs)
 		}
 		c := f.Calls()
-		r := caseResult{name: "awslb-delete", note: fmt.Sprintf("created=%d recreated=%d deleted=%d left_foreign=%d seconds=%.0f",
-			createCalls(c), createCalls(c)-firstCreated, deleteCalls(c), len(lbs)+len(tgs), time.Since(start).Seconds())}
-		cs.results = append(cs.results, r)
-		t.Log(r.String())
+		// No load: the deletion takes the listener away.
+		e.summary(fmt.Sprintf("e2e awslb-delete: requests=0 failed=0 created=%d recreated=%d deleted=%d left_foreign=%d seconds=%.0f",
+			createCalls(c), createCalls(c)-firstCreated, deleteCalls(c), len(lbs)+len(tgs), time.Since(start).Seconds()))
 	}
-	cs.report()
 }
 
 // managedBindingObject is the managed binding of the proxies: an NLB with

@@ -41,9 +41,9 @@ import (
 //     the first surge pod in zone-b (pod-deletion-cost alone could not:
 //     it orders deletions, it does not place pods); failed=0.
 //   - floor-rollout-off: zoneFloor 0 (no steering, no pod-deletion-cost),
-//     for comparison: every surge pod lands in zone-a, and the ReplicaSet
-//     finally deletes zone-b's last pod (failures reported, not
-//     asserted).
+//     the twin: every surge pod lands in zone-a, and the ReplicaSet
+//     finally deletes zone-b's last pod; it must show that (failed>0 or
+//     min_zone_healthy=0).
 func TestFloorAWS(t *testing.T) {
 	e := newCluster(t, "sfa")
 	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}})
@@ -106,7 +106,7 @@ func TestFloorAWS(t *testing.T) {
 		e.settled(proxyNS, proxyName, 3*time.Minute)
 	}
 	s := sampleZone(f, arn, "zone-b")
-	cs.runWith("floor-rollout", true, s, roll)
+	cs.runWith("floor-rollout", s, roll)
 
 	if cs.wants("floor-rollout-off") {
 		off := int32(0)
@@ -121,10 +121,9 @@ func TestFloorAWS(t *testing.T) {
 	// is a preference): the line says how many it started with.
 	start := zoneHealthy(f, arn, "zone-b")
 	offZone := sampleZone(f, arn, "zone-b")
-	cs.runWith("floor-rollout-off", false, func() string {
+	cs.runWith("floor-rollout-off", func() string {
 		return offZone() + fmt.Sprintf(" zone_b_start=%d", start)
 	}, roll)
-	cs.report()
 }
 
 // zoneHealthy counts the healthy targets of zone in the fake group.

@@ -81,7 +81,7 @@ func TestFloor(t *testing.T) {
 	})
 
 	cs := newCases(e)
-	cs.runWith("floor-haproxy-reload", true, e.sampleZones(), func() {
+	cs.runWith("floor-haproxy-reload", e.sampleZones(), func() {
 		time.Sleep(2 * time.Second)
 		before := e.haproxyPid(t)
 		e.haproxyMaster(t, master, "reload")
@@ -95,7 +95,7 @@ func TestFloor(t *testing.T) {
 	// socket, the restore must still land in the new one (it once landed
 	// in the old one: 972 and 1190 of 7500 requests lost in two of three
 	// runs).
-	cs.runWith("floor-haproxy-restart", true, e.sampleZones(), func() {
+	cs.runWith("floor-haproxy-restart", e.sampleZones(), func() {
 		time.Sleep(2 * time.Second)
 		e.restartHAProxy(t, xfer)
 		time.Sleep(3 * time.Second)
@@ -107,7 +107,7 @@ func TestFloor(t *testing.T) {
 	// zone's nodes cordoned, so that it lands on the zone's other node.
 	refused := 0
 	zones := e.sampleZones()
-	cs.runWith("floor-drain-zone", true, func() string {
+	cs.runWith("floor-drain-zone", func() string {
 		return zones() + fmt.Sprintf(" refused=%d", refused)
 	}, func() {
 		refused = e.drainZone(t)
@@ -115,7 +115,7 @@ func TestFloor(t *testing.T) {
 	if cs.wants("floor-drain-zone") && refused == 0 {
 		t.Error("floor-drain-zone: the webhook never refused the eviction")
 	}
-	cs.runWith("floor-selector-held", true, e.sampleZones(), func() {
+	cs.runWith("floor-selector-held", e.sampleZones(), func() {
 		b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "haproxy"}}
 		if err := e.update(b, func() {
 			b.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "nothing"}}
@@ -155,7 +155,6 @@ func TestFloor(t *testing.T) {
 	if os.Getenv("SLUICE_E2E_KEEP") != "" {
 		t.Error("SLUICE_E2E_KEEP set: failing so that the cluster state (the controller's log) is kept")
 	}
-	cs.report()
 }
 
 // bindingCondition reads a condition of the HAProxy binding.

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,17 +175,11 @@ func (e *env) grpcRoll() {
 	}
 }
 
-// summary logs a case's summary line, prints it as cases.report does, and
-// appends it to SLUICE_E2E_SUMMARY.
+// summary logs a case's summary line, prints it and appends it to
+// SLUICE_E2E_SUMMARY, as the measured cases do.
 func (e *env) summary(line string) {
 	e.t.Log(line)
-	fmt.Println(line)
-	if path := os.Getenv("SLUICE_E2E_SUMMARY"); path != "" {
-		if fh, err := os.OpenFile(filepath.Clean(path), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
-			_, _ = fh.WriteString(line + "\n")
-			_ = fh.Close()
-		}
-	}
+	writeSummary([]string{line})
 }
 
 // serverStream reads a server stream and checks it has n messages.

@@ -67,11 +67,11 @@ func TestHelm(t *testing.T) {
 	})
 
 	cs := newCases(e)
-	cs.run("helm-upgrade", true, func() {
+	cs.run("helm-upgrade", func() {
 		h.helm("upgrade", release, h.chart, "-n", proxyNS, "-f", h.values, "--set", "proxy.logLevel=debug")
 		e.settled(proxyNS, proxyName, 4*time.Minute)
 	})
-	cs.runNoted("helm-leader-kill", true, func() string {
+	cs.runNoted("helm-leader-kill", func() string {
 		old := h.leader()
 		h.helm("upgrade", release, h.chart, "-n", proxyNS, "-f", h.values, "--set", "proxy.logLevel=warn")
 		e.eventually(time.Minute, "the rollout to start", func(ctx context.Context) (bool, error) {
@@ -83,7 +83,7 @@ func TestHelm(t *testing.T) {
 		return fmt.Sprintf("lease_handover=%.1fs old_leader=%s new_leader=%s", handover.took.Seconds(), old.pod, handover.to)
 	})
 	// The uninstall takes the proxies away: the load of this case runs once
-	// sluice is installed again (a no-op action: two 5 s slices).
+	// sluice is installed again (a no-op action: the load's 5 s tail).
 	if cs.wants("helm-reinstall") {
 		h.helm("uninstall", release, "-n", proxyNS, "--wait", "--timeout", "5m")
 		left := h.leftovers()
@@ -93,11 +93,10 @@ func TestHelm(t *testing.T) {
 		if len(left)+len(dup) > 0 {
 			t.Errorf("after helm uninstall, left behind: %q; after helm install again, duplicated: %q", left, dup)
 		}
-		cs.runNoted("helm-reinstall", true, func() string {
+		cs.runNoted("helm-reinstall", func() string {
 			return fmt.Sprintf("left_behind=%d duplicated=%d", len(left), len(dup))
 		})
 	}
-	cs.report()
 }
 
 // helmValues are the chart values of TestHelm: the image name maps to the

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/nodes"
 	"sluice.dev/sluice/test/cluster"
 )
 
@@ -41,8 +42,13 @@ const (
 // with instance targets (node address:port), an IngressDaemonSet with two
 // `sluice proxy --reuse-port` per node on the host network, fixed-rate load
 // while its template changes, a node drains, nodes come and go and the
-// controller dies mid-rollout. The last case, ids-daemonset-off, rolls an
-// ordinary DaemonSet (one proxy per node, no detachment) for comparison.
+// controller dies mid-rollout. The last case, ids-daemonset-off, is the
+// twin: the same template change on the same nodes behind the same
+// node-health check, rolled by an ordinary DaemonSet (one proxy per node)
+// without readiness gate, drain handshake or detachment, its proxies
+// stopping at once on SIGTERM (--drain-max-wait=0s); it must lose
+// requests, and its line gives min_healthy_nodes, the fewest node targets
+// HAProxy had up at once.
 //
 // The local cluster's nodes are fixed at start: a node "joins" the
 // IngressDaemonSet by getting its node-selector label and "leaves" by
@@ -76,13 +82,13 @@ func TestIngressDaemonSet(t *testing.T) {
 		c := &x.Spec.Template.Spec.Containers[0]
 		c.Env = setEnv(c.Env, "ROLL", itoa(roll))
 	}
-	cs.runNoted("ids-template", true, func() string {
+	cs.runNoted("ids-template", func() string {
 		s := e.sampleDetach()
 		e.updateIDS(template)
 		e.idsSettled(3)
 		return s()
 	})
-	cs.runNoted("ids-detach-mode", true, func() string {
+	cs.runNoted("ids-detach-mode", func() string {
 		s := e.sampleDetach()
 		e.updateIDS(func(x *v1alpha1.IngressDaemonSet) {
 			one := int32(1)
@@ -92,7 +98,7 @@ func TestIngressDaemonSet(t *testing.T) {
 		e.idsSettled(3)
 		return s()
 	})
-	cs.runNoted("ids-drain", true, func() string {
+	cs.runNoted("ids-drain", func() string {
 		s := e.sampleDetach()
 		e.drainIDSNode("node-3")
 		e.eventually(2*time.Minute, "node-3's replicas gone", func(ctx context.Context) (bool, error) {
@@ -104,7 +110,7 @@ func TestIngressDaemonSet(t *testing.T) {
 		e.idsSettled(3)
 		return s()
 	})
-	cs.runNoted("ids-add-remove", true, func() string {
+	cs.runNoted("ids-add-remove", func() string {
 		s := e.sampleDetach()
 		e.labelNode("node-4", idsNodeRole, "true")
 		e.idsSettled(4)
@@ -118,7 +124,7 @@ func TestIngressDaemonSet(t *testing.T) {
 		e.idsSettled(3)
 		return s()
 	})
-	cs.runNoted("ids-controller-restart", true, func() string {
+	cs.runNoted("ids-controller-restart", func() string {
 		s := e.sampleDetach()
 		e.updateIDS(template)
 		e.eventually(time.Minute, "a node detached", func(ctx context.Context) (bool, error) {
@@ -131,16 +137,18 @@ func TestIngressDaemonSet(t *testing.T) {
 		e.idsSettled(3)
 		return s()
 	})
+	// The twin (it must lose requests): the same template change on the
+	// same nodes behind the same check, rolled by a plain DaemonSet.
 	if cs.wants("ids-daemonset-off") {
 		e.swapToDaemonSet() // not measured: only the DaemonSet's rollout is
 
-		cs.runNoted("ids-daemonset-off", false, func() string {
+		cs.runNoted("ids-daemonset-off", func() string {
+			s := e.sampleHealthyNodes()
 			e.patchDaemonSetEnv("ROLL", "ds-1")
 			e.edgeDaemonSetSettled(3)
-			return "detached_p50=- nodes_rolled=3"
+			return s() + " nodes_rolled=3"
 		})
 	}
-	cs.report()
 }
 
 // labelNode sets (value "" removes) a node label.
@@ -368,28 +376,69 @@ func (e *env) drainIDSNode(node string) {
 	})
 }
 
-// swapToDaemonSet replaces the IngressDaemonSet by an ordinary DaemonSet
-// of the same proxies (one per node) and waits until HAProxy has its
-// three node targets healthy.
+// swapToDaemonSet replaces the IngressDaemonSet by its twin: an ordinary
+// DaemonSet of the same proxies (one per node, on the same three nodes),
+// behind the same HAProxy backend and the same node-health check, with
+// sluice's mechanisms off: no readiness gate, no drain handshake, no
+// detachment, nodes registered for as long as they run the checker, and
+// proxies that stop at SIGKILL speed on SIGTERM (--drain-max-wait=0s
+// --shutdown-timeout=0s). It waits until HAProxy has the three node
+// targets healthy.
 func (e *env) swapToDaemonSet() {
 	e.t.Helper()
 	ctx := context.Background()
+	ids := e.ingressDaemonSet()
 	if err := e.cl.Delete(ctx, &v1alpha1.IngressDaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: idsName}}); err != nil {
 		e.t.Fatal(err)
 	}
+	// The IngressDaemonSet's health checker goes with it (its owner):
+	// wait until its pods and the proxies are gone, so that the twin's
+	// checker can take the same host port.
 	e.eventually(2*time.Minute, "the IngressDaemonSet's pods gone", func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
-		err := e.cl.List(ctx, &pods, client.InNamespace(proxyNS), client.MatchingLabels{"app.kubernetes.io/name": idsLabel})
-		return err == nil && len(pods.Items) == 0, err
+		if err := e.cl.List(ctx, &pods, client.InNamespace(proxyNS), client.MatchingLabels{v1alpha1.LabelIngressDaemonSet: idsName}); err != nil {
+			return false, err
+		}
+		var proxies corev1.PodList
+		err := e.cl.List(ctx, &proxies, client.InNamespace(proxyNS), client.MatchingLabels{"app.kubernetes.io/name": idsLabel})
+		return err == nil && len(pods.Items)+len(proxies.Items) == 0, err
 	})
-	// The health checker went with the IngressDaemonSet: HAProxy checks
-	// the proxies' traffic port again (the new targets get the new port).
+	// The same checker (`sluice node-health` on the health port of every
+	// node), owned by nobody, watching the DaemonSet's proxies.
+	hc := nodes.HealthChecker(ids, "")
+	hc.Name, hc.OwnerReferences, hc.Annotations = "edge-ds-health", nil, nil
+	sel := map[string]string{v1alpha1.LabelHealthChecker: hc.Name}
+	hc.Labels, hc.Spec.Selector.MatchLabels, hc.Spec.Template.Labels = sel, sel, sel
+	// The binding registers the nodes running the checker: they stay
+	// registered while the proxies roll, as in an instance target group
+	// whose membership is the node group's, and HAProxy's check of
+	// node-health alone decides where traffic goes. (Selecting the
+	// proxies would have the controller take a node out whenever its
+	// proxy pod goes: sluice's own mechanism.)
+	off := false
 	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge"}}
-	if err := e.update(b, func() { b.Spec.HealthCheckPort = nil }); err != nil {
+	if err := e.update(b, func() {
+		b.Spec.Selector = metav1.LabelSelector{MatchLabels: sel}
+		b.Spec.ReadinessGate, b.Spec.Drain.Handshake = &off, &off
+	}); err != nil {
 		e.t.Fatal(err)
+	}
+	args := hc.Spec.Template.Spec.Containers[0].Args
+	for i, a := range args {
+		if strings.HasPrefix(a, "--selector=") {
+			args[i] = "--selector=app.kubernetes.io/name=" + idsLabel
+		}
 	}
 	tmpl := e.proxyTemplate()
 	tmpl.Spec.NodeSelector = map[string]string{idsNodeRole: "true"}
+	c := &tmpl.Spec.Containers[0]
+	for i, a := range c.Args {
+		for _, flag := range []string{"--drain-max-wait=", "--shutdown-timeout="} {
+			if strings.HasPrefix(a, flag) {
+				c.Args[i] = flag + "0s"
+			}
+		}
+	}
 	ds := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge-ds"},
 		Spec: appsv1.DaemonSetSpec{
@@ -397,8 +446,57 @@ func (e *env) swapToDaemonSet() {
 			Template: tmpl,
 		},
 	}
-	e.create(ds)
+	e.create(hc, ds)
 	e.edgeDaemonSetSettled(3)
+}
+
+// sampleHealthyNodes reads HAProxy's servers (show servers state, on the
+// runtime socket) every 100 ms from now on; the returned func stops and
+// gives min_healthy_nodes, the fewest node targets that were up (checked
+// healthy, not in maintenance or drain) at once.
+func (e *env) sampleHealthyNodes() func() string {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	least := -1
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n, ok := e.healthyServers(); ok && (least < 0 || n < least) {
+				least = n
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() string {
+		close(stop)
+		<-done
+		return fmt.Sprintf("min_healthy_nodes=%d", least)
+	}
+}
+
+// healthyServers counts the backend's servers that are up: operational
+// state 2 (running), administrative state 0 (no maintenance, no drain),
+// weight above 0. ok is false when the runtime API did not answer.
+func (e *env) healthyServers() (n int, ok bool) {
+	out := e.runtime(e.t, e.lbSock, "show servers state "+backend)
+	for _, l := range strings.Split(out, "\n") {
+		// be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight ...
+		f := strings.Fields(l)
+		if len(f) < 8 || f[1] != backend {
+			continue
+		}
+		ok = true
+		if f[5] == "2" && f[6] == "0" && f[7] != "0" {
+			n++
+		}
+	}
+	return n, ok
 }
 
 func (e *env) patchDaemonSetEnv(name, value string) {

@@ -52,11 +52,10 @@ func TestInstanceDaemonSet(t *testing.T) {
 	})
 
 	cs := newCases(e)
-	cs.run("instance-daemonset-roll", true, func() {
+	cs.run("instance-daemonset-roll", func() {
 		e.restartDaemonSet(proxyNS, nodeProxyName)
 		e.daemonSetSettled(proxyNS, nodeProxyName, 4*time.Minute)
 	})
-	cs.report()
 }
 
 // instanceBinding creates the Instance binding of the node proxies.

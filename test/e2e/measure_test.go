@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -111,38 +110,31 @@ func fmtSeconds(v float64) string {
 	return fmt.Sprintf("%.2fs", v)
 }
 
-// loadTotal adds up consecutive load runs.
-type loadTotal struct {
-	sent, failed int64
-	byKind       map[string]int64
-	errors       []string
-}
-
-func (l *loadTotal) add(r load.Result) {
-	l.sent += r.Sent
-	l.failed += r.Failed
-	for k, n := range r.ByKind {
-		l.byKind[k] += n
-	}
-	if len(l.errors) < 10 {
-		l.errors = append(l.errors, r.Errors...)
-	}
-}
-
-func (l *loadTotal) kinds() string {
+// kinds lists a result's failures by kind ("eof:3,5xx:2"), "-" for none.
+func kinds(r load.Result) string {
 	var parts []string
-	for k, n := range l.byKind {
-		parts = append(parts, fmt.Sprintf("%s=%d", strings.TrimPrefix(k, "status_"), n))
+	for k, n := range r.ByKind {
+		parts = append(parts, fmt.Sprintf("%s:%d", strings.TrimPrefix(k, "status_"), n))
+	}
+	if len(parts) == 0 {
+		return "-"
 	}
 	sort.Strings(parts)
-	return strings.Join(parts, " ")
+	return strings.Join(parts, ",")
 }
 
-// cases runs named scenarios under load and collects their summary lines.
+// cases runs named scenarios under load and prints their summary lines.
+//
+// A case whose name ends in "-off" is a twin: the same change with one of
+// sluice's mechanisms turned off, there to show what that mechanism
+// prevents. It must show a loss (failed > 0, slow > 0, or
+// min_zone_healthy=0 on its line): a twin that loses nothing cannot tell
+// the mechanism from its absence, and fails the test. Every other case must lose no request
+// (failed=0) and answer every request within a second (slow=0). Every case
+// must have kept its load running for its whole length (sent_ratio).
 type cases struct {
-	e       *env
-	only    []string // from SLUICE_E2E_CASES; empty: every case
-	results []caseResult
+	e    *env
+	only []string // from SLUICE_E2E_CASES; empty: every case
 }
 
 func newCases(e *env) *cases {
@@ -153,28 +145,28 @@ func newCases(e *env) *cases {
 	return c
 }
 
-// run measures action as case name. A strict case fails the test on any
-// failed request; the others (comparisons) only report theirs.
-func (c *cases) run(name string, strict bool, action func()) {
-	c.record(name, strict, action, nil)
+// run measures action as case name.
+func (c *cases) run(name string, action func()) {
+	c.record(name, action, nil)
 }
 
 // runWith is run with extra: after the measurement, it returns more summary
 // fields ("min_zone_healthy=1") for the case's line.
-func (c *cases) runWith(name string, strict bool, extra func() string, action func()) {
-	c.record(name, strict, action, extra)
+func (c *cases) runWith(name string, extra func() string, action func()) {
+	c.record(name, action, extra)
 }
 
 // runNoted is run for an action that returns more fields (key=value ...)
 // for its summary line.
-func (c *cases) runNoted(name string, strict bool, action func() string) {
+func (c *cases) runNoted(name string, action func() string) {
 	var note string
-	c.record(name, strict, func() { note = action() }, func() string { return note })
+	c.record(name, func() { note = action() }, func() string { return note })
 }
 
-// record measures action as case name; note, if not nil, gives the extra
-// fields of its summary line once the measurement ended.
-func (c *cases) record(name string, strict bool, action func(), note func() string) {
+// record measures action as case name, prints its summary line at once
+// (a later failure of the test does not hide it) and checks it; note, if
+// not nil, gives the extra fields of its line once the measurement ended.
+func (c *cases) record(name string, action func(), note func() string) {
 	if !c.wants(name) {
 		return
 	}
@@ -182,15 +174,14 @@ func (c *cases) record(name string, strict bool, action func(), note func() stri
 	if note != nil {
 		r.note = note()
 	}
-	c.results = append(c.results, r)
 	c.e.t.Log(r.String())
-	if r.load.failed > 0 {
-		msg := fmt.Sprintf("%s: %d of %d requests failed (%s); first errors: %s", name, r.load.failed, r.load.sent, r.load.kinds(), strings.Join(r.load.errors, " | "))
-		if strict {
-			c.e.t.Error(msg)
-		} else {
-			c.e.t.Log(msg)
-		}
+	writeSummary([]string{r.String()})
+	problems, report := r.check()
+	for _, p := range problems {
+		c.e.t.Error(p)
+	}
+	if report != "" {
+		c.e.t.Log(report)
 	}
 }
 
@@ -199,16 +190,9 @@ func (c *cases) wants(name string) bool {
 	return len(c.only) == 0 || slices.Contains(c.only, name)
 }
 
-// report prints the summary lines and appends them to SLUICE_E2E_SUMMARY.
-func (c *cases) report() {
-	var lines []string
-	for _, r := range c.results {
-		lines = append(lines, r.String())
-	}
-	writeSummary(lines)
-}
-
-// writeSummary prints summary lines and appends them to SLUICE_E2E_SUMMARY.
+// writeSummary prints summary lines and appends them to SLUICE_E2E_SUMMARY
+// (scripts/test.sh prints that file after the e2e stage: go test shows a
+// passing package's output only with -v).
 func writeSummary(lines []string) {
 	if len(lines) == 0 {
 		return
@@ -227,67 +211,123 @@ func writeSummary(lines []string) {
 // caseResult is what one scenario measured.
 type caseResult struct {
 	name                     string
-	load                     loadTotal
+	load                     load.Result
 	register, healthy, drain histogram
 	note                     string // more fields of the summary line
 }
 
+// minSentRatio is the least share of its schedule a case's load must have
+// sent: below it, the load stopped or stalled during the case and the
+// count says nothing about the time it did not cover.
+const minSentRatio = 0.95
+
+// twin says whether the case is a comparison with a mechanism off.
+func (r caseResult) twin() bool { return strings.HasSuffix(r.name, "-off") }
+
+// showsLoss says whether a twin showed what its mechanism prevents, what
+// would fail a case that is not a twin: a failed request, a request over
+// slowAfter (a load balancer's retries can turn a refused connection into
+// a late answer), or a zone left without a healthy target.
+func (r caseResult) showsLoss() bool {
+	return r.load.Failed > 0 || r.load.Slow > 0 || slices.Contains(strings.Fields(r.note), "min_zone_healthy=0")
+}
+
+// check returns the case's problems (each fails the test) and, for a
+// twin's expected failures, a report to log.
+func (r caseResult) check() (problems []string, report string) {
+	l := r.load
+	if l.SentRatio < minSentRatio {
+		problems = append(problems, fmt.Sprintf("%s: the load sent %d requests, %.3f of the %.0f its schedule held over %s: it did not cover the whole case",
+			r.name, l.Sent, l.SentRatio, l.Window.Seconds()*rate, l.Window.Round(time.Millisecond)))
+	}
+	failures := fmt.Sprintf("%s: %d of %d requests failed (%s); first errors: %s", r.name, l.Failed, l.Sent, kinds(l), strings.Join(l.Errors, " | "))
+	switch {
+	case r.twin() && !r.showsLoss():
+		problems = append(problems, fmt.Sprintf("%s: the twin lost nothing (failed=0 slow=0): it cannot show what the mechanism it turns off prevents; make it lose deterministically", r.name))
+	case r.twin():
+		if l.Failed > 0 {
+			report = failures
+		}
+	case l.Failed > 0:
+		problems = append(problems, failures)
+	}
+	if !r.twin() && l.Slow > 0 {
+		problems = append(problems, fmt.Sprintf("%s: %d requests took over %s (p99 %s, max %s)", r.name, l.Slow, slowAfter,
+			load.RoundDur(l.Latencies.P99), load.RoundDur(l.Latencies.Max)))
+	}
+	return problems, report
+}
+
 func (r caseResult) String() string {
-	s := fmt.Sprintf("e2e %s: requests=%d failed=%d register_p50=%s healthy_p50=%s drained_p50=%s",
-		r.name, r.load.sent, r.load.failed, fmtSeconds(r.register.quantile(0.5)),
-		fmtSeconds(r.healthy.quantile(0.5)), fmtSeconds(r.drain.quantile(0.5)))
+	l := r.load
+	s := fmt.Sprintf("e2e %s: requests=%d failed=%d posts=%d retried=%d p99=%s max=%s slow=%d sent_ratio=%.3f",
+		r.name, l.Sent, l.Failed, l.Posts, l.Retried, load.RoundDur(l.Latencies.P99), load.RoundDur(l.Latencies.Max), l.Slow, l.SentRatio)
+	if l.Failed > 0 {
+		s += " lost=" + kinds(l)
+	}
+	s += fmt.Sprintf(" register_p50=%s healthy_p50=%s drained_p50=%s",
+		fmtSeconds(r.register.quantile(0.5)), fmtSeconds(r.healthy.quantile(0.5)), fmtSeconds(r.drain.quantile(0.5)))
 	if r.note != "" {
 		s += " " + r.note
 	}
 	return s
 }
 
-// rate is the fixed request rate through HAProxy.
-const rate = 500
+const (
+	// rate is the fixed request rate through the load balancer.
+	rate = 500
+	// slowAfter: a request of a case that is not a twin must be answered
+	// within this long, measured from its scheduled start.
+	slowAfter = time.Second
+	// loadTail is how long the load runs on after a case's action
+	// returned, to cover the exits of the last pods it replaced.
+	loadTail = 5 * time.Second
+)
 
-// measure runs action under fixed-rate load (in 5 s slices until action
-// returns, then one more slice so that the last pods' exits are covered)
-// and reports the load and the controller's latencies meanwhile.
+// measure runs action under one continuous fixed-rate load, from before
+// action starts until loadTail after it returned, and reports the load
+// and the controller's latencies meanwhile. Every response must come from
+// the app's echo pods (load.FromEcho).
 func (e *env) measure(name string, action func()) caseResult {
 	e.t.Helper()
 	before := e.scrape()
-	res := caseResult{name: name, load: loadTotal{byKind: map[string]int64{}}}
+	res := caseResult{name: name}
+	o := load.Options{
+		Target: fmt.Sprintf("http://127.0.0.1:%d", e.lbPort), Host: appHost,
+		Rate: rate, KeepAliveFraction: 0.5,
+		// A stall of the shared machine is latency (counted as slow),
+		// not a lost request: leave room for several seconds of it.
+		Timeout: 15 * time.Second, MaxInFlight: 10000,
+		SlowAfter: slowAfter,
+		Check:     load.FromEcho(appName + "-"),
+	}
+	if e.loadOpts != nil {
+		e.loadOpts(&o)
+	}
+	stop := make(chan struct{})
+	o.Stop = stop
 	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+	var err error
 	go func() {
-		defer wg.Done()
-		tail := 1
-		for {
-			o := load.Options{
-				Target: fmt.Sprintf("http://127.0.0.1:%d", e.lbPort), Host: appHost,
-				Rate: rate, Duration: 5 * time.Second, KeepAliveFraction: 0.5,
-				// A stall of the shared machine is latency, not a lost
-				// request: leave room for several seconds of it.
-				Timeout: 15 * time.Second, MaxInFlight: 10000,
-			}
-			if e.loadOpts != nil {
-				e.loadOpts(&o)
-			}
-			r, err := load.Run(context.Background(), o)
-			if err != nil {
-				e.t.Errorf("load: %v", err)
-				return
-			}
-			res.load.add(r)
-			select {
-			case <-done:
-				if tail == 0 {
-					return
-				}
-				tail--
-			default:
-			}
-		}
+		defer close(done)
+		res.load, err = load.Run(context.Background(), o)
 	}()
+	// Stop the load however action ends (t.Fatal included).
+	stopped := false
+	end := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			<-done
+		}
+	}
+	defer end()
 	action()
-	close(done)
-	wg.Wait()
+	time.Sleep(loadTail) // coverage, not synchronisation: the load keeps running
+	end()
+	if err != nil {
+		e.t.Errorf("%s: load: %v", name, err)
+	}
 	after := e.scrape()
 	res.register = delta(before[latencyMetrics[0]], after[latencyMetrics[0]])
 	res.healthy = delta(before[latencyMetrics[1]], after[latencyMetrics[1]])

@@ -4,6 +4,14 @@
 // refused, timeout, ...), so a test can assert "failed == 0" while proxies,
 // endpoints or routes change underneath.
 //
+// It is built so that a loss cannot hide: half of the keep-alive requests
+// are POSTs whose body cannot be replayed (net/http never sends them again
+// on a new connection), every request counts its connection attempts (one
+// that needed a second connection is reported as retried), latency is
+// measured from each request's scheduled start (a stalled scheduler or a
+// slow answer shows as slow, not as success), and the result says how many
+// requests were sent against how many the schedule held (SentRatio).
+//
 // Data flow: test → load.Run → HTTP client → (HAProxy →) sluice proxy →
 // backends; load.Run → Result → test assertions and its one-line summary.
 //
@@ -20,6 +28,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"sort"
@@ -62,7 +71,8 @@ var allowedPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("10.244.0.0/16"),
 }
 
-// Options configure Run. Rate and one of Duration or Requests are required.
+// Options configure Run. Rate and one of Duration, Requests or Stop are
+// required.
 type Options struct {
 	// Target is the base URL, e.g. "http://127.0.0.1:8080". Its host must be
 	// an IP address in 127.0.0.0/8 or 10.244.0.0/16, or "localhost".
@@ -78,13 +88,22 @@ type Options struct {
 	Rate int
 	// Duration stops scheduling requests at start + Duration; 0 for no bound.
 	Duration time.Duration
-	// Requests stops after this many requests; 0 for no bound. With both
+	// Requests stops after this many requests; 0 for no bound. With several
 	// bounds set, Run stops at whichever is reached first.
 	Requests int
+	// Stop, when closed, ends the schedule: no request is started after
+	// that, the ones started finish. nil: only Duration or Requests end it.
+	// A test closes it when the case it measures is over, so that one
+	// schedule covers the whole case.
+	Stop <-chan struct{}
 	// KeepAliveFraction is the fraction (0..1) of requests sent on pooled
 	// keep-alive connections; the others each open a new connection that is
 	// closed after the response. Requests are assigned deterministically and
-	// evenly spread: with 0.5 every other request is keep-alive.
+	// evenly spread: with 0.5 every other request is keep-alive. Every other
+	// keep-alive request (the first, the third, ...) is a POST with a small
+	// body that net/http cannot replay (no GetBody), so a connection closed
+	// under it is a failure, never a silent retry; the others are GETs.
+	// Requests on new connections are GETs.
 	KeepAliveFraction float64
 	// Timeout bounds each request, including reading the body; default 5s.
 	Timeout time.Duration
@@ -94,7 +113,11 @@ type Options struct {
 	MaxInFlight int
 	// Check, if set, inspects each response with a status below 400 (the
 	// body has not been read yet); an error counts as failed, kind "check".
+	// FromEcho gives one that checks the backend's identity.
 	Check func(*http.Response) error
+	// SlowAfter is the latency above which a succeeded request counts as
+	// slow (Result.Slow); default 1s.
+	SlowAfter time.Duration
 	// TLSConfig is used for https targets; nil verifies with system roots.
 	TLSConfig *tls.Config
 }
@@ -112,24 +135,44 @@ type Result struct {
 	Sent      int64
 	Succeeded int64
 	Failed    int64
+	// Posts is the number of POST requests among Sent.
+	Posts int64
+	// Retried counts requests that needed more than one connection: net/http
+	// sent them again on a new connection after a reused one closed before
+	// the first response byte (only idempotent requests: GETs). They are
+	// counted as succeeded or failed by their final outcome; Retried says
+	// how often a closed connection would have cost a non-idempotent
+	// request.
+	Retried int64
+	// Slow counts succeeded requests whose latency exceeded
+	// Options.SlowAfter.
+	Slow int64
+	// SentRatio is Sent divided by what the schedule held for the time it
+	// ran (Rate × Window): about 1 when the generator kept its rate; less
+	// when it stopped early or fell behind and never caught up.
+	SentRatio float64
+	// Window is how long the schedule ran: from the first request until
+	// Stop, the Duration bound or the last request's slot.
+	Window time.Duration
 	// ByKind counts failed requests by kind (the Kind constants); kinds that
 	// did not occur are absent.
 	ByKind    map[string]int64
 	Latencies Latencies
 	// Errors holds the first few failures, each "t=1.234s kind: detail"
-	// with t the scheduled time since start.
+	// with t the scheduled time since start; detail ends with the method
+	// ("[POST]").
 	Errors []string
 	// Elapsed is the wall time from the first scheduled request to the end
 	// of the last response.
 	Elapsed time.Duration
 }
 
-// String is a one-line summary:
-// "requests=N ok=S failed=F 5xx=.. reset=.. timeout=.. p50=.. p99=.. max=..";
-// other kinds appear only when non-zero.
+// String is a one-line summary: "requests=N ok=S failed=F posts=P
+// retried=R 5xx=.. reset=.. timeout=.. p50=.. p99=.. max=.. slow=S
+// sent_ratio=X"; other kinds appear only when non-zero.
 func (r Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "requests=%d ok=%d failed=%d", r.Sent, r.Succeeded, r.Failed)
+	fmt.Fprintf(&b, "requests=%d ok=%d failed=%d posts=%d retried=%d", r.Sent, r.Succeeded, r.Failed, r.Posts, r.Retried)
 	for _, k := range kindOrder {
 		n := r.ByKind[k]
 		if n == 0 && k != KindStatus5xx && k != KindReset && k != KindTimeout {
@@ -137,12 +180,14 @@ func (r Result) String() string {
 		}
 		fmt.Fprintf(&b, " %s=%d", strings.TrimPrefix(k, "status_"), n)
 	}
-	fmt.Fprintf(&b, " p50=%s p99=%s max=%s",
-		roundDur(r.Latencies.P50), roundDur(r.Latencies.P99), roundDur(r.Latencies.Max))
+	fmt.Fprintf(&b, " p50=%s p99=%s max=%s slow=%d sent_ratio=%.3f",
+		RoundDur(r.Latencies.P50), RoundDur(r.Latencies.P99), RoundDur(r.Latencies.Max), r.Slow, r.SentRatio)
 	return b.String()
 }
 
-func roundDur(d time.Duration) time.Duration {
+// RoundDur rounds a latency for a summary line: ms above a second, 10µs
+// above a millisecond, µs below.
+func RoundDur(d time.Duration) time.Duration {
 	switch {
 	case d >= time.Second:
 		return d.Round(time.Millisecond)
@@ -181,8 +226,8 @@ func checkOptions(o *Options) (*url.URL, error) {
 	if o.Rate <= 0 {
 		return nil, fmt.Errorf("checking options: rate must be positive, got %d", o.Rate)
 	}
-	if o.Duration <= 0 && o.Requests <= 0 {
-		return nil, errors.New("checking options: set Duration or Requests")
+	if o.Duration <= 0 && o.Requests <= 0 && o.Stop == nil {
+		return nil, errors.New("checking options: set Duration, Requests or Stop")
 	}
 	if o.Duration < 0 || o.Requests < 0 {
 		return nil, errors.New("checking options: Duration and Requests must not be negative")
@@ -195,6 +240,9 @@ func checkOptions(o *Options) (*url.URL, error) {
 	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 1000
+	}
+	if o.SlowAfter <= 0 {
+		o.SlowAfter = time.Second
 	}
 	if len(o.Paths) == 0 {
 		o.Paths = []string{"/"}
@@ -257,8 +305,11 @@ type runner struct {
 	// onScheduled, if set, is called after request i was started or
 	// dropped; tests use it to synchronise with the schedule.
 	onScheduled func(i int64)
+	// onDone, if set, is called when request i has finished and been
+	// counted (its connection back in the pool).
+	onDone func(i int64)
 
-	succeeded, failed atomic.Int64
+	succeeded, failed, posts, retried, slow atomic.Int64
 
 	mu        sync.Mutex
 	byKind    map[string]int64
@@ -296,7 +347,8 @@ func (r *runner) close() {
 	r.fresh.CloseIdleConnections()
 }
 
-// total returns the number of requests the schedule holds.
+// total returns the number of requests the schedule holds; -1 for no
+// bound (only Stop or the context end it).
 func (r *runner) total() int64 {
 	n := int64(-1)
 	if r.o.Requests > 0 {
@@ -319,6 +371,13 @@ func (r *runner) keepAlive(i int64) bool {
 	return int64(float64(i+1)*f) > int64(float64(i)*f)
 }
 
+// post says whether keep-alive request i is a POST: the first, third, ...
+// keep-alive request is, so at least half of them are.
+func (r *runner) post(i int64) bool {
+	k := int64(float64(i+1)*r.o.KeepAliveFraction) - 1 // index among keep-alive requests
+	return k%2 == 0
+}
+
 func (r *runner) run(ctx context.Context) (Result, error) {
 	total := r.total()
 	interval := float64(time.Second) / float64(r.o.Rate)
@@ -328,8 +387,9 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	defer timer.Stop()
 	var sent int64
 	var ctxErr error
+	var window time.Duration
 schedule:
-	for i := int64(0); i < total; i++ {
+	for i := int64(0); total < 0 || i < total; i++ {
 		at := time.Duration(float64(i) * interval)
 		if wait := time.Until(r.start.Add(at)); wait > 0 {
 			timer.Reset(wait)
@@ -337,20 +397,34 @@ schedule:
 			case <-ctx.Done():
 				ctxErr = ctx.Err()
 				break schedule
+			case <-r.o.Stop: // a nil channel never is ready
+				break schedule
 			case <-timer.C:
 			}
-		} else if ctx.Err() != nil {
+		}
+		// Checked after every wait too: once Stop is closed or the
+		// context ended, no request starts, even if its slot came at the
+		// same moment.
+		if ctx.Err() != nil {
 			ctxErr = ctx.Err()
 			break
 		}
+		if stopped(r.o.Stop) {
+			break
+		}
 		sent++
+		keep := r.keepAlive(i)
+		post := keep && r.post(i)
+		if post {
+			r.posts.Add(1)
+		}
 		select {
 		case r.sem <- struct{}{}:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-r.sem }()
-				r.one(ctx, i, at)
+				r.one(ctx, i, at, keep, post)
 			}()
 		default:
 			r.fail(at, KindDroppedClient, fmt.Sprintf("%d requests in flight", r.o.MaxInFlight))
@@ -359,37 +433,82 @@ schedule:
 			r.onScheduled(i)
 		}
 	}
+	// The schedule held sent requests for this long: until Stop, the
+	// context's end, or the last slot (whichever ended the loop).
+	window = time.Since(r.start)
+	if total >= 0 && sent == total {
+		window = max(window, time.Duration(float64(total)*interval))
+	}
 	wg.Wait()
 	if ctxErr == nil {
 		ctxErr = ctx.Err() // canceled while the last requests ran
 	}
-	return r.result(sent), ctxErr
+	return r.result(sent, window), ctxErr
 }
 
+// stopped reports whether stop is closed; false for nil.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// postBody is the body of the POST requests; small, and sent through a
+// reader net/http cannot rewind.
+const postBody = "sluice load: a request that must not be sent twice\n"
+
 // one sends request i, scheduled at offset at, and records its outcome.
-func (r *runner) one(ctx context.Context, i int64, at time.Duration) {
+func (r *runner) one(ctx context.Context, i int64, at time.Duration, keep, post bool) {
 	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
 	defer cancel()
+	var attempts atomic.Int32
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// Called once for every connection a request tries: twice or
+		// more when net/http retried it on a new connection.
+		GetConn: func(string) { attempts.Add(1) },
+	})
+	defer func() {
+		if attempts.Load() > 1 {
+			r.retried.Add(1)
+		}
+		if r.onDone != nil {
+			r.onDone(i)
+		}
+	}()
 	u := *r.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + r.o.Paths[int(i%int64(len(r.o.Paths)))]
 	if p, q, ok := strings.Cut(u.Path, "?"); ok {
 		u.Path, u.RawQuery = p, q
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	method := http.MethodGet
+	if post {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		r.fail(at, KindOther, err.Error())
 		return
+	}
+	if post {
+		// Set after NewRequest: a body given to it would get a GetBody,
+		// and net/http would replay the request on a new connection.
+		req.Body = io.NopCloser(strings.NewReader(postBody))
+		req.ContentLength = int64(len(postBody))
+		req.Header.Set("Content-Type", "text/plain")
 	}
 	if r.o.Host != "" {
 		req.Host = r.o.Host
 	}
 	client := r.fresh
-	if r.keepAlive(i) {
+	if keep {
 		client = r.keep
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		r.fail(at, classify(ctx, err), err.Error())
+		r.fail(at, classify(ctx, err), err.Error()+" ["+method+"]")
 		return
 	}
 	defer resp.Body.Close()
@@ -410,11 +529,14 @@ func (r *runner) one(ctx context.Context, i int64, at time.Duration) {
 		kind, detail = classify(ctx, err), "reading body: "+err.Error()
 	}
 	if kind != "" {
-		r.fail(at, kind, detail)
+		r.fail(at, kind, detail+" ["+method+"]")
 		return
 	}
 	lat := time.Since(r.start) - at
 	r.succeeded.Add(1)
+	if lat > r.o.SlowAfter {
+		r.slow.Add(1)
+	}
 	r.mu.Lock()
 	r.latencies = append(r.latencies, lat)
 	r.mu.Unlock()
@@ -427,6 +549,19 @@ func (r *runner) fail(at time.Duration, kind, detail string) {
 	r.byKind[kind]++
 	if len(r.errors) < maxErrorSamples {
 		r.errors = append(r.errors, fmt.Sprintf("t=%.3fs %s: %s", at.Seconds(), kind, detail))
+	}
+}
+
+// FromEcho is a Check accepting only responses of a test/echo backend
+// whose name (its X-Echo-Name header: the pod name) starts with prefix, so
+// a 2xx from another backend (a default backend, another app, a stale
+// route) counts as failed.
+func FromEcho(prefix string) func(*http.Response) error {
+	return func(resp *http.Response) error {
+		if name := resp.Header.Get("X-Echo-Name"); !strings.HasPrefix(name, prefix) {
+			return fmt.Errorf("answered by %q, want an echo backend %s*", name, prefix)
+		}
+		return nil
 	}
 }
 
@@ -459,16 +594,23 @@ func classify(ctx context.Context, err error) string {
 	return KindOther
 }
 
-func (r *runner) result(sent int64) Result {
+func (r *runner) result(sent int64, window time.Duration) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := Result{
 		Sent:      sent,
 		Succeeded: r.succeeded.Load(),
 		Failed:    r.failed.Load(),
+		Posts:     r.posts.Load(),
+		Retried:   r.retried.Load(),
+		Slow:      r.slow.Load(),
+		Window:    window,
 		ByKind:    make(map[string]int64, len(r.byKind)),
 		Errors:    append([]string(nil), r.errors...),
 		Elapsed:   time.Since(r.start),
+	}
+	if held := window.Seconds() * float64(r.o.Rate); held > 0 {
+		res.SentRatio = float64(sent) / held
 	}
 	for k, v := range r.byKind {
 		res.ByKind[k] = v

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +31,9 @@ func run(t *testing.T, o Options) Result {
 	}
 	if byKind != res.Failed {
 		t.Errorf("ByKind %v sums to %d, failed %d", res.ByKind, byKind, res.Failed)
+	}
+	if res.Posts > res.Sent || res.Retried > res.Sent || res.Slow > res.Succeeded {
+		t.Errorf("posts %d retried %d slow %d out of range (sent %d, succeeded %d)", res.Posts, res.Retried, res.Slow, res.Sent, res.Succeeded)
 	}
 	t.Log(res)
 	return res
@@ -350,9 +354,9 @@ func TestRejectsBadOptions(t *testing.T) {
 }
 
 func TestString(t *testing.T) {
-	r := Result{Sent: 10, Succeeded: 7, Failed: 3, ByKind: map[string]int64{KindRefused: 2, KindStatus5xx: 1},
+	r := Result{Sent: 10, Succeeded: 7, Failed: 3, Posts: 3, Retried: 1, Slow: 1, SentRatio: 0.9987, ByKind: map[string]int64{KindRefused: 2, KindStatus5xx: 1},
 		Latencies: Latencies{P50: 1500 * time.Microsecond, P99: 20 * time.Millisecond, Max: 2 * time.Second}}
-	want := "requests=10 ok=7 failed=3 5xx=1 reset=0 refused=2 timeout=0 p50=1.5ms p99=20ms max=2s"
+	want := "requests=10 ok=7 failed=3 posts=3 retried=1 5xx=1 reset=0 refused=2 timeout=0 p50=1.5ms p99=20ms max=2s slow=1 sent_ratio=0.999"
 	if got := r.String(); got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
@@ -367,5 +371,240 @@ func TestQuantileIndex(t *testing.T) {
 		if got := quantileIndex(tc.n, tc.q); got != tc.want {
 			t.Errorf("quantileIndex(%d, %v) = %d, want %d", tc.n, tc.q, got, tc.want)
 		}
+	}
+}
+
+// oneRequestPerConn serves only the first request of every connection;
+// a later request on the same (reused) connection is read, body and all,
+// and the connection closed without an answer, as a server that closes a
+// keep-alive connection just when the client sends on it. It counts the
+// requests it cut by method.
+func oneRequestPerConn(t *testing.T) (srv *httptest.Server, cut *sync.Map) {
+	type connKey struct{}
+	cut = &sync.Map{}
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(connKey{}).(*atomic.Int32).Add(1) == 1 {
+			w.Header().Set("X-Echo-Name", "echo-1")
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		n, _ := cut.LoadOrStore(r.Method, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Errorf("hijacking: %v", err)
+			return
+		}
+		c.Close()
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, new(atomic.Int32))
+	}
+	srv.Start()
+	return srv, cut
+}
+
+func cutCount(m *sync.Map, method string) int64 {
+	n, ok := m.Load(method)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
+}
+
+// sequential runs o with each request started only after the one before
+// it finished (its connection back in the pool), so which connection each
+// request gets is fixed.
+func sequential(t *testing.T, o Options) Result {
+	t.Helper()
+	base, err := checkOptions(&o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(o, base)
+	defer r.close()
+	done := make(chan int64, 1)
+	r.onDone = func(i int64) { done <- i }
+	r.onScheduled = func(i int64) {
+		if got := <-done; got != i {
+			t.Errorf("request %d finished while waiting for %d", got, i)
+		}
+	}
+	res, err := r.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res)
+	return res
+}
+
+// TestPostsAreNotReplayed: on keep-alive connections a server closes under
+// each reused request, every POST (not replayable) fails and every GET is
+// sent again on a new connection by net/http: it succeeds and counts as
+// retried. With keep-alive requests alternating POST, GET, POST, ... and
+// each request starting after the previous one finished: request 0 (POST)
+// opens connection A; 1 (GET) is cut on A, retried on a new B; 2 (POST) is
+// cut on B and fails; 3 (GET) opens C; 4 (POST) is cut on C; and so on.
+func TestPostsAreNotReplayed(t *testing.T) {
+	srv, cut := oneRequestPerConn(t)
+	defer srv.Close()
+	res := sequential(t, Options{Target: srv.URL, Rate: 1000, Requests: 10, KeepAliveFraction: 1, Timeout: time.Minute})
+	if res.Posts != 5 || res.Failed != 4 || res.Retried != 1 || res.Succeeded != 6 {
+		t.Fatalf("posts %d failed %d retried %d succeeded %d, want 5 4 1 6; errors %q", res.Posts, res.Failed, res.Retried, res.Succeeded, res.Errors)
+	}
+	if got := res.ByKind[KindEOF] + res.ByKind[KindReset]; got != 4 {
+		t.Errorf("ByKind %v, want 4 eof or reset", res.ByKind)
+	}
+	for _, e := range res.Errors {
+		if !strings.Contains(e, "POST") {
+			t.Errorf("failure %q is not a POST's", e)
+		}
+	}
+	if post, get := cutCount(cut, http.MethodPost), cutCount(cut, http.MethodGet); post != 4 || get != 1 {
+		t.Errorf("server cut %d POSTs and %d GETs, want 4 and 1", post, get)
+	}
+}
+
+// TestFreshConnectionsNeverRetried: requests on new connections are GETs,
+// never retried, and the server saw no reused connection.
+func TestFreshConnectionsNeverRetried(t *testing.T) {
+	srv, cut := oneRequestPerConn(t)
+	defer srv.Close()
+	res := run(t, Options{Target: srv.URL, Rate: 500, Requests: 20, KeepAliveFraction: 0})
+	if res.Succeeded != 20 || res.Posts != 0 || res.Retried != 0 {
+		t.Fatalf("succeeded %d posts %d retried %d, want 20 0 0", res.Succeeded, res.Posts, res.Retried)
+	}
+	if n := cutCount(cut, http.MethodGet) + cutCount(cut, http.MethodPost); n != 0 {
+		t.Errorf("server cut %d requests on reused connections, want 0", n)
+	}
+}
+
+// TestPostMix: half of the keep-alive requests are POSTs carrying the body
+// in full, the other keep-alive ones and all the others GETs.
+func TestPostMix(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			got["error"]++
+		case r.Method == http.MethodPost && string(b) == postBody && r.ContentLength == int64(len(postBody)):
+			got["post"]++
+		case r.Method == http.MethodGet && len(b) == 0:
+			got["get"]++
+		default:
+			got[r.Method+" "+string(b)]++
+		}
+	}))
+	defer srv.Close()
+	// 40 requests, 30 keep-alive (15 POSTs), 10 on new connections.
+	res := run(t, Options{Target: srv.URL, Rate: 1000, Requests: 40, KeepAliveFraction: 0.75})
+	if res.Posts != 15 || res.Succeeded != 40 {
+		t.Fatalf("posts %d succeeded %d, want 15 40", res.Posts, res.Succeeded)
+	}
+	if got["post"] != 15 || got["get"] != 25 || len(got) != 2 {
+		t.Errorf("server saw %v, want post:15 get:25", got)
+	}
+}
+
+// TestStop: closing Stop ends the schedule at once; the started requests
+// finish; SentRatio compares what was sent with the time it ran.
+func TestStop(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	stop := make(chan struct{})
+	o := Options{Target: srv.URL, Rate: 200, Stop: stop, KeepAliveFraction: 0.5}
+	base, err := checkOptions(&o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(o, base)
+	defer r.close()
+	r.onScheduled = func(i int64) {
+		if i == 11 {
+			close(stop)
+		}
+	}
+	res, err := r.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res)
+	if res.Sent != 12 || res.Succeeded != 12 {
+		t.Fatalf("sent %d succeeded %d, want 12 12", res.Sent, res.Succeeded)
+	}
+	// Request i is sent no earlier than its slot i/Rate, so no more than
+	// Window×Rate+1 requests fit in the window.
+	if max := 1 + 1/(res.Window.Seconds()*200); res.SentRatio <= 0 || res.SentRatio > max {
+		t.Errorf("sent_ratio %.3f outside (0, %.3f]", res.SentRatio, max)
+	}
+}
+
+// TestSentRatioShowsAStop: a schedule that ran but sent nothing for most
+// of its window (the scheduler blocked) shows a ratio far below 1.
+func TestSentRatioShowsAStop(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	stop := make(chan struct{})
+	o := Options{Target: srv.URL, Rate: 100, Stop: stop}
+	base, err := checkOptions(&o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(o, base)
+	defer r.close()
+	// The first request's hook holds the scheduler 300ms (30 slots), then
+	// stops it: one request sent in a window of at least 300ms.
+	r.onScheduled = func(int64) {
+		time.Sleep(300 * time.Millisecond)
+		close(stop)
+	}
+	res, err := r.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 1 || res.SentRatio > 1.0/30 {
+		t.Fatalf("sent %d sent_ratio %.3f, want 1 and at most 1/30", res.Sent, res.SentRatio)
+	}
+}
+
+// TestSlow: succeeded requests slower than SlowAfter count as slow; the
+// latency includes the wait for the response.
+func TestSlow(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(60 * time.Millisecond) // the latency under test
+		}
+	}))
+	defer srv.Close()
+	res := run(t, Options{Target: srv.URL, Paths: []string{"/slow", "/fast"}, Rate: 500, Requests: 10, SlowAfter: 50 * time.Millisecond})
+	if res.Succeeded != 10 || res.Slow < 5 {
+		t.Fatalf("succeeded %d slow %d, want 10 and at least the 5 slow ones", res.Succeeded, res.Slow)
+	}
+	if res.Latencies.Max < 60*time.Millisecond {
+		t.Errorf("max latency %v, want at least 60ms", res.Latencies.Max)
+	}
+	if !strings.Contains(res.String(), fmt.Sprintf("slow=%d", res.Slow)) {
+		t.Errorf("String %q lacks slow=%d", res.String(), res.Slow)
+	}
+}
+
+// TestFromEcho: a 2xx from a backend other than the expected one fails.
+func TestFromEcho(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/right":
+			w.Header().Set("X-Echo-Name", "echo-5d8f-abcde")
+		case "/wrong":
+			w.Header().Set("X-Echo-Name", "other-5d8f-abcde")
+		}
+	}))
+	defer srv.Close()
+	res := run(t, Options{Target: srv.URL, Paths: []string{"/right", "/wrong", "/none"}, Rate: 500, Requests: 30, Check: FromEcho("echo-")})
+	if res.Succeeded != 10 || res.ByKind[KindCheck] != 20 {
+		t.Fatalf("succeeded %d ByKind %v, want 10 and check=20", res.Succeeded, res.ByKind)
 	}
 }
