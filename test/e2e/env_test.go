@@ -229,6 +229,11 @@ defaults
     timeout client 30s
     timeout server 30s
     timeout http-keep-alive 10s
+    # A reload soft-stops the old process: without this it closes its
+    # idle client connections at once, and a POST sent on one just then
+    # is lost (clients may not send it again); with it, they stay open
+    # until their next response, which carries Connection: close.
+    option idle-close-on-response
 frontend fe
     bind 127.0.0.1:%d
     default_backend %s
