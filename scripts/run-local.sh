@@ -68,6 +68,8 @@ defaults
     timeout client 30s
     timeout server 30s
     timeout http-keep-alive 10s
+    # keep idle client connections through a reload (README: HAProxy)
+    option idle-close-on-response
 frontend fe
     bind $listen
     default_backend sluice
