@@ -92,6 +92,10 @@ type Options struct {
 	// other is replaced by a generated one. Off: the header passes as it
 	// is, and nothing is added to the request path.
 	RequestID bool
+	// AllowEncodedSlashes passes an encoded "/", "\" or "." (%2F, %5C,
+	// %2E) and a literal "\" in a request path to the pod unchanged. Off:
+	// such a request is refused with 400 (path.go).
+	AllowEncodedSlashes bool
 }
 
 // Proxy is an http.Handler forwarding requests to the pod endpoints of the
@@ -239,7 +243,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.answer(w, r, p.unrouted, http.StatusServiceUnavailable, bodyNotReady, start)
 		return
 	}
-	rt := v.table.Match(r.Host, r.URL.Path)
+	path, ok := p.normalizeRequest(r)
+	if !ok {
+		p.answer(w, r, p.unrouted, http.StatusBadRequest, bodyBadPath, start)
+		return
+	}
+	rt := v.table.Match(r.Host, path)
 	if rt == nil {
 		p.answer(w, r, p.unrouted, http.StatusNotFound, bodyNoRoute, start)
 		return
@@ -254,7 +263,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rv.redirect || rv.hsts != nil {
 		https := p.viaHTTPS(r)
-		if rv.redirect && !https {
+		if rv.redirect && !https && !acmeChallenge(path) {
 			p.redirectHTTPS(w, r, rv, start)
 			return
 		}
