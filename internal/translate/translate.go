@@ -80,7 +80,8 @@ type Options struct {
 	// default ControllerName.
 	ControllerName string
 	// DefaultCertificate is the "namespace/name" of a kubernetes.io/tls Secret
-	// served when no certificate matches the SNI name; "" for none.
+	// served when no certificate matches the SNI name; "" for none (sluice
+	// proxy then serves a self-signed certificate it generated at start).
 	DefaultCertificate string
 }
 
