@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path"
 	"strings"
 	"testing"
@@ -77,6 +78,7 @@ func refRefused(p string) bool {
 }
 
 func FuzzNormalizePath(f *testing.F) {
+	px := New(Options{})
 	for _, s := range []string{"/", "/a/b", "//a//", "/a/./b/../c", "/../x", "/a/..", "/a/.", "/.a/..b/",
 		"/a%2Fb", "/%2e%2E/", "/a%5c", `/a\b`, "/a%2", "/pkg.Service/Method", "/a/b/c/../../../../d"} {
 		f.Add(s)
@@ -96,6 +98,19 @@ func FuzzNormalizePath(f *testing.F) {
 		}
 		if ok && strict != got {
 			t.Fatalf("normalizePath(%q, false) = %q, with encoded allowed %q", p, strict, got)
+		}
+		// A request for p, as net/http and sluice's loop parse it, is
+		// sent on as its escaped path's normal form.
+		u, err := url.ParseRequestURI(p)
+		if err != nil {
+			return
+		}
+		e := u.EscapedPath()
+		want, wantOK := normalizePath(e, false)
+		r := &http.Request{URL: u}
+		match, ok := px.normalizeRequest(r)
+		if ok != wantOK || ok && (r.URL.EscapedPath() != want || match != r.URL.Path) {
+			t.Fatalf("request for %q (escaped %q): sent %q, matched %q, %v; want %q, %v", p, e, r.URL.EscapedPath(), match, ok, want, wantOK)
 		}
 	})
 }
