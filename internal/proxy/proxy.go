@@ -221,7 +221,9 @@ var (
 
 // ServeHTTP routes r with one atomic load of the current view and forwards
 // it. Before the first Update it answers 503 (the proxy is not ready, and a
-// load balancer retries a 503 elsewhere); no matching route is 404; a route
+// load balancer retries a 503 elsewhere); the path is normalised before it
+// is matched, and a path with an encoded separator is 400 unless
+// Options.AllowEncodedSlashes (path.go); no matching route is 404; a route
 // whose backend has no endpoints is 503; CONNECT is 405. Failed upstream
 // attempts end in 502, or 504 when the last one timed out (connecting or
 // waiting for response headers).
