@@ -83,6 +83,8 @@ type proxyConfig struct {
 	maxStreams int
 	splice     bool
 	accessLog  bool
+
+	allowEncodedSlashes bool
 }
 
 func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
@@ -97,7 +99,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.BoolVar(&c.allowLoopbackEndpoints, "allow-loopback-endpoints", false, "use endpoints at loopback addresses (127.0.0.0/8, ::1): backends on the proxy's own host; only with --manifests")
 	c.tenancy.register(fs)
 	fs.BoolVar(&c.sslRedirect, "ssl-redirect", false, `redirect plain-HTTP requests to hosts that have TLS (from their owner's spec.tls) to HTTPS with a 308, for Ingresses without the sluice.dev/ssl-redirect annotation (off by default, as the Ingress conformance suite expects)`)
-	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name")
+	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name (unset, missing or invalid: a self-signed certificate generated at start)")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
 	fs.StringVar(&c.httpsAddress, "https-address", ":8443", "address for TLS traffic (empty disables)")
 	fs.StringVar(&c.adminAddress, "admin-address", ":9090", "address for /healthz, /readyz and /metrics")
@@ -126,6 +128,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, as gRPC clients use) on the plain-HTTP listener")
 	fs.IntVar(&c.maxStreams, "upstream-max-streams-per-connection", 100, "most concurrent requests on one HTTP/2 connection to a pod (h2c, grpc, grpcs backends); more open another connection")
 	fs.BoolVar(&c.splice, "splice-bodies", false, "copy large Content-Length response bodies from the pod's connection to a plain-HTTP client's with splice(2) (less proxy CPU, more for the receiving client on loopback)")
+	fs.BoolVar(&c.allowEncodedSlashes, "allow-encoded-slashes", false, "pass an encoded slash, backslash or dot (%2F, %5C, %2E) or a literal backslash in a request path to the pod unchanged (path rules see it decoded and normalised); false: refuse such requests with 400")
 	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -344,6 +347,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		UnsafeReuseWindow:       zeroMeansNone(c.unsafeReuse),
 		MaxConnsPerEndpoint:     countOption(c.maxConns),
 		QueueTimeout:            c.queueTimeout,
+		AllowEncodedSlashes:     c.allowEncodedSlashes,
 	})
 	// The catch-all is the release's: the proxy's own namespace in a
 	// cluster; with --manifests (no cluster, one tenant) every namespace's.
@@ -381,12 +385,21 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		log.Info("POD_NAME/POD_NAMESPACE not set: draining ends by --drain-max-wait or --drain-quiet-period only")
 	}
 
+	fallback, err := server.SelfSigned(time.Now())
+	if err != nil {
+		return err
+	}
+	if c.httpsAddress != "" {
+		log.Info("generated a self-signed default certificate, served when no certificate matches a client's server name and --default-certificate is unset or its Secret unusable",
+			"subject", server.SelfSignedName, "defaultCertificate", c.defaultCert)
+	}
+
 	srv, err := server.New(server.Options{
 		HTTPAddress:         c.httpAddress,
 		HTTPSAddress:        c.httpsAddress,
 		AdminAddress:        c.adminAddress,
 		Handler:             px,
-		GetCertificate:      certificateFrom(px),
+		GetCertificate:      certificateFrom(px, fallback),
 		ProxyProtocol:       c.proxyProtocol,
 		TrustedProxies:      c.trustedProxies,
 		ReadHeaderTimeout:   c.readHeaderTimeout,
@@ -459,17 +472,20 @@ func zeroMeansNone(d time.Duration) time.Duration {
 }
 
 // certificateFrom selects the certificate for a TLS handshake from the
-// routing table in use, so a certificate rotation is one more table swap.
-func certificateFrom(px *proxy.Proxy) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+// routing table in use, so a certificate rotation is one more table swap:
+// the server name's, else the table's default certificate, else fallback
+// (also before the first table). Every handshake completes: a host whose
+// Secret is missing still answers, with a certificate error for the
+// client, and an ACME server that follows a redirect to HTTPS (without
+// checking the certificate, as Let's Encrypt does) still gets its answer.
+func certificateFrom(px *proxy.Proxy, fallback *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		t := px.Table()
-		if t == nil {
-			return nil, errors.New("no routing table loaded yet")
+		if t := px.Table(); t != nil {
+			if c := t.Certificate(hello.ServerName); c != nil {
+				return c, nil
+			}
 		}
-		if c := t.Certificate(hello.ServerName); c != nil {
-			return c, nil
-		}
-		return nil, fmt.Errorf("no certificate for server name %q", hello.ServerName)
+		return fallback, nil
 	}
 }
 

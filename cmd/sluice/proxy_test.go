@@ -10,12 +10,15 @@ import (
 )
 
 func TestParseProxyFlags(t *testing.T) {
-	c, err := parseProxyFlags([]string{"--manifests", "dir", "--trusted-proxies", "10.0.0.0/8, 192.168.1.1", "--proxy-protocol", "--drain-max-wait", "0", "--reuse-port"}, io.Discard)
+	c, err := parseProxyFlags([]string{"--manifests", "dir", "--trusted-proxies", "10.0.0.0/8, 192.168.1.1", "--proxy-protocol", "--drain-max-wait", "0", "--reuse-port", "--allow-encoded-slashes"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !c.reusePort {
 		t.Error("--reuse-port not parsed")
+	}
+	if !c.allowEncodedSlashes {
+		t.Error("--allow-encoded-slashes not parsed")
 	}
 	if len(c.trustedProxies) != 2 || c.trustedProxies[1].String() != "192.168.1.1/32" {
 		t.Errorf("trusted proxies = %v", c.trustedProxies)

@@ -42,10 +42,10 @@ func TestRedirectAndHSTS(t *testing.T) {
 		loc     string
 		hsts    string
 	}{
-		{"plain to tls host", false, "secure.example.com:8080", nil, 308, "https://secure.example.com/p/a%2Fb?q=1", ""},
+		{"plain to tls host", false, "secure.example.com:8080", nil, 308, "https://secure.example.com/p/a%20b?q=1", ""},
 		{"forwarded https from trusted peer", true, "secure.example.com", []string{"X-Forwarded-Proto", "https"}, 200, "", "max-age=600; includeSubDomains"},
-		{"forwarded https from untrusted peer", false, "secure.example.com", []string{"X-Forwarded-Proto", "https"}, 308, "https://secure.example.com/p/a%2Fb?q=1", ""},
-		{"forwarded http from trusted peer", true, "secure.example.com", []string{"X-Forwarded-Proto", "http"}, 308, "https://secure.example.com/p/a%2Fb?q=1", ""},
+		{"forwarded https from untrusted peer", false, "secure.example.com", []string{"X-Forwarded-Proto", "https"}, 308, "https://secure.example.com/p/a%20b?q=1", ""},
+		{"forwarded http from trusted peer", true, "secure.example.com", []string{"X-Forwarded-Proto", "http"}, 308, "https://secure.example.com/p/a%20b?q=1", ""},
 		{"hsts only over https", false, "open.example.com", nil, 200, "", ""},
 		{"hsts over forwarded https", true, "open.example.com", []string{"X-Forwarded-Proto", "HTTPS, http"}, 200, "", "max-age=60"},
 		{"no tls host", false, "other.example.com", nil, 200, "", ""},
@@ -59,7 +59,7 @@ func TestRedirectAndHSTS(t *testing.T) {
 			p, srv, c := front(t, o)
 			p.Update(httpsTable(backendOf("ns/a", defaults(), a.addr())))
 			c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-			req, _ := http.NewRequest("POST", srv.URL+"/p/a%2Fb?q=1", strings.NewReader("body"))
+			req, _ := http.NewRequest("POST", srv.URL+"/p/a%20b?q=1", strings.NewReader("body"))
 			req.Host = tc.host
 			for i := 0; i+1 < len(tc.hdr); i += 2 {
 				req.Header.Set(tc.hdr[i], tc.hdr[i+1])

@@ -113,6 +113,10 @@ type Options struct {
 	// other is replaced by a generated one. Off: the header passes as it
 	// is, and nothing is added to the request path.
 	RequestID bool
+	// AllowEncodedSlashes passes an encoded "/", "\" or "." (%2F, %5C,
+	// %2E) and a literal "\" in a request path to the pod unchanged. Off:
+	// such a request is refused with 400 (path.go).
+	AllowEncodedSlashes bool
 }
 
 // Proxy is an http.Handler forwarding requests to the pod endpoints of the
@@ -251,6 +255,8 @@ var (
 // it. Before the first Update it answers 503 (the proxy is not ready, and a
 // load balancer retries a 503 elsewhere); a request over TLS for a host the
 // connection's server name may not carry (route.Table.Misdirected) is 421;
+// the path is normalised before it is matched, and a path with an encoded
+// separator is 400 unless Options.AllowEncodedSlashes (path.go);
 // no matching route is 404 (an unknown host without a platform default
 // backend included); a route whose backend has no endpoints is 503; CONNECT
 // is 405. Failed upstream attempts end in 502, or 504 when the last one
@@ -279,7 +285,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.answer(w, r, p.unrouted, http.StatusMisdirectedRequest, bodyMisdirect, start)
 		return
 	}
-	rt := v.table.Match(r.Host, r.URL.Path)
+	path, ok := p.normalizeRequest(r)
+	if !ok {
+		p.answer(w, r, p.unrouted, http.StatusBadRequest, bodyBadPath, start)
+		return
+	}
+	rt := v.table.Match(r.Host, path)
 	if rt == nil {
 		p.answer(w, r, p.unrouted, http.StatusNotFound, bodyNoRoute, start)
 		return
@@ -294,7 +305,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rv.redirect || rv.hsts != nil {
 		https := p.viaHTTPS(r)
-		if rv.redirect && !https {
+		if rv.redirect && !https && !acmeChallenge(path) {
 			p.redirectHTTPS(w, r, rv, start)
 			return
 		}

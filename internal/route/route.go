@@ -79,7 +79,9 @@ type Config struct {
 	// Certificates for TLS, selected by SNI.
 	Certificates []Certificate
 	// DefaultCertificate is served when no certificate matches the SNI name
-	// (or the client sent none). nil means the handshake fails in that case.
+	// (or the client sent none). nil leaves the choice to the caller of
+	// Table.Certificate (sluice proxy serves a self-signed certificate it
+	// generated at start).
 	DefaultCertificate *Certificate
 	// Owners are the hosts' owning namespaces (tenancy, owner.go), sorted by
 	// host; empty when host ownership is off.

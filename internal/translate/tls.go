@@ -224,13 +224,13 @@ func (b *builder) defaultCertificate() *route.Certificate {
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		b.problems = append(b.problems, Problem{Kind: "Secret", Name: ref, Reason: "InvalidOption",
-			Message: "default certificate must be namespace/name; no default certificate"})
+			Message: "default certificate must be namespace/name; the proxy serves its generated self-signed certificate instead"})
 		return nil
 	}
 	kp := b.keyPair(ns, name)
 	if kp.reason != "" {
 		b.problems = append(b.problems, Problem{Kind: "Secret", Namespace: ns, Name: name, Reason: kp.reason,
-			Message: "default certificate: " + kp.message + "; no default certificate"})
+			Message: "default certificate: " + kp.message + "; the proxy serves its generated self-signed certificate instead"})
 		return nil
 	}
 	return &route.Certificate{Source: ref, Cert: kp.cert}

@@ -110,7 +110,8 @@ type Options struct {
 	// False: refused, as the API server refuses them.
 	AllowLoopbackEndpoints bool
 	// DefaultCertificate is the "namespace/name" of a kubernetes.io/tls Secret
-	// served when no certificate matches the SNI name; "" for none.
+	// served when no certificate matches the SNI name; "" for none (sluice
+	// proxy then serves a self-signed certificate it generated at start).
 	DefaultCertificate string
 	// HostOwnership is HostOwnershipNamespace (default, "") or
 	// HostOwnershipNone (owner.go).

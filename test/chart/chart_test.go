@@ -169,6 +169,28 @@ func TestGraceFollowsDrainFlags(t *testing.T) {
 	}
 }
 
+// proxy.defaultCertificate names a Secret of the release namespace, and
+// proxy.allowEncodedSlashes passes its flag; by default neither flag is
+// rendered (the proxy generates its own default certificate).
+func TestDefaultCertificateArgs(t *testing.T) {
+	proxyArgs := func(set ...string) []any {
+		t.Helper()
+		d := find(objects(t, set...), "Deployment", "sluice-proxy")
+		return path(d, "spec", "template", "spec", "containers").([]any)[0].(map[string]any)["args"].([]any)
+	}
+	for _, a := range proxyArgs() {
+		if s := a.(string); strings.HasPrefix(s, "--default-certificate") || strings.HasPrefix(s, "--allow-encoded-slashes") {
+			t.Errorf("default values render %s", s)
+		}
+	}
+	args := proxyArgs("--set", "proxy.defaultCertificate=wildcard-tls,proxy.allowEncodedSlashes=true")
+	for _, want := range []string{"--default-certificate=sluice-system/wildcard-tls", "--allow-encoded-slashes"} {
+		if !slices.Contains(args, any(want)) {
+			t.Errorf("proxy args %v lack %s", args, want)
+		}
+	}
+}
+
 // Bad values fail with a clear message, not a broken manifest.
 func TestBadValues(t *testing.T) {
 	for _, tc := range []struct {
@@ -180,6 +202,7 @@ func TestBadValues(t *testing.T) {
 		{"controller.allowedHAProxyRuntimeAPIs[0]=10.0.0.1:9999", "allowedHAProxyRuntimeAPIs"},
 		{"proxy.drainMaxWaitSeconds=-1", "drainMaxWaitSeconds"},
 		{"proxy.unknownValue=1", "unknownValue"},
+		{"proxy.defaultCertificate=other/tls", "defaultCertificate"},
 	} {
 		out, err := template(t, "--set", tc.set)
 		if err == nil || !strings.Contains(out, tc.want) {
