@@ -14,7 +14,8 @@ import (
 
 func TestPassiveEjectionAndRecovery(t *testing.T) {
 	good := newBackend(t, "good", nil)
-	dead := deadAddr(t)
+	dead, release := holdPort(t)
+	t.Cleanup(release)
 	clock := &fakeClock{}
 	clock.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	p, srv, c := front(t, Options{FailureThreshold: 3, EjectDuration: time.Minute})
@@ -52,6 +53,7 @@ func TestPassiveEjectionAndRecovery(t *testing.T) {
 	}
 	// The endpoint comes back: after the next expiry it serves again and
 	// its count resets.
+	release()
 	ln, err := net.Listen("tcp", dead)
 	if err != nil {
 		t.Skipf("cannot reuse port %s: %v", dead, err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,13 +70,33 @@ func (b *testBackend) lastRequest() (*http.Request, string) {
 // deadAddr returns a loopback address nothing listens on.
 func deadAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, release := holdPort(t)
+	t.Cleanup(release)
+	return addr
+}
+
+// holdPort binds a TCP socket on a loopback port without listening, so
+// that connecting to it is refused and no other process can take the port
+// while it is held (a port merely closed again was taken by another
+// test's server on a busy machine, which then answered 200). release
+// frees it (idempotent), to listen on it.
+func holdPort(t *testing.T) (addr string, release func()) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port), func() { once.Do(func() { syscall.Close(fd) }) }
 }
 
 func backendOf(name string, pol route.Policy, addrs ...string) *route.Backend {
