@@ -98,8 +98,8 @@ type tlsState = tls.ConnectionState
 // had read. net/http sees the wrapper, not a *tls.Conn: over TLS the
 // wrapper reports the connection's state, from which net/http sets
 // Request.TLS (it asks any connection for ConnectionState).
-func replay(nc net.Conn, buf []byte) net.Conn {
-	rc := &replayConn{Conn: nc, buf: buf}
+func replay(nc net.Conn, buf []byte, on431 func()) net.Conn {
+	rc := &replayConn{Conn: nc, buf: buf, on431: on431}
 	if tc, ok := nc.(*tls.Conn); ok {
 		return &tlsReplayConn{replayConn: rc, tc: tc}
 	}

@@ -30,6 +30,7 @@ type metrics struct {
 	retries        *prometheus.CounterVec
 	ejected        *prometheus.CounterVec
 	clientErrors   *prometheus.CounterVec
+	tunnelIdle     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -59,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sluice", Name: "client_errors_total",
 			Help: "Requests whose body the client broke (bad chunked framing, shorter than its Content-Length) after forwarding began, by Service. They are answered 400 (or cut, if the response had begun) and never count against the endpoint.",
 		}, []string{"service"}),
+		tunnelIdle: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "tunnel_idle_timeouts_total",
+			Help: "Upgraded connections (WebSocket and other protocol switches) closed because no byte went either way for --tunnel-idle-timeout.",
+		}),
 	}
 	if reg != nil {
 		m.requests = register(reg, m.requests)
@@ -67,6 +72,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.retries = register(reg, m.retries)
 		m.ejected = register(reg, m.ejected)
 		m.clientErrors = register(reg, m.clientErrors)
+		m.tunnelIdle = register(reg, m.tunnelIdle)
 	}
 	return m
 }

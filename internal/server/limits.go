@@ -1,0 +1,206 @@
+package server
+
+// Client timeouts that net/http has no idle form of, on every traffic
+// connection whatever serves it (the fast HTTP/1.1 loop, net/http's
+// HTTP/1.1 and HTTP/2, upgraded tunnels):
+//
+//   - the write idle timeout lives in trackedConn, below TLS: every write
+//     to the client moves the connection's write deadline forward, so a
+//     client that takes no byte for WriteIdleTimeout is cut, and one that
+//     reads slowly but reads is not;
+//   - the body idle timeout of requests net/http serves is idleBody, a
+//     request body that moves the read deadline forward before each read
+//     (http.ResponseController). The fast loop keeps its own
+//     (http1.Options.BodyIdleTimeout).
+//
+// Deadlines are moved lazily: only when the new one is off the one in
+// effect by an eighth of the timeout (at most a second), so a busy
+// connection updates its timer about once a second, not once a write.
+
+import (
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"sluice.dev/sluice/internal/http1"
+)
+
+// Values of the "timeout" label of sluice_client_timeouts_total.
+const (
+	timeoutReadHeader = "read_header"
+	timeoutBodyIdle   = "body_idle"
+	timeoutWriteIdle  = "write_idle"
+	timeoutKeepAlive  = "keepalive_idle"
+)
+
+// noDeadline is trackedConn.wdl when no write deadline is set.
+const noDeadline = math.MinInt64
+
+// writeChunk is the most written under one write deadline: a larger
+// write is cut in pieces, each with a fresh deadline, so the timeout is
+// about progress, not about the size of a write.
+const writeChunk = 64 << 10
+
+// slack is how far a deadline may lag behind the one it would be set to
+// now before it is moved: an eighth of the timeout, at most a second.
+func slack(timeout time.Duration) time.Duration { return min(time.Second, timeout/8) }
+
+// Write writes p, moving the write deadline forward before each piece of
+// at most writeChunk when the write idle timeout is on.
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if c.t != nil && c.t.count431 && http1.IsHeaderTooLarge(p) {
+		c.t.m.headerTooLarge.Inc()
+	}
+	if c.t == nil || c.t.writeIdle <= 0 {
+		return c.Conn.Write(p)
+	}
+	var n int
+	for {
+		chunk := p[:min(len(p), writeChunk)]
+		c.moveWriteDeadline()
+		k, err := c.Conn.Write(chunk)
+		n += k
+		p = p[k:]
+		if err != nil {
+			c.writeFailed(err)
+			return n, err
+		}
+		if len(p) == 0 {
+			return n, nil
+		}
+	}
+}
+
+// moveWriteDeadline sets the write deadline to the idle timeout from now,
+// unless the one in effect is within slack of it.
+func (c *trackedConn) moveWriteDeadline() {
+	t := c.t
+	now := int64(time.Since(t.epoch))
+	want := now + int64(t.writeIdle)
+	if cur := c.wdl.Load(); cur != noDeadline && want-cur < int64(slack(t.writeIdle)) {
+		return
+	}
+	c.wdl.Store(want)
+	c.Conn.SetWriteDeadline(t.epoch.Add(time.Duration(want)))
+}
+
+// writeFailed counts a write that timed out, once per connection.
+func (c *trackedConn) writeFailed(err error) {
+	if isTimeout(err) && c.writeTimedOut.CompareAndSwap(false, true) {
+		c.t.m.timeouts.WithLabelValues(timeoutWriteIdle).Inc()
+	}
+}
+
+// SetWriteDeadline and SetDeadline note a deadline set from above (TLS
+// handshake, net/http) so that the next write knows what is in effect.
+func (c *trackedConn) SetWriteDeadline(d time.Time) error {
+	c.noteWriteDeadline(d)
+	return c.Conn.SetWriteDeadline(d)
+}
+
+func (c *trackedConn) SetDeadline(d time.Time) error {
+	c.noteWriteDeadline(d)
+	return c.Conn.SetDeadline(d)
+}
+
+func (c *trackedConn) noteWriteDeadline(d time.Time) {
+	if c.t == nil || d.IsZero() {
+		c.wdl.Store(noDeadline)
+		return
+	}
+	c.wdl.Store(int64(d.Sub(c.t.epoch)))
+}
+
+// copyBufs are the buffers of copyFrom.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyFrom is ReadFrom with the write idle timeout on: a copy through
+// Write, without splice(2). A splice would wait for the source under the
+// write deadline set before it, and a source slower than the timeout (an
+// idle WebSocket, a slow upstream) would then fail a write to a client
+// that reads fine.
+func (c *trackedConn) copyFrom(r io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		k, rerr := r.Read(buf)
+		if k > 0 {
+			w, werr := c.Write(buf[:k])
+			n += int64(w)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
+
+// idleBodies gives the requests net/http serves (every request but the
+// fast loop's) a request body with the body idle timeout.
+func (s *Server) idleBodies(next http.Handler) http.Handler {
+	timeout := s.o.BodyIdleTimeout
+	if timeout <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &idleBody{rc: r.Body, ctl: http.NewResponseController(w), timeout: timeout, m: s.m}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// idleBody is a request body that fails a read once the client sent no
+// byte of it for timeout: before each read, the read deadline (of the
+// HTTP/1.1 connection, or of the HTTP/2 stream) is moved forward.
+type idleBody struct {
+	rc      io.ReadCloser
+	ctl     *http.ResponseController
+	timeout time.Duration
+	m       *metrics
+	set     time.Time // when the deadline was last moved
+	off     bool      // the writer has no read deadline, or the body ended
+	counted bool
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if !b.off {
+		if now := time.Now(); now.Sub(b.set) >= slack(b.timeout) {
+			b.set = now
+			if err := b.ctl.SetReadDeadline(now.Add(b.timeout)); err != nil {
+				b.off = true
+			}
+		}
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case err == io.EOF && !b.off:
+		// net/http's HTTP/1.1 connection now reads in the background
+		// to see the client go away: with a deadline, it would take
+		// its expiry for the client leaving and cancel the request.
+		b.off = true
+		b.ctl.SetReadDeadline(time.Time{})
+	case err != nil && !b.counted && isTimeout(err):
+		b.counted = true
+		b.m.timeouts.WithLabelValues(timeoutBodyIdle).Inc()
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error { return b.rc.Close() }
+
+// isTimeout reports a deadline that expired.
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
