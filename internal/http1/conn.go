@@ -560,8 +560,8 @@ type reqBody struct {
 	// err: the body timed out (BodyIdleTimeout); every later read fails
 	// with it.
 	err error
-	mu                 sync.Mutex // guards eof and watch for the request context
-	eof                bool
+	mu  sync.Mutex // guards eof and watch for the request context
+	eof bool
 	// watch: the request context wants the background read once the body
 	// is read.
 	watch context.CancelFunc
