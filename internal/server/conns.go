@@ -151,6 +151,11 @@ type trackedConn struct {
 	wdl atomic.Int64
 	// writeTimedOut: a write timed out (counted once).
 	writeTimedOut atomic.Bool
+	// For net/http's timeouts (limits.go): its last ConnState; whether
+	// the last read timed out; whether a handler ran since the
+	// connection last went active; whether a request body timed out.
+	httpState                      atomic.Int32
+	readTimedOut, served, bodyIdle atomic.Bool
 }
 
 // SyscallConn passes on the descriptor of a plain TCP connection, so the
@@ -195,12 +200,15 @@ type connTrafficKey struct{}
 // connection (concurrent ones, for HTTP/2).
 type connTraffic struct {
 	counted atomic.Bool // a request other than a health check was seen
+	// tc is the tracked connection below (nil if none): net/http's
+	// timeouts are told apart through it (limits.go).
+	tc *trackedConn
 }
 
 // connContext gives every traffic connection its connTraffic
 // (http.Server.ConnContext).
-func connContext(ctx context.Context, _ net.Conn) context.Context {
-	return context.WithValue(ctx, connTrafficKey{}, &connTraffic{})
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connTrafficKey{}, &connTraffic{tc: unwrap(c)})
 }
 
 // countTraffic records r, a request that is not a health check, as new
@@ -219,12 +227,19 @@ func (t *tracker) countTraffic(r *http.Request) {
 // connState marks hijacked connections (WebSocket and other upgrades),
 // which net/http no longer tracks or closes at shutdown.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
-	if st != http.StateHijacked {
+	tc := unwrap(c)
+	if tc == nil {
 		return
 	}
-	if tc := unwrap(c); tc != nil {
+	switch st {
+	case http.StateHijacked:
 		tc.hijacked.Store(true)
+	case http.StateActive:
+		tc.served.Store(false)
+	case http.StateClosed:
+		s.countNetHTTPTimeout(tc)
 	}
+	tc.httpState.Store(int32(st))
 }
 
 // unwrap finds the tracked connection below TLS and PROXY protocol.

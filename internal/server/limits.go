@@ -145,19 +145,56 @@ func (c *trackedConn) copyFrom(r io.Reader) (int64, error) {
 	}
 }
 
-// idleBodies gives the requests net/http serves (every request but the
-// fast loop's) a request body with the body idle timeout.
-func (s *Server) idleBodies(next http.Handler) http.Handler {
+// netHTTPHandler wraps the handler of the requests net/http serves (every
+// request but the fast loop's): it notes that a request was served (see
+// countNetHTTPTimeout) and gives the request a body with the body idle
+// timeout.
+func (s *Server) netHTTPHandler(next http.Handler) http.Handler {
 	timeout := s.o.BodyIdleTimeout
-	if timeout <= 0 {
-		return next
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = &idleBody{rc: r.Body, ctl: http.NewResponseController(w), timeout: timeout, m: s.m}
+		ct, _ := r.Context().Value(connTrafficKey{}).(*connTraffic)
+		if ct != nil && ct.tc != nil {
+			ct.tc.served.Store(true)
+		}
+		if timeout > 0 && r.Body != nil && r.Body != http.NoBody {
+			b := &idleBody{rc: r.Body, ctl: http.NewResponseController(w), timeout: timeout, m: s.m}
+			if ct != nil {
+				b.tc = ct.tc
+			}
+			r.Body = b
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Read notes whether the read timed out, for net/http's timeouts.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.readTimedOut.Store(err != nil && isTimeout(err))
+	return n, err
+}
+
+// countNetHTTPTimeout counts the timeout, if any, that made net/http close
+// tc (at its StateClosed): its last read timed out, and the connection
+// was new (read_header: no first request in time, or a TLS handshake),
+// idle (keepalive_idle), or active without a handler having run (a
+// header that started but did not end in time: read_header). A request
+// body that timed out was counted when it did. Connections the fast loop
+// serves never get here: it counts its own.
+func (s *Server) countNetHTTPTimeout(tc *trackedConn) {
+	if !tc.readTimedOut.Load() || tc.bodyIdle.Load() || s.State() >= StateStopping {
+		return
+	}
+	switch http.ConnState(tc.httpState.Load()) {
+	case http.StateNew:
+		s.m.timeouts.WithLabelValues(timeoutReadHeader).Inc()
+	case http.StateIdle:
+		s.m.timeouts.WithLabelValues(timeoutKeepAlive).Inc()
+	case http.StateActive:
+		if !tc.served.Load() {
+			s.m.timeouts.WithLabelValues(timeoutReadHeader).Inc()
+		}
+	}
 }
 
 // idleBody is a request body that fails a read once the client sent no
@@ -168,8 +205,9 @@ type idleBody struct {
 	ctl     *http.ResponseController
 	timeout time.Duration
 	m       *metrics
-	set     time.Time // when the deadline was last moved
-	off     bool      // the writer has no read deadline, or the body ended
+	tc      *trackedConn // the connection below, if known
+	set     time.Time    // when the deadline was last moved
+	off     bool         // the writer has no read deadline, or the body ended
 	counted bool
 }
 
@@ -193,6 +231,9 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	case err != nil && !b.counted && isTimeout(err):
 		b.counted = true
 		b.m.timeouts.WithLabelValues(timeoutBodyIdle).Inc()
+		if b.tc != nil {
+			b.tc.bodyIdle.Store(true)
+		}
 	}
 	return n, err
 }

@@ -158,7 +158,8 @@ type Server struct {
 	deferTraffic   bool
 	traffic, admin *http.Server
 	// fastHandler is the traffic handler of the fast loop; net/http's
-	// (traffic.Handler) adds the body idle timeout (limits.go).
+	// (traffic.Handler) adds the body idle timeout and timeout accounting
+	// (limits.go).
 	fastHandler http.Handler
 	// fast serves httpLn and httpsLn when Options.FastHTTP1 is set;
 	// handoff carries the connections it leaves to traffic. httpsLn is
@@ -214,7 +215,7 @@ func New(o Options) (*Server, error) {
 	errorLog := log.New(errorLogWriter{o.Logger}, "", 0)
 	s.fastHandler = s.trafficHandler()
 	s.traffic = &http.Server{
-		Handler:           s.idleBodies(s.fastHandler),
+		Handler:           s.netHTTPHandler(s.fastHandler),
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    netHTTPHeaderBytes(o.MaxHeaderBytes),
