@@ -149,6 +149,8 @@ type trackedConn struct {
 	// wdl is the write deadline in effect, in nanoseconds since t.epoch;
 	// noDeadline for none (limits.go).
 	wdl atomic.Int64
+	// wdlAbove: the write deadline in effect was set from above.
+	wdlAbove atomic.Bool
 	// writeTimedOut: a write timed out (counted once).
 	writeTimedOut atomic.Bool
 	// For net/http's timeouts (limits.go): its last ConnState; whether

@@ -78,6 +78,9 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 // unless the one in effect is within slack of it.
 func (c *trackedConn) moveWriteDeadline() {
 	t := c.t
+	if c.wdlAbove.Load() {
+		return // the deadline set from above stands until cleared
+	}
 	now := int64(time.Since(t.epoch))
 	want := now + int64(t.writeIdle)
 	if cur := c.wdl.Load(); cur != noDeadline && want-cur < int64(slack(t.writeIdle)) {
@@ -95,7 +98,8 @@ func (c *trackedConn) writeFailed(err error) {
 }
 
 // SetWriteDeadline and SetDeadline note a deadline set from above (TLS
-// handshake, net/http) so that the next write knows what is in effect.
+// handshake, the fast loop's 400 answer): it stands, and the idle timeout
+// is not applied, until it is cleared.
 func (c *trackedConn) SetWriteDeadline(d time.Time) error {
 	c.noteWriteDeadline(d)
 	return c.Conn.SetWriteDeadline(d)
@@ -107,11 +111,8 @@ func (c *trackedConn) SetDeadline(d time.Time) error {
 }
 
 func (c *trackedConn) noteWriteDeadline(d time.Time) {
-	if c.t == nil || d.IsZero() {
-		c.wdl.Store(noDeadline)
-		return
-	}
-	c.wdl.Store(int64(d.Sub(c.t.epoch)))
+	c.wdl.Store(noDeadline)
+	c.wdlAbove.Store(!d.IsZero())
 }
 
 // copyBufs are the buffers of copyFrom.
