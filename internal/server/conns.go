@@ -69,13 +69,16 @@ func (t *tracker) add(c *trackedConn) bool {
 }
 
 func (t *tracker) remove(c *trackedConn, reason string) {
+	// The counts change with the set, under mu: whoever sees the change
+	// (Run's wait for the last connection, add at the limit) sees them
+	// too.
 	t.mu.Lock()
 	delete(t.conns, c)
+	t.m.active.WithLabelValues(c.listener).Dec()
+	t.m.closed.WithLabelValues(reason).Inc()
 	close(t.changed)
 	t.changed = make(chan struct{})
 	t.mu.Unlock()
-	t.m.active.WithLabelValues(c.listener).Dec()
-	t.m.closed.WithLabelValues(reason).Inc()
 }
 
 // empty returns a channel that is closed if no connection is open, or
