@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,9 @@ func TestClientLimits(t *testing.T) {
 	}{
 		{"slowloris", attackers, func(t *testing.T, _ int) bool {
 			conn := dialAttacker(t, addr)
+			if conn == nil {
+				return false
+			}
 			io.WriteString(conn, "GET / HTTP/1.1\r\nHost: limits.test\r\n")
 			go func() {
 				for _, b := range []byte("X-Slow: 1\r\nX-Slow: 2\r\nX-Slow: 3\r\nX-Slow: 4\r\n") {
@@ -59,12 +63,26 @@ func TestClientLimits(t *testing.T) {
 		}},
 		{"slow-body", attackers, func(t *testing.T, _ int) bool {
 			conn := dialAttacker(t, addr)
+			if conn == nil {
+				return false
+			}
 			io.WriteString(conn, "POST / HTTP/1.1\r\nHost: limits.test\r\nContent-Length: 1000000\r\n\r\n0123456789")
-			return closedByProxy(conn)
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != http.StatusRequestTimeout {
+				t.Errorf("stalled body: %v %v, want 408", resp, err)
+				return false
+			}
+			_, err = io.Copy(io.Discard, br)
+			return err == nil || errors.Is(err, syscall.ECONNRESET)
 		}},
 		{"slow-read", attackers, func(t *testing.T, _ int) bool {
 			conn := dialAttacker(t, addr)
-			conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+			if conn == nil {
+				return false
+			}
+			// The default receive buffer: a tiny one makes the kernel
+			// deliver the rest, once read, by slow zero-window probes.
 			io.WriteString(conn, fmt.Sprintf("GET /bytes/%d HTTP/1.1\r\nHost: limits.test\r\n\r\n", 64<<20))
 			// Read nothing until the proxy counted every attacker's
 			// write timeout, then see whether the response was cut.
@@ -74,8 +92,15 @@ func TestClientLimits(t *testing.T) {
 		}},
 		{"conn-cap", connCap + attackers, func(t *testing.T, _ int) bool {
 			// Idle connections: beyond the cap they are reset at
-			// accept, the others closed by the header timeout.
-			return closedByProxy(dialAttacker(t, addr))
+			// accept (maybe before the dial returns), the others
+			// closed by the header timeout.
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				return errors.Is(err, syscall.ECONNRESET)
+			}
+			t.Cleanup(func() { conn.Close() })
+			conn.SetDeadline(time.Now().Add(30 * time.Second)) // failsafe
+			return closedByProxy(conn)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
