@@ -22,6 +22,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,18 +152,30 @@ func (c *trackedConn) copyFrom(r io.Reader) (int64, error) {
 // countNetHTTPTimeout) and gives the request a body with the body idle
 // timeout.
 func (s *Server) netHTTPHandler(next http.Handler) http.Handler {
-	timeout := s.o.BodyIdleTimeout
+	timeout, writeTimeout := s.o.BodyIdleTimeout, s.o.WriteIdleTimeout
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct, _ := r.Context().Value(connTrafficKey{}).(*connTraffic)
 		if ct != nil && ct.tc != nil {
 			ct.tc.served.Store(true)
 		}
-		if timeout > 0 && r.Body != nil && r.Body != http.NoBody {
-			b := &idleBody{rc: r.Body, ctl: http.NewResponseController(w), timeout: timeout, m: s.m}
+		var ctl *http.ResponseController
+		h2 := r.ProtoMajor == 2
+		if timeout > 0 && r.Body != nil && r.Body != http.NoBody && !(h2 && isGRPC(r)) {
+			ctl = http.NewResponseController(w)
+			b := &idleBody{rc: r.Body, ctl: ctl, timeout: timeout, m: s.m, h2: h2}
 			if ct != nil {
 				b.tc = ct.tc
 			}
 			r.Body = b
+		}
+		if writeTimeout > 0 && h2 {
+			// HTTP/2 flow control holds a write to a client that reads
+			// nothing before the connection does: the stream's own
+			// write deadline bounds it.
+			if ctl == nil {
+				ctl = http.NewResponseController(w)
+			}
+			w = &idleWriter{ResponseWriter: w, ctl: ctl, timeout: writeTimeout, m: s.m}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -201,6 +214,14 @@ func (s *Server) countNetHTTPTimeout(tc *trackedConn) {
 // idleBody is a request body that fails a read once the client sent no
 // byte of it for timeout: before each read, the read deadline (of the
 // HTTP/1.1 connection, or of the HTTP/2 stream) is moved forward.
+//
+// An HTTP/2 stream's deadline is a timer that fires whether or not a read
+// waits: a handler that pauses its reads would see the body fail while
+// flow control, not the client, held the bytes back. There the deadline
+// is set for each read and cleared after it. gRPC streams are left
+// alone: a client may be quiet on an open stream for as long as it
+// likes (a watch, a subscription); the stream and connection limits
+// bound them.
 type idleBody struct {
 	rc      io.ReadCloser
 	ctl     *http.ResponseController
@@ -209,10 +230,14 @@ type idleBody struct {
 	tc      *trackedConn // the connection below, if known
 	set     time.Time    // when the deadline was last moved
 	off     bool         // the writer has no read deadline, or the body ended
+	h2      bool         // an HTTP/2 stream: the deadline is set per read
 	counted bool
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
+	if b.h2 {
+		return b.readStream(p)
+	}
 	if !b.off {
 		if now := time.Now(); now.Sub(b.set) >= slack(b.timeout) {
 			b.set = now
@@ -239,7 +264,93 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// readStream is Read on an HTTP/2 stream: the deadline covers this read
+// only.
+func (b *idleBody) readStream(p []byte) (int, error) {
+	if b.off {
+		return b.rc.Read(p)
+	}
+	if err := b.ctl.SetReadDeadline(time.Now().Add(b.timeout)); err != nil {
+		b.off = true
+		return b.rc.Read(p)
+	}
+	n, err := b.rc.Read(p)
+	b.ctl.SetReadDeadline(time.Time{})
+	if err != nil && !b.counted && isTimeout(err) {
+		b.counted = true
+		b.m.timeouts.WithLabelValues(timeoutBodyIdle).Inc()
+	}
+	return n, err
+}
+
 func (b *idleBody) Close() error { return b.rc.Close() }
+
+// idleWriter is the ResponseWriter of an HTTP/2 request with the write
+// idle timeout: each write and flush runs under the stream's write
+// deadline, set before it and cleared after it (the stream's deadline is
+// a timer that fires whether or not a write waits, and a response may be
+// quiet for long between writes: an event stream, a gRPC stream).
+type idleWriter struct {
+	http.ResponseWriter
+	ctl     *http.ResponseController
+	timeout time.Duration
+	m       *metrics
+	off     bool // the writer has no write deadline
+	counted bool
+}
+
+func (w *idleWriter) Write(p []byte) (int, error) {
+	deadline := w.arm()
+	n, err := w.ResponseWriter.Write(p)
+	w.disarm(deadline, err)
+	return n, err
+}
+
+// FlushError flushes under the write deadline (http.ResponseController
+// finds it before the writer below).
+func (w *idleWriter) FlushError() error {
+	deadline := w.arm()
+	err := w.ctl.Flush()
+	w.disarm(deadline, err)
+	return err
+}
+
+// Unwrap gives http.ResponseController the writer below.
+func (w *idleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// arm sets the write deadline and returns it; zero if there is none.
+func (w *idleWriter) arm() time.Time {
+	if w.off {
+		return time.Time{}
+	}
+	d := time.Now().Add(w.timeout)
+	if err := w.ctl.SetWriteDeadline(d); err != nil {
+		w.off = true
+		return time.Time{}
+	}
+	return d
+}
+
+// disarm clears the write deadline set for a write, and counts the write
+// if it failed once the deadline had passed (the deadline reset the
+// stream).
+func (w *idleWriter) disarm(deadline time.Time, err error) {
+	if deadline.IsZero() {
+		return
+	}
+	if err != nil && !w.counted && !time.Now().Before(deadline) {
+		w.counted = true
+		w.m.timeouts.WithLabelValues(timeoutWriteIdle).Inc()
+		return
+	}
+	w.ctl.SetWriteDeadline(time.Time{})
+}
+
+// isGRPC reports a gRPC request (as the proxy tells them).
+func isGRPC(r *http.Request) bool {
+	ct := r.Header["Content-Type"]
+	return len(ct) > 0 && strings.HasPrefix(ct[0], "application/grpc")
+}
 
 // isTimeout reports a deadline that expired.
 func isTimeout(err error) bool {

@@ -421,3 +421,79 @@ func TestRefuseAtAcceptResets(t *testing.T) {
 		t.Errorf("read on a refused connection: %v, want a reset", err)
 	}
 }
+
+// TestHTTP2IdleTimeouts: over HTTP/2 the body and write idle timeouts
+// hold per stream: a body that stops is cut (408), a response the client
+// does not read fails the handler's write, and a response that is quiet
+// between writes for longer than the timeout, to a client that reads, is
+// not cut.
+func TestHTTP2IdleTimeouts(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	var cs certs
+	cs.set("a.test", newCert(t, "a.test", "a"))
+	errs := make(chan error, 4)
+	writes := make(chan error, 4)
+	ts := start(t, func(o *Options) {
+		o.HTTPSAddress = "127.0.0.1:0"
+		o.GetCertificate = cs.get
+		o.BodyIdleTimeout = timeout
+		o.WriteIdleTimeout = timeout
+		mux := http.NewServeMux()
+		mux.Handle("/body", bodyCounter(errs))
+		mux.Handle("/big", bigWriter(writes))
+		mux.HandleFunc("/quiet", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "a")
+			http.NewResponseController(w).Flush()
+			time.Sleep(3 * timeout)
+			if _, err := io.WriteString(w, "b"); err != nil {
+				writes <- err
+			}
+		})
+		o.Handler = mux
+	})
+	cl := tlsClient("a.test", false)
+	url := "https://" + ts.httpsAddr
+
+	// Stalled body.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte("ab"))
+	resp, err := cl.Post(url+"/body", "text/plain", pr)
+	if err != nil {
+		t.Fatalf("stalled body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("stalled body: %s %d, want HTTP/2 408", resp.Proto, resp.StatusCode)
+	}
+	if err := <-errs; !isTimeout(err) {
+		t.Errorf("stalled body: read error %v, want a timeout", err)
+	}
+	ts.waitMetric("sluice_client_timeouts_total", "timeout", "body_idle", 1)
+
+	// Quiet response, read by the client.
+	resp, err = cl.Get(url + "/quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := body(t, resp); got != "ab" {
+		t.Errorf("quiet response: %q, want \"ab\"", got)
+	}
+	resp.Body.Close()
+
+	// A response the client does not read.
+	resp, err = cl.Get(url + "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	select {
+	case err := <-writes:
+		if err == nil {
+			t.Fatal("256 MiB written to a client that reads nothing")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("writes to a client that reads nothing still blocked (failsafe)")
+	}
+	ts.waitMetric("sluice_client_timeouts_total", "timeout", "write_idle", 1)
+}
