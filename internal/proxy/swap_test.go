@@ -276,7 +276,7 @@ func TestConcurrentUpdateAndRequests(t *testing.T) {
 // either way for the timeout, the proxy closes it and counts it.
 func TestTunnelIdleTimeout(t *testing.T) {
 	a := newBackend(t, "a", echoUpgrade)
-	const timeout = 500 * time.Millisecond
+	const timeout = time.Second
 	p, srv, _ := front(t, Options{TunnelIdleTimeout: timeout})
 	p.Update(tableOf(backendOf("ns/s", defaults(), a.addr())))
 
@@ -292,7 +292,8 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", res, err)
 	}
-	// Busy: an echoed byte every 50ms, for three times the timeout.
+	// Busy: an echoed byte every 50ms, for one and a half times the
+	// timeout, with gaps of a twentieth of it.
 	b := make([]byte, 1)
 	for range 30 {
 		io.WriteString(conn, "x")

@@ -109,7 +109,10 @@ func bodyCounter(errs chan<- error) http.Handler {
 // the timeout. With Content-Length (the fast loop's) and chunked
 // (net/http's) bodies.
 func TestBodyIdleTimeout(t *testing.T) {
-	const timeout = 600 * time.Millisecond
+	// The gaps of the moving body are a fortieth of the timeout: a
+	// loaded machine may hold a goroutine up for hundreds of
+	// milliseconds.
+	const timeout = time.Second
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
 			errs := make(chan error, 4)
@@ -150,16 +153,21 @@ func TestBodyIdleTimeout(t *testing.T) {
 			}
 			ts.waitMetric("sluice_client_timeouts_total", "timeout", "body_idle", 1)
 
-			// Moving: a byte every 50ms, 40 of them: about three times
-			// the timeout in all.
-			const n = 40
+			// Moving: a byte every 25ms, 60 of them: one and a half
+			// times the timeout in all.
+			const n = 60
 			m := dialRaw(t, ts.httpAddr)
 			io.WriteString(m, head(n))
 			for range n {
 				if _, err := io.WriteString(m, piece("x")); err != nil {
+					select {
+					case herr := <-errs:
+						t.Fatalf("moving body: %v (handler: %v)", err, herr)
+					default:
+					}
 					t.Fatalf("moving body: %v", err)
 				}
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(25 * time.Millisecond)
 			}
 			if chunked {
 				io.WriteString(m, "0\r\n\r\n")
@@ -219,11 +227,12 @@ func TestWriteIdleTimeout(t *testing.T) {
 	}
 	ts.waitMetric("sluice_client_timeouts_total", "timeout", "write_idle", 1)
 
-	// Slow but moving: 16 MiB at 1 MiB per 50 ms.
-	const size = 16 << 20
+	// Slow but moving: 64 MiB at 1 MiB per 20 ms, longer than the
+	// timeout in all, with gaps of a fiftieth of it.
+	const size = 64 << 20
 	done2 := make(chan error, 1)
 	ts2 := start(t, func(o *Options) {
-		o.WriteIdleTimeout = 400 * time.Millisecond
+		o.WriteIdleTimeout = time.Second
 		o.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", strconv.Itoa(size))
 			buf := make([]byte, 64<<10)
@@ -249,7 +258,7 @@ func TestWriteIdleTimeout(t *testing.T) {
 		if err != nil {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err := <-done2; err != nil || got != size {
 		t.Errorf("slow reader: read %d of %d bytes; server: %v", got, size, err)
