@@ -31,6 +31,9 @@ const reasonH2 = "h2"
 // connection is closed or handed off.
 func (s *Server) ServeTLS(tc *tls.Conn) {
 	if err := s.handshake(tc); err != nil {
+		// A handshake that did not end in ReadHeaderTimeout counts as a
+		// header that did not (net/http's ConnState shows the same).
+		s.timedOut(err, TimeoutReadHeader)
 		s.log.Debug("http1: TLS handshake error", "remote", tc.RemoteAddr().String(), "error", err)
 		tc.Close()
 		return
