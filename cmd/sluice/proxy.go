@@ -59,7 +59,12 @@ type proxyConfig struct {
 
 	readHeaderTimeout time.Duration
 	idleTimeout       time.Duration
+	bodyIdleTimeout   time.Duration
+	writeIdleTimeout  time.Duration
+	tunnelIdleTimeout time.Duration
 	maxHeaderBytes    int
+	maxConnections    int
+	h2MaxStreams      int
 	dialTimeout       time.Duration
 	responseTimeout   time.Duration
 	retries           int
@@ -105,9 +110,14 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.StringVar(&c.adminAddress, "admin-address", ":9090", "address for /healthz, /readyz and /metrics")
 	trusted := fs.String("trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-* headers and PROXY protocol headers are trusted")
 	fs.BoolVar(&c.proxyProtocol, "proxy-protocol", false, "accept PROXY protocol v1/v2 headers on the traffic listeners (from --trusted-proxies only)")
-	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed to read a request's headers")
-	fs.DurationVar(&c.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle client keep-alive connection is kept")
-	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed for a request's header to arrive, from the connection's accept or the request's first byte (HAProxy's timeout http-request; slowloris clients are cut by it)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle client keep-alive connection (HTTP/1.1 or HTTP/2) is kept; longer than the load balancer's own idle timeout (ALB: 60s) so that the load balancer, not the proxy, closes idle connections and never sends on one the proxy is closing")
+	fs.DurationVar(&c.bodyIdleTimeout, "body-idle-timeout", 60*time.Second, "longest time a request body may go without a byte from the client (not a total: a slow upload that keeps moving is never cut); the request is answered 408 (nginx's client_body_timeout; 0: none)")
+	fs.DurationVar(&c.writeIdleTimeout, "write-idle-timeout", 60*time.Second, "longest time a client may take no byte of a response or a tunnel before its connection is closed (not a total: a slow download that keeps moving is never cut; nginx's send_timeout). With it on, --splice-bodies copies through user space (0: none)")
+	fs.DurationVar(&c.tunnelIdleTimeout, "tunnel-idle-timeout", time.Hour, "close a WebSocket or other upgraded connection once no byte went either way for this long (HAProxy's timeout tunnel; 0: never)")
+	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", 32<<10, "largest request header (request line and fields) accepted; a larger one is answered 431 (nginx's total of 4 x 8k header buffers; at least 4096)")
+	fs.IntVar(&c.maxConnections, "max-connections", 16384, "most client connections open at once over the traffic listeners; new connections beyond it are closed at accept while the open ones keep working; the admin listener has no limit (ingress-nginx's max-worker-connections; 0: no limit)")
+	fs.IntVar(&c.h2MaxStreams, "http2-max-concurrent-streams", 100, "most concurrent streams a client may open on one HTTP/2 connection (HAProxy's default, RFC 9113's recommended minimum); net/http's rapid-reset and CONTINUATION-flood protections apply too")
 	fs.DurationVar(&c.dialTimeout, "upstream-connect-timeout", 5*time.Second, "time allowed to connect to a pod endpoint")
 	fs.DurationVar(&c.responseTimeout, "upstream-response-timeout", 60*time.Second, "time allowed for a pod to send response headers")
 	fs.IntVar(&c.retries, "retries", 2, "extra attempts on another endpoint after a connect failure (any method) or a reset (idempotent methods, or a request with an Idempotency-Key header)")
@@ -127,7 +137,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.BoolVar(&c.reusePort, "reuse-port", false, "set SO_REUSEPORT on every listener (traffic and admin), so several proxies on one host network share the ports (per-node replicas); set net.ipv4.tcp_migrate_req=1 on the node so a stopping replica's queued connections move to another")
 	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, as gRPC clients use) on the plain-HTTP listener")
 	fs.IntVar(&c.maxStreams, "upstream-max-streams-per-connection", 100, "most concurrent requests on one HTTP/2 connection to a pod (h2c, grpc, grpcs backends); more open another connection")
-	fs.BoolVar(&c.splice, "splice-bodies", false, "copy large Content-Length response bodies from the pod's connection to a plain-HTTP client's with splice(2) (less proxy CPU, more for the receiving client on loopback)")
+	fs.BoolVar(&c.splice, "splice-bodies", false, "copy large Content-Length response bodies from the pod's connection to a plain-HTTP client's with splice(2) (less proxy CPU, more for the receiving client on loopback); needs --write-idle-timeout=0, since a splice cannot move the write deadline as bytes go")
 	fs.BoolVar(&c.allowEncodedSlashes, "allow-encoded-slashes", false, "pass an encoded slash, backslash or dot (%2F, %5C, %2E) or a literal backslash in a request path to the pod unchanged (path rules see it decoded and normalised); false: refuse such requests with 400")
 	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
 	if err := fs.Parse(args); err != nil {
@@ -162,7 +172,8 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	if _, err := parseLevel(c.logLevel); err != nil {
 		return nil, err
 	}
-	for name, d := range map[string]time.Duration{"--drain-max-wait": c.drainMaxWait, "--shutdown-timeout": c.shutdownTimeout, "--drain-quiet-period": c.drainQuietPeriod} {
+	for name, d := range map[string]time.Duration{"--drain-max-wait": c.drainMaxWait, "--shutdown-timeout": c.shutdownTimeout, "--drain-quiet-period": c.drainQuietPeriod,
+		"--body-idle-timeout": c.bodyIdleTimeout, "--write-idle-timeout": c.writeIdleTimeout, "--tunnel-idle-timeout": c.tunnelIdleTimeout} {
 		if d < 0 {
 			return nil, fmt.Errorf("%s must not be negative", name)
 		}
@@ -181,6 +192,15 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	}
 	if c.queueTimeout <= 0 {
 		return nil, errors.New("--upstream-queue-timeout must be positive")
+	}
+	if c.maxHeaderBytes < 4096 {
+		return nil, fmt.Errorf("--max-header-bytes must be at least 4096, not %d", c.maxHeaderBytes)
+	}
+	if c.maxConnections < 0 {
+		return nil, fmt.Errorf("--max-connections must not be negative")
+	}
+	if c.h2MaxStreams < 1 {
+		return nil, fmt.Errorf("--http2-max-concurrent-streams must be at least 1, not %d", c.h2MaxStreams)
 	}
 	if c.retries < 0 || c.retries > 10 {
 		return nil, fmt.Errorf("--retries must be between 0 and 10, not %d", c.retries)
@@ -348,6 +368,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		MaxConnsPerEndpoint:     countOption(c.maxConns),
 		QueueTimeout:            c.queueTimeout,
 		AllowEncodedSlashes:     c.allowEncodedSlashes,
+		TunnelIdleTimeout:       zeroMeansNone(c.tunnelIdleTimeout),
 	})
 	// The catch-all is the release's: the proxy's own namespace in a
 	// cluster; with --manifests (no cluster, one tenant) every namespace's.
@@ -395,28 +416,32 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 	}
 
 	srv, err := server.New(server.Options{
-		HTTPAddress:         c.httpAddress,
-		HTTPSAddress:        c.httpsAddress,
-		AdminAddress:        c.adminAddress,
-		Handler:             px,
-		GetCertificate:      certificateFrom(px, fallback),
-		ProxyProtocol:       c.proxyProtocol,
-		TrustedProxies:      c.trustedProxies,
-		ReadHeaderTimeout:   c.readHeaderTimeout,
-		IdleTimeout:         c.idleTimeout,
-		MaxHeaderBytes:      c.maxHeaderBytes,
-		DrainMaxWait:        zeroMeansNone(c.drainMaxWait),
-		DrainQuietPeriod:    c.drainQuietPeriod,
-		ShutdownTimeout:     zeroMeansNone(c.shutdownTimeout),
-		HealthOnTrafficPort: c.healthOnTrafficPort,
-		FastHTTP1:           c.fastHTTP1,
-		H2C:                 c.h2c,
-		ReusePort:           c.reusePort,
-		Drained:             drained,
-		Ready:               loop.Ready,
-		Gatherer:            reg,
-		Registerer:          reg,
-		Logger:              log,
+		HTTPAddress:          c.httpAddress,
+		HTTPSAddress:         c.httpsAddress,
+		AdminAddress:         c.adminAddress,
+		Handler:              px,
+		GetCertificate:       certificateFrom(px, fallback),
+		ProxyProtocol:        c.proxyProtocol,
+		TrustedProxies:       c.trustedProxies,
+		ReadHeaderTimeout:    c.readHeaderTimeout,
+		IdleTimeout:          c.idleTimeout,
+		MaxHeaderBytes:       c.maxHeaderBytes,
+		BodyIdleTimeout:      zeroMeansNone(c.bodyIdleTimeout),
+		WriteIdleTimeout:     zeroMeansNone(c.writeIdleTimeout),
+		MaxConnections:       zeroMeansNoLimit(c.maxConnections),
+		MaxConcurrentStreams: c.h2MaxStreams,
+		DrainMaxWait:         zeroMeansNone(c.drainMaxWait),
+		DrainQuietPeriod:     c.drainQuietPeriod,
+		ShutdownTimeout:      zeroMeansNone(c.shutdownTimeout),
+		HealthOnTrafficPort:  c.healthOnTrafficPort,
+		FastHTTP1:            c.fastHTTP1,
+		H2C:                  c.h2c,
+		ReusePort:            c.reusePort,
+		Drained:              drained,
+		Ready:                loop.Ready,
+		Gatherer:             reg,
+		Registerer:           reg,
+		Logger:               log,
 	})
 	if err != nil {
 		return err
@@ -469,6 +494,15 @@ func zeroMeansNone(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// zeroMeansNoLimit maps a limit flag's 0 ("no limit") to the server's
+// negative value; in server.Options 0 means "the default".
+func zeroMeansNoLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // certificateFrom selects the certificate for a TLS handshake from the

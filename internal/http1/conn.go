@@ -240,7 +240,11 @@ func (c *conn) readRequest(first bool) (*exchange, string, error) {
 	c.idle.Store(false)
 	c.fresh.Store(false)
 	if err != nil {
-		return nil, "", err
+		kind := TimeoutKeepAlive
+		if first {
+			kind = TimeoutReadHeader
+		}
+		return nil, "", c.s.timedOut(err, kind)
 	}
 	if c.lastPOST {
 		b, _ := c.br.Peek(4)
@@ -273,7 +277,8 @@ func (c *conn) readRequest(first bool) (*exchange, string, error) {
 				// parses what came, fails, and answers 400.
 				return nil, "", &requestError{err: io.ErrUnexpectedEOF}
 			}
-			return nil, "", err // a timeout or a reset: close without an answer, as net/http does
+			// A timeout or a reset: close without an answer, as net/http does.
+			return nil, "", c.s.timedOut(err, TimeoutReadHeader)
 		}
 	}
 
@@ -359,7 +364,7 @@ func (c *conn) handOff(reason string) bool {
 	}
 	// Deadlines are net/http's from now on.
 	c.nc.SetReadDeadline(time.Time{})
-	return c.s.o.HandOff.handOff(replay(c.nc, buf))
+	return c.s.o.HandOff.handOff(replay(c.nc, buf, c.s.o.OnHeaderTooLarge))
 }
 
 // badRequest answers a request the loop could not take, byte for byte as
@@ -392,8 +397,8 @@ func (c *conn) serve(x *exchange) (keep bool) {
 		x.body.rc = req.Body
 		x.body.size = req.ContentLength
 		req.Body = &x.body
-		// A body may take any time to arrive (net/http has no read
-		// deadline for it either).
+		// A body may take any time to arrive, as long as it keeps
+		// moving: each read has BodyIdleTimeout (reqBody.read).
 		c.deadline = time.Time{}
 		c.nc.SetReadDeadline(time.Time{})
 	} else {
@@ -552,8 +557,11 @@ type reqBody struct {
 	// closed: the handler closed the body; earlyClose: with too much of
 	// it left to read.
 	closed, earlyClose bool
-	mu                 sync.Mutex // guards eof and watch for the request context
-	eof                bool
+	// err: the body timed out (BodyIdleTimeout); every later read fails
+	// with it.
+	err error
+	mu  sync.Mutex // guards eof and watch for the request context
+	eof bool
 	// watch: the request context wants the background read once the body
 	// is read.
 	watch context.CancelFunc
@@ -573,8 +581,21 @@ func (b *reqBody) read(p []byte) (int, error) {
 	if b.eof {
 		return 0, io.EOF
 	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	c := b.x.c
+	if t := c.s.o.BodyIdleTimeout; t > 0 {
+		c.setDeadline(c.now(), t)
+	}
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
+	if err != nil && IsTimeout(err) {
+		// The client sent nothing for BodyIdleTimeout: the body is over
+		// for good (a later read would wait again), and the connection
+		// closes after the response (its body did not reach its end).
+		b.err = c.s.timedOut(err, TimeoutBodyIdle)
+	}
 	// A body cut short by the client's EOF is over too (and reads as
 	// io.EOF from then on, as net/http's).
 	if err == io.EOF || err == io.ErrUnexpectedEOF {

@@ -56,8 +56,26 @@ func (l *Listener) handOff(c net.Conn) bool {
 // had read but not consumed come first, then the connection itself.
 type replayConn struct {
 	net.Conn
-	buf []byte
+	buf   []byte
+	on431 func() // Options.OnHeaderTooLarge
 }
+
+// Write passes p on, and tells on431 of net/http's answer to a header
+// larger than its MaxHeaderBytes.
+func (c *replayConn) Write(p []byte) (int, error) {
+	if c.on431 != nil && IsHeaderTooLarge(p) {
+		c.on431()
+	}
+	return c.Conn.Write(p)
+}
+
+// tooLarge is net/http's whole answer to a request header larger than its
+// MaxHeaderBytes, written in one piece before it closes the connection.
+const tooLarge = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
+
+// IsHeaderTooLarge reports whether p, one write to a connection net/http
+// serves, is its 431 answer to a header too large.
+func IsHeaderTooLarge(p []byte) bool { return len(p) == len(tooLarge) && string(p) == tooLarge }
 
 func (c *replayConn) Read(p []byte) (int, error) {
 	if len(c.buf) > 0 {

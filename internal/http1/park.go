@@ -180,6 +180,9 @@ func (s *Server) sweep(now time.Time) {
 	for _, c := range s.park.conns {
 		if !now.Before(c.expiry) {
 			s.closeParkedConn(c)
+			if s.o.OnTimeout != nil {
+				s.o.OnTimeout(TimeoutKeepAlive)
+			}
 		}
 	}
 }

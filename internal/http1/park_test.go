@@ -90,7 +90,12 @@ func TestParkResume(t *testing.T) {
 // TestParkIdleTimeout: a parked connection is closed once its idle
 // timeout is over, and leaves the server's connections.
 func TestParkIdleTimeout(t *testing.T) {
-	tg, _ := parkTarget(t, Options{IdleTimeout: time.Hour})
+	var timeouts atomic.Int64
+	tg, _ := parkTarget(t, Options{IdleTimeout: time.Hour, OnTimeout: func(kind string) {
+		if kind == TimeoutKeepAlive {
+			timeouts.Add(1)
+		}
+	}})
 	c := dial(t, tg)
 	c.get("/a")
 	waitParked(t, tg.fast, 1)
@@ -104,6 +109,9 @@ func TestParkIdleTimeout(t *testing.T) {
 	}
 	waitParked(t, s, 0)
 	c.closed()
+	if n := timeouts.Load(); n != 1 {
+		t.Errorf("%d keep-alive timeouts told, want 1", n)
+	}
 }
 
 // TestParkShutdown: Shutdown closes parked connections at once, and a

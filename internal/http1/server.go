@@ -58,6 +58,20 @@ type Options struct {
 	// has started (default 10s); IdleTimeout the wait for the next
 	// request on a kept-alive connection (default 120s).
 	ReadHeaderTimeout, IdleTimeout time.Duration
+	// BodyIdleTimeout bounds the time a request body may go without a
+	// byte while the handler reads it: the read then fails, and the
+	// connection closes after the response. It is not a total: a large
+	// body that keeps moving is never cut. Zero means 60s; negative: no
+	// limit.
+	BodyIdleTimeout time.Duration
+	// OnTimeout, if set, is told each time a client timeout ends a
+	// connection or a request body: TimeoutReadHeader,
+	// TimeoutKeepAlive or TimeoutBodyIdle. Not while shutting down.
+	OnTimeout func(kind string)
+	// OnHeaderTooLarge, if set, is told each time net/http answers 431
+	// on a connection the loop handed to it (a header larger than its
+	// MaxHeaderBytes).
+	OnHeaderTooLarge func()
 	// ConnContext returns the context whose values every request of a
 	// connection carries (as http.Server.ConnContext). Nil means none.
 	ConnContext func(context.Context, net.Conn) context.Context
@@ -89,6 +103,13 @@ type Options struct {
 	beforePark func()
 }
 
+// The kinds of timeout told to Options.OnTimeout.
+const (
+	TimeoutReadHeader = "read_header"    // a request header did not arrive in ReadHeaderTimeout
+	TimeoutKeepAlive  = "keepalive_idle" // no next request in IdleTimeout
+	TimeoutBodyIdle   = "body_idle"      // a request body sent no byte for BodyIdleTimeout
+)
+
 // Server runs the loop on the connections given to ServeConn.
 type Server struct {
 	o    Options
@@ -111,6 +132,9 @@ func New(o Options) *Server {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 120 * time.Second
+	}
+	if o.BodyIdleTimeout == 0 {
+		o.BodyIdleTimeout = 60 * time.Second
 	}
 	if o.freshGrace <= 0 {
 		o.freshGrace = 5 * time.Second
@@ -153,6 +177,15 @@ func (s *Server) Shutdown() {
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// timedOut tells Options.OnTimeout of err if it is a timeout that was not
+// the server's doing (shutdown), and returns err.
+func (s *Server) timedOut(err error, kind string) error {
+	if s.o.OnTimeout != nil && IsTimeout(err) && !s.shutdown.Load() {
+		s.o.OnTimeout(kind)
+	}
+	return err
+}
 
 func (s *Server) track(c *conn, add bool) {
 	s.mu.Lock()

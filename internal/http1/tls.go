@@ -31,6 +31,9 @@ const reasonH2 = "h2"
 // connection is closed or handed off.
 func (s *Server) ServeTLS(tc *tls.Conn) {
 	if err := s.handshake(tc); err != nil {
+		// A handshake that did not end in ReadHeaderTimeout counts as a
+		// header that did not (net/http's ConnState shows the same).
+		s.timedOut(err, TimeoutReadHeader)
 		s.log.Debug("http1: TLS handshake error", "remote", tc.RemoteAddr().String(), "error", err)
 		tc.Close()
 		return
@@ -98,8 +101,8 @@ type tlsState = tls.ConnectionState
 // had read. net/http sees the wrapper, not a *tls.Conn: over TLS the
 // wrapper reports the connection's state, from which net/http sets
 // Request.TLS (it asks any connection for ConnectionState).
-func replay(nc net.Conn, buf []byte) net.Conn {
-	rc := &replayConn{Conn: nc, buf: buf}
+func replay(nc net.Conn, buf []byte, on431 func()) net.Conn {
+	rc := &replayConn{Conn: nc, buf: buf, on431: on431}
 	if tc, ok := nc.(*tls.Conn); ok {
 		return &tlsReplayConn{replayConn: rc, tc: tc}
 	}

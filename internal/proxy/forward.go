@@ -143,8 +143,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			bv.m.clientErrors.Inc()
 			p.log.Debug("request body failed", "service", bv.service, "upstream", ep.u.addr, "error", err)
 			w.Header()["Connection"] = valClose
+			msg := bodyBadRequest
 			o.status = http.StatusBadRequest
-			o.bytes = int64(p.writeAnswer(w, r, o.status, bodyBadRequest))
+			if rb.timedOut() {
+				// The client stopped sending its body (the server's body
+				// idle timeout).
+				o.status, msg = http.StatusRequestTimeout, bodyTooSlow
+			}
+			o.bytes = int64(p.writeAnswer(w, r, o.status, msg))
 			p.record(r, rv, o, start)
 			return
 		}
@@ -247,6 +253,8 @@ type replayBody struct {
 	// broke is set when reading rc failed other than at its end: the
 	// client's body is broken.
 	broke atomic.Bool
+	// timeout: it failed with a timeout (the body idle timeout).
+	timeout atomic.Bool
 
 	keep bool
 	kept []byte // what was read from rc, while keep
@@ -270,6 +278,9 @@ func (b *replayBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	if err != nil && err != io.EOF {
+		if http1.IsTimeout(err) {
+			b.timeout.Store(true)
+		}
 		b.broke.Store(true)
 	}
 	if b.keep && n > 0 {
@@ -282,6 +293,10 @@ func (b *replayBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// timedOut reports whether reading the client's body failed with a
+// timeout; false for a nil b.
+func (b *replayBody) timedOut() bool { return b != nil && b.timeout.Load() }
 
 // failed reports whether reading the client's body failed; false for a nil
 // b (a request without a body).

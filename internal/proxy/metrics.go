@@ -44,6 +44,7 @@ type metrics struct {
 	dials          *prometheus.CounterVec
 	queued         *prometheus.CounterVec
 	queueTimeouts  *prometheus.CounterVec
+	tunnelIdle     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -85,6 +86,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sluice", Name: "upstream_queue_timeouts_total",
 			Help: "Requests answered 503 after waiting --upstream-queue-timeout for a slot under --upstream-max-connections, by Service.",
 		}, []string{"service"}),
+		tunnelIdle: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "tunnel_idle_timeouts_total",
+			Help: "Upgraded connections (WebSocket and other protocol switches) closed because no byte went either way for --tunnel-idle-timeout.",
+		}),
 	}
 	if reg != nil {
 		m.requests = register(reg, m.requests)
@@ -96,6 +101,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.dials = register(reg, m.dials)
 		m.queued = register(reg, m.queued)
 		m.queueTimeouts = register(reg, m.queueTimeouts)
+		m.tunnelIdle = register(reg, m.tunnelIdle)
 	}
 	return m
 }

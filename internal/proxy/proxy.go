@@ -102,6 +102,10 @@ type Options struct {
 	// about a third but tripled the receiving client's, and max req/s
 	// fell (README, bench section).
 	SpliceBodies bool
+	// TunnelIdleTimeout closes an upgraded connection (WebSocket and
+	// other protocol switches) once no byte went either way for this
+	// long. Zero means 1h; negative: never.
+	TunnelIdleTimeout time.Duration
 	// Registerer receives the proxy's metrics; nil means not registered.
 	Registerer prometheus.Registerer
 	// Logger for upstream problems; nil discards.
@@ -181,6 +185,9 @@ func New(o Options) *Proxy {
 	if o.MaxResponseHeaderBytes <= 0 {
 		o.MaxResponseHeaderBytes = 1 << 20
 	}
+	if o.TunnelIdleTimeout == 0 {
+		o.TunnelIdleTimeout = time.Hour
+	}
 	if o.FailureThreshold <= 0 {
 		o.FailureThreshold = 3
 	}
@@ -234,6 +241,7 @@ var (
 	bodyQueueTimeout = []byte("sluice: upstream at its connection limit\n")
 	bodyNoConnect    = []byte("sluice: CONNECT not allowed\n")
 	bodyBadRequest   = []byte("sluice: malformed request body\n")
+	bodyTooSlow      = []byte("sluice: request body timed out\n")
 )
 
 // Immutable header values shared by all requests (the server and transports

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"sluice.dev/sluice/internal/route"
 )
@@ -268,4 +269,46 @@ func TestConcurrentUpdateAndRequests(t *testing.T) {
 	if n := failed.Load(); n != 0 {
 		t.Errorf("%d of 800 requests failed during concurrent updates", n)
 	}
+}
+
+// TestTunnelIdleTimeout: a tunnel in which bytes keep going, one way at a
+// time, for longer than the idle timeout stays open; once no byte goes
+// either way for the timeout, the proxy closes it and counts it.
+func TestTunnelIdleTimeout(t *testing.T) {
+	a := newBackend(t, "a", echoUpgrade)
+	const timeout = time.Second
+	p, srv, _ := front(t, Options{TunnelIdleTimeout: timeout})
+	p.Update(tableOf(backendOf("ns/s", defaults(), a.addr())))
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second)) // failsafe
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: app\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	// Busy: an echoed byte every 50ms, for one and a half times the
+	// timeout, with gaps of a twentieth of it.
+	b := make([]byte, 1)
+	for range 30 {
+		io.WriteString(conn, "x")
+		if _, err := io.ReadFull(br, b); err != nil {
+			t.Fatalf("busy tunnel: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := value(t, p.m.tunnelIdle); got != 0 {
+		t.Fatalf("busy tunnel: %v idle timeouts, want 0", got)
+	}
+	// Idle: the proxy closes it.
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle tunnel: read %v, want EOF", err)
+	}
+	eventually(t, "one idle timeout counted", func() bool { return value(t, p.m.tunnelIdle) == 1 })
+	eventually(t, "in-flight count back to 0", func() bool { return p.ups[a.addr()].inflight.Load() == 0 })
 }

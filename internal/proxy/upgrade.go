@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -57,13 +59,15 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, bv *backendView, 
 		n    int64
 		down bool
 	}
+	idle := p.watchIdle(conn, backConn)
+	defer idle.stop()
 	done := make(chan result, 2)
 	go func() {
-		n, _ := p.copyConn(backConn, fromClient)
+		n, _ := p.copyConn(backConn, idle.reader(fromClient))
 		done <- result{n: n}
 	}()
 	go func() {
-		n, _ := p.copyConn(conn, backConn)
+		n, _ := p.copyConn(conn, idle.reader(backConn))
 		done <- result{n: n, down: true}
 	}()
 	var down int64
@@ -99,6 +103,76 @@ func (p *Proxy) copyConn(dst io.Writer, src io.Reader) (int64, error) {
 	n, err := io.CopyBuffer(dst, src, *bp)
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok && err == nil {
 		_ = cw.CloseWrite()
+	}
+	return n, err
+}
+
+// tunnelIdle closes a tunnel once no byte went either way for
+// Options.TunnelIdleTimeout. The copies note the time of each read
+// (reader); one timer per tunnel checks it when it fires and is set
+// again for the rest of the timeout, so a busy tunnel costs a clock read
+// per read, not a timer.
+type tunnelIdle struct {
+	p       *Proxy
+	timeout time.Duration
+	start   time.Time
+	last    atomic.Int64 // time of the last read, in nanoseconds since start
+	timer   *time.Timer
+	stopped atomic.Bool
+	closers [2]io.Closer
+}
+
+// watchIdle starts the idle watch of the tunnel between a and b; nil
+// (which does nothing) when the timeout is off.
+func (p *Proxy) watchIdle(a, b io.Closer) *tunnelIdle {
+	if p.opts.TunnelIdleTimeout <= 0 {
+		return nil
+	}
+	t := &tunnelIdle{p: p, timeout: p.opts.TunnelIdleTimeout, start: time.Now(), closers: [2]io.Closer{a, b}}
+	t.timer = time.AfterFunc(t.timeout, t.check)
+	return t
+}
+
+func (t *tunnelIdle) check() {
+	if t.stopped.Load() {
+		return // the tunnel ended: a Reset now would outlive it
+	}
+	idle := time.Since(t.start) - time.Duration(t.last.Load())
+	if idle < t.timeout {
+		t.timer.Reset(t.timeout - idle)
+		return
+	}
+	t.p.m.tunnelIdle.Inc()
+	t.p.log.Debug("closing idle tunnel", "idle", idle)
+	for _, c := range t.closers {
+		c.Close()
+	}
+}
+
+func (t *tunnelIdle) stop() {
+	if t != nil {
+		t.stopped.Store(true)
+		t.timer.Stop()
+	}
+}
+
+// reader returns r noting the time of every read that brought bytes.
+func (t *tunnelIdle) reader(r io.Reader) io.Reader {
+	if t == nil {
+		return r
+	}
+	return &idleReader{r: r, t: t}
+}
+
+type idleReader struct {
+	r io.Reader
+	t *tunnelIdle
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.t.last.Store(int64(time.Since(r.t.start)))
 	}
 	return n, err
 }

@@ -17,6 +17,10 @@ type metrics struct {
 	accepted     *prometheus.CounterVec
 	active       *prometheus.GaugeVec
 	handoffs     *prometheus.CounterVec
+	// The client limits (limits.go).
+	timeouts       *prometheus.CounterVec
+	refused        *prometheus.CounterVec
+	headerTooLarge prometheus.Counter
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -45,11 +49,26 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Name: "sluice_http1_handoffs_total",
 			Help: "Connections the fast HTTP/1.1 loop handed to net/http, by reason: h2 (HTTPS that negotiated HTTP/2), version, target, upgrade, expect, transfer_encoding, header_size.",
 		}, []string{"reason"}),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_client_timeouts_total",
+			Help: "Client connections cut by a timeout, by timeout: read_header (--read-header-timeout), body_idle (--body-idle-timeout), write_idle (--write-idle-timeout), keepalive_idle (--idle-timeout).",
+		}, []string{"timeout"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_connections_refused_total",
+			Help: "Traffic connections closed at accept because --max-connections were open, by listener (http, https).",
+		}, []string{"listener"}),
+		headerTooLarge: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_request_header_too_large_total",
+			Help: "HTTP/1.1 requests answered 431 because their header was larger than --max-header-bytes.",
+		}),
+	}
+	for _, t := range []string{timeoutReadHeader, timeoutBodyIdle, timeoutWriteIdle, timeoutKeepAlive} {
+		m.timeouts.WithLabelValues(t)
 	}
 	if r == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.state, m.drainSeconds, m.closed, m.accepted, m.active, m.handoffs} {
+	for _, c := range []prometheus.Collector{m.state, m.drainSeconds, m.closed, m.accepted, m.active, m.handoffs, m.timeouts, m.refused, m.headerTooLarge} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("registering lifecycle metrics: %w", err)
 		}

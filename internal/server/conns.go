@@ -28,6 +28,16 @@ const (
 type tracker struct {
 	m      *metrics
 	reason func() string // why a connection closing now closes
+	// max is the most connections open at once (Options.MaxConnections);
+	// 0: no limit.
+	max int
+	// writeIdle is Options.WriteIdleTimeout; 0: none (limits.go).
+	writeIdle time.Duration
+	// epoch is the base of the connections' write deadlines (limits.go).
+	epoch time.Time
+	// count431: net/http writes its 431 answers to tracked connections
+	// directly (no fast loop in between, which counts them otherwise).
+	count431 bool
 
 	// lastTraffic is the UnixNano time of the latest connection's first
 	// request that was not a health check (see countTraffic).
@@ -39,25 +49,36 @@ type tracker struct {
 }
 
 func newTracker(m *metrics, reason func() string) *tracker {
-	return &tracker{m: m, reason: reason, conns: map[*trackedConn]struct{}{}, changed: make(chan struct{})}
+	return &tracker{m: m, reason: reason, epoch: time.Now(), conns: map[*trackedConn]struct{}{}, changed: make(chan struct{})}
 }
 
-func (t *tracker) add(c *trackedConn) {
+// add tracks c, unless max connections are open already: it then reports
+// false and c is not tracked.
+func (t *tracker) add(c *trackedConn) bool {
 	t.mu.Lock()
+	if t.max > 0 && len(t.conns) >= t.max {
+		t.mu.Unlock()
+		t.m.refused.WithLabelValues(c.listener).Inc()
+		return false
+	}
 	t.conns[c] = struct{}{}
 	t.mu.Unlock()
 	t.m.accepted.WithLabelValues(c.listener).Inc()
 	t.m.active.WithLabelValues(c.listener).Inc()
+	return true
 }
 
 func (t *tracker) remove(c *trackedConn, reason string) {
+	// The counts change with the set, under mu: whoever sees the change
+	// (Run's wait for the last connection, add at the limit) sees them
+	// too.
 	t.mu.Lock()
 	delete(t.conns, c)
+	t.m.active.WithLabelValues(c.listener).Dec()
+	t.m.closed.WithLabelValues(reason).Inc()
 	close(t.changed)
 	t.changed = make(chan struct{})
 	t.mu.Unlock()
-	t.m.active.WithLabelValues(c.listener).Dec()
-	t.m.closed.WithLabelValues(reason).Inc()
 }
 
 // empty returns a channel that is closed if no connection is open, or
@@ -93,14 +114,33 @@ type trackingListener struct {
 	name string
 }
 
+// Accept returns the next connection. Beyond Options.MaxConnections, new
+// connections are closed as soon as they are accepted, before a byte is
+// read or written (counted in sluice_connections_refused_total): the
+// open ones keep working, and a load balancer sees the refusal at once
+// rather than a connection that hangs.
 func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		tc := &trackedConn{Conn: c, t: l.t, listener: l.name}
+		tc.wdl.Store(noDeadline)
+		if l.t.add(tc) {
+			return tc, nil
+		}
+		refuse(c)
 	}
-	tc := &trackedConn{Conn: c, t: l.t, listener: l.name}
-	l.t.add(tc)
-	return tc, nil
+}
+
+// refuse closes a connection beyond the limit with a reset (SO_LINGER 0):
+// the client learns at once, and the proxy keeps no TIME_WAIT state for it.
+func refuse(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
 }
 
 type trackedConn struct {
@@ -109,6 +149,18 @@ type trackedConn struct {
 	listener string
 	hijacked atomic.Bool
 	once     sync.Once
+	// wdl is the write deadline in effect, in nanoseconds since t.epoch;
+	// noDeadline for none (limits.go).
+	wdl atomic.Int64
+	// wdlAbove: the write deadline in effect was set from above.
+	wdlAbove atomic.Bool
+	// writeTimedOut: a write timed out (counted once).
+	writeTimedOut atomic.Bool
+	// For net/http's timeouts (limits.go): its last ConnState; whether
+	// the last read timed out; whether a handler ran since the
+	// connection last went active; whether a request body timed out.
+	httpState                      atomic.Int32
+	readTimedOut, served, bodyIdle atomic.Bool
 }
 
 // SyscallConn passes on the descriptor of a plain TCP connection, so the
@@ -126,6 +178,9 @@ func (c *trackedConn) SyscallConn() (syscall.RawConn, error) {
 // copied from an upstream connection moves with splice(2) (the fast
 // HTTP/1.1 loop's response.ReadFrom, net.TCPConn.ReadFrom).
 func (c *trackedConn) ReadFrom(r io.Reader) (int64, error) {
+	if c.t != nil && c.t.writeIdle > 0 {
+		return c.copyFrom(r) // limits.go
+	}
 	if rf, ok := c.Conn.(io.ReaderFrom); ok {
 		return rf.ReadFrom(r)
 	}
@@ -150,12 +205,15 @@ type connTrafficKey struct{}
 // connection (concurrent ones, for HTTP/2).
 type connTraffic struct {
 	counted atomic.Bool // a request other than a health check was seen
+	// tc is the tracked connection below (nil if none): net/http's
+	// timeouts are told apart through it (limits.go).
+	tc *trackedConn
 }
 
 // connContext gives every traffic connection its connTraffic
 // (http.Server.ConnContext).
-func connContext(ctx context.Context, _ net.Conn) context.Context {
-	return context.WithValue(ctx, connTrafficKey{}, &connTraffic{})
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connTrafficKey{}, &connTraffic{tc: unwrap(c)})
 }
 
 // countTraffic records r, a request that is not a health check, as new
@@ -174,12 +232,19 @@ func (t *tracker) countTraffic(r *http.Request) {
 // connState marks hijacked connections (WebSocket and other upgrades),
 // which net/http no longer tracks or closes at shutdown.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
-	if st != http.StateHijacked {
+	tc := unwrap(c)
+	if tc == nil {
 		return
 	}
-	if tc := unwrap(c); tc != nil {
+	switch st {
+	case http.StateHijacked:
 		tc.hijacked.Store(true)
+	case http.StateActive:
+		tc.served.Store(false)
+	case http.StateClosed:
+		s.countNetHTTPTimeout(tc)
 	}
+	tc.httpState.Store(int32(st))
 }
 
 // unwrap finds the tracked connection below TLS and PROXY protocol.

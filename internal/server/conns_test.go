@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestTrackedConnDescriptor: a tracked TCP connection passes on its
@@ -71,5 +72,34 @@ func TestTrackedConnReadFrom(t *testing.T) {
 		if _, err := io.ReadFull(pair[1], got); err != nil || string(got) != "body bytes" {
 			t.Errorf("%T: read %q, %v", pair[0], got, err)
 		}
+	}
+}
+
+// TestWriteDeadlineFromAboveStands: a write deadline set from above (the
+// fast loop's one second for a 400, a TLS handshake's) is not replaced by
+// the write idle timeout until it is cleared.
+func TestWriteDeadlineFromAboveStands(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, _ := newMetrics(nil)
+	tr := newTracker(m, func() string { return reasonServing })
+	tr.writeIdle = time.Hour
+	tc := &trackedConn{Conn: c, t: tr}
+	tc.wdl.Store(noDeadline)
+	tc.SetWriteDeadline(time.Unix(1, 0))
+	if _, err := tc.Write([]byte("x")); !isTimeout(err) {
+		t.Fatalf("write past a deadline set from above: %v, want a timeout", err)
+	}
+	tc.SetWriteDeadline(time.Time{})
+	if _, err := tc.Write([]byte("x")); err != nil {
+		t.Fatalf("write once it was cleared: %v", err)
 	}
 }

@@ -54,10 +54,30 @@ type Options struct {
 	// peers' bytes are never interpreted.
 	ProxyProtocol  bool
 	TrustedProxies []netip.Prefix
-	// ReadHeaderTimeout defaults to 10s, IdleTimeout to 120s.
+	// ReadHeaderTimeout bounds the arrival of a request header (default
+	// 10s); IdleTimeout the wait for the next request on a kept-alive
+	// connection, HTTP/2 included (default 120s).
 	ReadHeaderTimeout, IdleTimeout time.Duration
-	// MaxHeaderBytes defaults to 64 KiB.
+	// BodyIdleTimeout fails a request body once the client sent no byte
+	// of it for this long; WriteIdleTimeout closes a connection once the
+	// client took no byte of a response (or a tunnel) for this long.
+	// Both are idle timeouts, not totals: a large transfer that keeps
+	// moving is never cut. Zero means 60s; negative: none.
+	BodyIdleTimeout, WriteIdleTimeout time.Duration
+	// MaxHeaderBytes is the largest request header (request line and
+	// fields) accepted; a larger one is answered 431. HTTP/2 gets about
+	// the same as its header list size. Defaults to 32 KiB.
 	MaxHeaderBytes int
+	// MaxConnections is the most traffic connections open at once, over
+	// both traffic listeners; beyond it, new connections are closed as
+	// soon as they are accepted while the open ones keep working. The
+	// admin listener has no limit. Zero means 16384; negative: no limit.
+	MaxConnections int
+	// MaxConcurrentStreams is the most concurrent streams a client may
+	// open on one HTTP/2 connection (default 100). net/http's HTTP/2
+	// server also keeps its protections against rapid resets and
+	// CONTINUATION floods.
+	MaxConcurrentStreams int
 	// DrainMaxWait caps the draining state. Zero means 60s; a negative
 	// value skips draining (a signal goes straight to stopping).
 	DrainMaxWait time.Duration
@@ -137,6 +157,10 @@ type Server struct {
 	// true (ReusePort with a Ready signal).
 	deferTraffic   bool
 	traffic, admin *http.Server
+	// fastHandler is the traffic handler of the fast loop; net/http's
+	// (traffic.Handler) adds the body idle timeout and timeout accounting
+	// (limits.go).
+	fastHandler http.Handler
 	// fast serves httpLn and httpsLn when Options.FastHTTP1 is set;
 	// handoff carries the connections it leaves to traffic. httpsLn is
 	// then below TLS, and tlsConf is the handshake's config.
@@ -176,6 +200,11 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, log: o.Logger, m: m, since: time.Now(), history: []transition{{StateServing, "new"}}}
 	s.tracker = newTracker(m, s.closeReason)
+	s.tracker.max = max(o.MaxConnections, 0)
+	s.tracker.writeIdle = max(o.WriteIdleTimeout, 0)
+	// Without the fast loop, net/http's 431 goes straight to the tracked
+	// connection (over plain TCP; over TLS it is not seen).
+	s.tracker.count431 = !o.FastHTTP1
 	m.setState(StateServing)
 
 	s.deferTraffic = o.ReusePort && o.Ready != nil
@@ -184,14 +213,18 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	errorLog := log.New(errorLogWriter{o.Logger}, "", 0)
+	s.fastHandler = s.trafficHandler()
 	s.traffic = &http.Server{
-		Handler:           s.trafficHandler(),
+		Handler:           s.netHTTPHandler(s.fastHandler),
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,
-		MaxHeaderBytes:    o.MaxHeaderBytes,
+		MaxHeaderBytes:    netHTTPHeaderBytes(o.MaxHeaderBytes),
 		ConnState:         s.connState,
 		ConnContext:       connContext,
 		ErrorLog:          errorLog,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: o.MaxConcurrentStreams,
+		},
 	}
 	if o.H2C {
 		s.traffic.Protocols = new(http.Protocols)
@@ -227,12 +260,15 @@ func (s *Server) newFast() {
 	if o.FastHTTP1 && ln != nil {
 		s.handoff = http1.NewListener(ln.Addr())
 		s.fast = http1.New(http1.Options{
-			Handler:           s.traffic.Handler,
+			Handler:           s.fastHandler,
 			HandOff:           s.handoff,
 			ReadHeaderTimeout: o.ReadHeaderTimeout,
 			IdleTimeout:       o.IdleTimeout,
+			BodyIdleTimeout:   o.BodyIdleTimeout,
 			ConnContext:       connContext,
 			OnHandOff:         func(reason string) { m.handoffs.WithLabelValues(reason).Inc() },
+			OnTimeout:         func(kind string) { m.timeouts.WithLabelValues(kind).Inc() },
+			OnHeaderTooLarge:  m.headerTooLarge.Inc,
 			Logger:            o.Logger,
 			// The proxy keeps nothing of a request once it returned.
 			RecycleRequests: true,
@@ -248,7 +284,19 @@ func setDefaults(o *Options) {
 		o.IdleTimeout = 120 * time.Second
 	}
 	if o.MaxHeaderBytes <= 0 {
-		o.MaxHeaderBytes = 64 << 10
+		o.MaxHeaderBytes = 32 << 10
+	}
+	if o.BodyIdleTimeout == 0 {
+		o.BodyIdleTimeout = 60 * time.Second
+	}
+	if o.WriteIdleTimeout == 0 {
+		o.WriteIdleTimeout = 60 * time.Second
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = 16384
+	}
+	if o.MaxConcurrentStreams <= 0 {
+		o.MaxConcurrentStreams = 100
 	}
 	if o.DrainMaxWait == 0 {
 		o.DrainMaxWait = 60 * time.Second
@@ -260,6 +308,13 @@ func setDefaults(o *Options) {
 		o.Logger = slog.Default()
 	}
 }
+
+// netHTTPHeaderBytes is net/http's MaxHeaderBytes for a limit of n bytes:
+// net/http reads up to 4 KiB more than its MaxHeaderBytes before it
+// answers 431, so that much less makes n the limit. (The fast loop
+// serves headers of up to 4 KiB itself and hands larger ones to
+// net/http, so a limit below 4 KiB would not hold there anyway.)
+func netHTTPHeaderBytes(n int) int { return max(n-4096, 1) }
 
 func (s *Server) tlsConfig() *tls.Config {
 	return &tls.Config{

@@ -223,6 +223,8 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 		})
 	}
 	waitActive(t, ts, 0)
+	// Counted as header timeouts, on both paths.
+	ts.waitMetric("sluice_client_timeouts_total", "timeout", "read_header", 2)
 }
 
 // Over HTTPS on the fast loop, draining answers with Connection: close
