@@ -91,6 +91,25 @@ func TestDispatch(t *testing.T) {
 	if code := dispatch([]string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "sluice ") {
 		t.Errorf("version: code %d, out %q", code, out.String())
 	}
+	for _, flag := range []string{"--version", "-version", "-v"} {
+		out.Reset()
+		if code := dispatch([]string{flag}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "sluice ") {
+			t.Errorf("%s: code %d, out %q", flag, code, out.String())
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"remove-bindings", "--namespace", "x"}, "--selector is required"},
+		{[]string{"remove-bindings", "--namespace", "x", "--selector", "a in (b"}, "--selector: "},
+		{[]string{"remove-bindings", "--namespace", "x", "--selector", "a=b", "--timeout", "0s"}, "--timeout must be positive"},
+	} {
+		errb.Reset()
+		if code := dispatch(tc.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) || strings.Contains(errb.String(), "<nil>") {
+			t.Errorf("%v: code %d, err %q, want %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
 	if code := dispatch([]string{"nope"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {
 		t.Errorf("unknown command: code %d, err %q", code, errb.String())
 	}

@@ -44,8 +44,21 @@ func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 		ns = controllerNamespace("", "")
 	}
 	sel, err := labels.Parse(*selector)
-	if err != nil || *selector == "" || ns == "" || fs.NArg() > 0 || *timeout <= 0 {
-		fmt.Fprintf(stderr, "sluice remove-bindings: need --selector (a label selector), a namespace and a positive --timeout (selector error: %v)\n", err)
+	var problem string
+	switch {
+	case *selector == "":
+		problem = "--selector is required (a label selector)"
+	case err != nil:
+		problem = fmt.Sprintf("--selector: %v", err)
+	case ns == "":
+		problem = "no namespace: set --namespace (or POD_NAMESPACE)"
+	case fs.NArg() > 0:
+		problem = fmt.Sprintf("unexpected arguments %q", fs.Args())
+	case *timeout <= 0:
+		problem = "--timeout must be positive"
+	}
+	if problem != "" {
+		fmt.Fprintf(stderr, "sluice remove-bindings: %s\n", problem)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
