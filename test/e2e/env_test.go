@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -384,7 +385,9 @@ func (e *env) proxyDeployment() *appsv1.Deployment {
 	c := &spec.Containers[0]
 	c.Args = []string{"proxy", "--http-address=$(POD_IP):8080", "--https-address=", "--admin-address=$(POD_IP):9090",
 		"--health-on-traffic-port", "--drain-max-wait=30s", "--shutdown-timeout=10s", "--log-format=text"}
-	c.Env = append(c.Env, corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
+	if !slices.ContainsFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == "POD_IP" }) { // deploy/proxy.yaml sets it
+		c.Env = append(c.Env, corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
+	}
 	c.ReadinessProbe.PeriodSeconds = 1
 	return d
 }

@@ -167,9 +167,20 @@ func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
 }
 
 // nodeHealthRBAC lets the health checker's service account read nodes,
-// pods and Deployments (the chart's sluice-node-health ClusterRole).
+// pods and Deployments: the chart's sluice-node-health ClusterRole, which
+// it renders only with controller.ingressDaemonSets.enabled (deploy/rbac.yaml
+// is rendered without; test/chart's TestLeastPrivilege holds the chart's
+// rules to these).
 func nodeHealthRBAC() []client.Object {
+	read := []string{"get", "list", "watch"}
 	return []client.Object{
+		&rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "sluice-node-health"},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: read},
+				{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: read},
+			},
+		},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "sluice-node-health"}},
 		&rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "sluice-node-health"},
