@@ -29,6 +29,8 @@ kind: Ingress
 metadata:
   name: app
   namespace: default
+  annotations:
+    sluice.dev/ssl-redirect: "true" # the redirect is opt-in
 spec:
   ingressClassName: sluice
   tls:
