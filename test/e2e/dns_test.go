@@ -617,8 +617,9 @@ func (sm *sampler) watchForeign(read func() ([]string, error)) {
 	sm.foreign, sm.baseline = read, base
 }
 
-// bindRecords are the records of names in BIND's zones, read whole by
-// zone transfer (every type), rendered and sorted.
+// bindRecords are the records of both zones in BIND, read whole by zone
+// transfer (every type), rendered; with names, only the records of those
+// names, sorted.
 func bindRecords(s *bindtest.Server, names []string) ([]string, error) {
 	p, err := rfc2136.New(rfc2136.Options{Server: s.Addr, Zones: []string{corpZone, publicZone}, KeyName: bindtest.KeyName, Secret: s.Secret})
 	if err != nil {
@@ -628,15 +629,17 @@ func bindRecords(s *bindtest.Server, names []string) ([]string, error) {
 	for _, z := range []string{corpZone, publicZone} {
 		recs, err := p.Records(context.Background(), dns.Zone{ID: z, Name: z})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading zone %s: %w", z, err)
 		}
 		for _, r := range recs {
-			if slices.Contains(names, strings.TrimSuffix(strings.ToLower(r.Name), ".")) {
+			if names == nil || slices.Contains(names, strings.TrimSuffix(strings.ToLower(r.Name), ".")) {
 				out = append(out, r.String())
 			}
 		}
 	}
-	sort.Strings(out)
+	if names != nil {
+		sort.Strings(out)
+	}
 	return out, nil
 }
 
@@ -687,19 +690,9 @@ func (sm *sampler) stop() {
 // comparisons.
 func (sm *sampler) zone(t *testing.T) []string {
 	t.Helper()
-	p, err := rfc2136.New(rfc2136.Options{Server: sm.s.Addr, Zones: []string{corpZone, publicZone}, KeyName: bindtest.KeyName, Secret: sm.s.Secret})
+	out, err := bindRecords(sm.s, nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var out []string
-	for _, z := range []string{corpZone, publicZone} {
-		recs, err := p.Records(context.Background(), dns.Zone{ID: z, Name: z})
-		if err != nil {
-			t.Fatalf("reading zone %s: %v", z, err)
-		}
-		for _, r := range recs {
-			out = append(out, r.String())
-		}
 	}
 	return out
 }
