@@ -45,21 +45,7 @@ func TestTrackedConnDescriptor(t *testing.T) {
 // path of response bodies) writes what it reads, over TCP and over a
 // connection without a ReadFrom of its own.
 func TestTrackedConnReadFrom(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := tcpPair(t)
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
@@ -79,16 +65,7 @@ func TestTrackedConnReadFrom(t *testing.T) {
 // fast loop's one second for a 400, a TLS handshake's) is not replaced by
 // the write idle timeout until it is cleared.
 func TestWriteDeadlineFromAboveStands(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := tcpPair(t)
 	m, _ := newMetrics(nil)
 	tr := newTracker(m, func() string { return reasonServing })
 	tr.writeIdle = time.Hour

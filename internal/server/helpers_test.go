@@ -325,3 +325,25 @@ func peerCN(resp *http.Response) string {
 	}
 	return resp.TLS.PeerCertificates[0].Subject.CommonName
 }
+
+// tcpPair is a connected pair of TCP connections on loopback, the client's
+// end and the server's, both closed when the test ends.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	return client, server
+}

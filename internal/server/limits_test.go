@@ -409,20 +409,7 @@ func TestHTTP2Limits(t *testing.T) {
 // TestRefuseAtAcceptResets: a refused connection is reset, not left
 // half-open.
 func TestRefuseAtAcceptResets(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := tcpPair(t)
 	refuse(s)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var b [1]byte
