@@ -150,6 +150,7 @@ func TestAWS(t *testing.T) {
 		e.awsBindingGate(false)
 		e.proxyWithoutGate()
 		e.rolledOut(proxyNS, proxyName, 2*time.Minute)
+		e.holdInFlight()
 	}
 	run("aws-proxy-roll-no-wait-off", func() {
 		e.restartDeployment(proxyNS, proxyName)

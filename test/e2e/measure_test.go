@@ -306,7 +306,24 @@ const (
 	// loadTail is how long the load runs on after a case's action
 	// returned, to cover the exits of the last pods it replaced.
 	loadTail = 5 * time.Second
+	// twinHold is how long the echo pods hold each answer of a twin's load
+	// (?delay=): about rate × twinHold requests are in flight at any
+	// moment, so every proxy a twin stops at once cuts some, and the loss
+	// it must show does not depend on when the kill lands.
+	twinHold = 200 * time.Millisecond
 )
+
+// holdInFlight makes the load of the following cases wait twinHold at the
+// backend (see twinHold); for the twins.
+func (e *env) holdInFlight() {
+	prev := e.loadOpts
+	e.loadOpts = func(o *load.Options) {
+		if prev != nil {
+			prev(o)
+		}
+		o.Paths = []string{"/?delay=" + twinHold.String()}
+	}
+}
 
 // measure runs action under one continuous fixed-rate load, from before
 // action starts until loadTail after it returned, and reports the load

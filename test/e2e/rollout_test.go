@@ -92,6 +92,7 @@ func TestZeroDowntime(t *testing.T) {
 		e.binding(false)
 		e.proxyWithoutGate()
 		e.settled(proxyNS, proxyName, 3*time.Minute)
+		e.holdInFlight()
 	}
 	run("proxy-roll-no-wait-off", func() {
 		e.restartDeployment(proxyNS, proxyName)

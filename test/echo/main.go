@@ -8,7 +8,9 @@
 // GET /healthz answers 200 until SIGTERM, then 503 for --shutdown-delay
 // before the server shuts down gracefully (in-flight requests finish).
 // GET /bytes/N answers N bytes. Any other path answers with a short text body
-// "name method host path\n"; with ?json=1 a JSON document.
+// "name method host path\n"; with ?json=1 a JSON document. ?delay=D (a Go
+// duration, at most 10s) holds the answer for D first, so a test can keep
+// requests in flight.
 package main
 
 import (
@@ -68,6 +70,12 @@ func main() {
 		}
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if d := r.URL.Query().Get("delay"); d != "" {
+			if err := hold(r.Context(), d); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
 		w.Header().Set("X-Echo-Name", *name)
 		if r.URL.Query().Get("json") != "" {
 			w.Header().Set("Content-Type", "application/json")
@@ -130,4 +138,22 @@ func envOr(k, def string) string {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// maxDelay bounds ?delay=.
+const maxDelay = 10 * time.Second
+
+// hold waits for the duration d names, or until ctx ends.
+func hold(ctx context.Context, d string) error {
+	delay, err := time.ParseDuration(d)
+	if err != nil || delay < 0 || delay > maxDelay {
+		return fmt.Errorf("delay: want a duration from 0 to %s, got %q", maxDelay, d)
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
 }
