@@ -18,6 +18,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -44,27 +46,8 @@ const (
 //     is left behind, nothing duplicated; the load runs once sluice is
 //     back (an uninstall takes the proxies away, so it cannot run during).
 func TestHelm(t *testing.T) {
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		t.Skip("haproxy not installed")
-	}
-	e := bootCluster(t, "slh")
-	h := &helmEnv{env: e, bin: helmBinary(t, e.root), chart: filepath.Join(e.root, "deploy/helm/sluice")}
-	api := testenv.FreeAddr(t, e.c.BridgeIP().String())
-	e.lbAPI = "ipv4@" + api
-	e.startHAProxy()
-	h.values = filepath.Join(e.dir, "values.yaml")
-	if err := os.WriteFile(h.values, []byte(helmValues("tcp://"+api)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h.install()
-	e.create(echoObjects()...)
-	h.ready()
-	e.eventually(time.Minute, "ingress status published", func(ctx context.Context) (bool, error) {
-		var ing networkingv1.Ingress
-		err := e.cl.Get(ctx, client.ObjectKey{Namespace: appNS, Name: appName}, &ing)
-		lbs := ing.Status.LoadBalancer.Ingress
-		return err == nil && len(lbs) == 1 && lbs[0].IP == "127.0.0.1", err
-	})
+	h := newChartEnv(t, "slh")
+	e := h.env
 
 	cs := newCases(e)
 	cs.run("helm-upgrade", func() {
@@ -97,6 +80,38 @@ func TestHelm(t *testing.T) {
 			return fmt.Sprintf("left_behind=%d duplicated=%d", len(left), len(dup))
 		})
 	}
+}
+
+// newChartEnv starts a cluster (its names after prefix) with HAProxy in
+// front, installs sluice with `helm install` of deploy/helm/sluice and
+// helmValues (the controller as two pods under the chart's service
+// account and RBAC, dialing HAProxy's runtime API on the cluster bridge),
+// deploys the app and waits until requests pass through HAProxy and the
+// Ingress status is published.
+func newChartEnv(t *testing.T, prefix string) *helmEnv {
+	t.Helper()
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skip("haproxy not installed")
+	}
+	e := bootCluster(t, prefix)
+	h := &helmEnv{env: e, bin: helmBinary(t, e.root), chart: filepath.Join(e.root, "deploy/helm/sluice")}
+	api := testenv.FreeAddr(t, e.c.BridgeIP().String())
+	e.lbAPI = "ipv4@" + api
+	e.startHAProxy()
+	h.values = filepath.Join(e.dir, "values.yaml")
+	if err := os.WriteFile(h.values, []byte(helmValues("tcp://"+api)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.install()
+	e.create(echoObjects()...)
+	h.ready()
+	e.eventually(time.Minute, "ingress status published", func(ctx context.Context) (bool, error) {
+		var ing networkingv1.Ingress
+		err := e.cl.Get(ctx, client.ObjectKey{Namespace: appNS, Name: appName}, &ing)
+		lbs := ing.Status.LoadBalancer.Ingress
+		return err == nil && len(lbs) == 1 && lbs[0].IP == "127.0.0.1", err
+	})
+	return h
 }
 
 // helmValues are the chart values of TestHelm: the image name maps to the
@@ -361,4 +376,37 @@ func (h *helmEnv) haproxyServers() []string {
 		}
 	}
 	return servers
+}
+
+// killControllers ends every controller pod's process with SIGKILL (no
+// Lease release, no cleanup, as in a crash); the kubelet restarts them,
+// and they wait for the dead leader's Lease to expire. It returns how
+// many it killed.
+func (h *helmEnv) killControllers() int {
+	h.t.Helper()
+	n := 0
+	for _, p := range h.c.Processes() {
+		if strings.HasPrefix(p.Name, "pod "+proxyNS+"/"+controllerName+"-") && strings.HasSuffix(p.Name, "/controller") {
+			if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+				h.t.Errorf("killing %s (pid %d): %v", p.Name, p.PID, err)
+				continue
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		h.t.Fatalf("no controller process among %v", h.c.Processes())
+	}
+	return n
+}
+
+// bindingGate turns the readiness gate and the drain handshake of the
+// chart's binding on or off, as a user editing it would.
+func (h *helmEnv) bindingGate(on bool) {
+	h.t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"readinessGate":%t,"drain":{"handshake":%t}}}`, on, on)
+	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "haproxy"}}
+	if err := h.cl.Patch(context.Background(), b, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		h.t.Fatalf("patching the binding: %v", err)
+	}
 }
