@@ -458,6 +458,15 @@ func TestFleetPerBinding(t *testing.T) {
 		if got := path(pdb, "spec", "selector", "matchLabels", "app.kubernetes.io/name"); got != tc.name {
 			t.Errorf("PDB of %s selects %v", tc.name, got)
 		}
+		// Prometheus scrapes every fleet: a metrics Service of the proxies'
+		// ServiceMonitor selects it.
+		m := find(objs, "Service", tc.name+"-metrics")
+		if path(m, "spec", "selector", "app.kubernetes.io/name") != tc.name || path(m, "metadata", "labels", "app.kubernetes.io/component") != "proxy-metrics" {
+			t.Errorf("%s: metrics Service %v does not select the fleet for the proxies' ServiceMonitor", tc.name, path(m, "spec"))
+		}
+	}
+	if sm := find(objs, "ServiceMonitor", "sluice-proxy"); path(sm, "spec", "selector", "matchLabels", "app.kubernetes.io/component") != "proxy-metrics" {
+		t.Errorf("proxies' ServiceMonitor: %v", path(sm, "spec"))
 	}
 	internet := find(objs, "Deployment", "sluice-proxy-internet")
 	if got := path(internet, "spec", "template", "spec", "topologySpreadConstraints"); got == nil ||
