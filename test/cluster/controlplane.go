@@ -81,6 +81,10 @@ func (c *Cluster) startAPIServer(etcdURL string) (*process, error) {
 		"--service-account-signing-key-file="+c.pki.saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
+		// Webhooks (and aggregated APIs) are called at their Service's
+		// endpoints (pod IPs, reachable on the bridge): this cluster has
+		// no kube-proxy for ClusterIPs and no cluster DNS.
+		"--enable-aggregator-routing=true",
 		"--profiling=false",
 		"--cert-dir="+filepath.Join(c.dir, "pki", "apiserver"),
 	)

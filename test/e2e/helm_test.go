@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/test/cluster"
 	"sluice.dev/sluice/test/testenv"
 )
 
@@ -46,7 +47,7 @@ const (
 //     is left behind, nothing duplicated; the load runs once sluice is
 //     back (an uninstall takes the proxies away, so it cannot run during).
 func TestHelm(t *testing.T) {
-	h := newChartEnv(t, "slh")
+	h := newChartEnv(t, "slh", chartOptions{})
 	e := h.env
 
 	cs := newCases(e)
@@ -82,25 +83,49 @@ func TestHelm(t *testing.T) {
 	}
 }
 
+// chartOptions vary newChartEnv's cluster, load balancer and values.
+type chartOptions struct {
+	// nodes of the cluster; nil: 3 nodes in 2 zones.
+	nodes []cluster.NodeSpec
+	// haproxy, if set, adjusts HAProxy's settings (lbArgs, lbGlobal,
+	// lbBack) before it starts.
+	haproxy func(e *env)
+	// values override helmValues (YAML; a second values file, merged
+	// over the first as helm does).
+	values string
+}
+
 // newChartEnv starts a cluster (its names after prefix) with HAProxy in
 // front, installs sluice with `helm install` of deploy/helm/sluice and
 // helmValues (the controller as two pods under the chart's service
 // account and RBAC, dialing HAProxy's runtime API on the cluster bridge),
 // deploys the app and waits until requests pass through HAProxy and the
 // Ingress status is published.
-func newChartEnv(t *testing.T, prefix string) *helmEnv {
+func newChartEnv(t *testing.T, prefix string, opts chartOptions) *helmEnv {
 	t.Helper()
 	if _, err := exec.LookPath("haproxy"); err != nil {
 		t.Skip("haproxy not installed")
 	}
-	e := bootCluster(t, prefix)
+	if opts.nodes == nil {
+		opts.nodes = cluster.Nodes(3, 2)
+	}
+	e := bootClusterOf(t, prefix, opts.nodes)
 	h := &helmEnv{env: e, bin: helmBinary(t, e.root), chart: filepath.Join(e.root, "deploy/helm/sluice")}
 	api := testenv.FreeAddr(t, e.c.BridgeIP().String())
 	e.lbAPI = "ipv4@" + api
+	if opts.haproxy != nil {
+		opts.haproxy(e)
+	}
 	e.startHAProxy()
 	h.values = filepath.Join(e.dir, "values.yaml")
 	if err := os.WriteFile(h.values, []byte(helmValues("tcp://"+api)), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if opts.values != "" {
+		h.extra = filepath.Join(e.dir, "values-extra.yaml")
+		if err := os.WriteFile(h.extra, []byte(opts.values), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h.install()
 	e.create(echoObjects()...)
@@ -143,6 +168,15 @@ bindings:
 type helmEnv struct {
 	*env
 	bin, chart, values string
+	extra              string // a second values file over values, if set
+}
+
+// valueFiles are the -f arguments of install and upgrade.
+func (h *helmEnv) valueFiles() []string {
+	if h.extra == "" {
+		return []string{"-f", h.values}
+	}
+	return []string{"-f", h.values, "-f", h.extra}
 }
 
 // helmBinary is the pinned helm, installed by scripts/helm.sh.
@@ -169,7 +203,7 @@ func (h *helmEnv) helm(args ...string) string {
 
 func (h *helmEnv) install() {
 	h.t.Helper()
-	h.helm("install", release, h.chart, "-n", proxyNS, "--create-namespace", "-f", h.values)
+	h.helm(append([]string{"install", release, h.chart, "-n", proxyNS, "--create-namespace"}, h.valueFiles()...)...)
 }
 
 // ready waits for the app, the proxies and both controller replicas, and

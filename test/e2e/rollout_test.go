@@ -27,7 +27,7 @@ import (
 func TestZeroDowntime(t *testing.T) {
 	// Beside TestDNS (no load, mostly waiting) on another cluster.
 	t.Parallel()
-	h := newChartEnv(t, "slz")
+	h := newChartEnv(t, "slz", chartOptions{})
 	e := h.env
 
 	cs := newCases(e)
