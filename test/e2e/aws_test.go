@@ -39,39 +39,43 @@ const awsSpeed = 10
 // The proxies are IP targets of one target group (type ip, TCP, health
 // check GET /healthz on the traffic port). Every case must lose no request.
 func TestAWS(t *testing.T) {
-	e := newCluster(t, "sla")
-	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	arn, err := f.AddTargetGroup(awsfake.TargetGroup{
-		Name: "sluice-e2e", TargetType: "ip", Protocol: "TCP", Port: 8080,
-		HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
-		HealthyThreshold: 2, UnhealthyThreshold: 2,
-		DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
-		Tags:   map[string]string{aws.OwnedTag: "true"},
-		Listen: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := f.Listener(arn)
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.lbPort, err = strconv.Atoi(port); err != nil {
-		t.Fatal(err)
-	}
-	e.ctlArgs = []string{"--aws-endpoint", f.URL()}
-	e.ctlEnv = fakeAWSEnv()
-	e.startController()
-	t.Cleanup(e.stopController)
+	// sluice from its chart, with no binding of its own: the test creates
+	// the aws binding, the IngressClass names it. The controller pods
+	// reach the fake's API on the cluster bridge.
+	var f *awsfake.Fake
+	var arn string
+	h := installChart(t, "sla", chartOptions{lb: func(e *env) string {
+		var err error
+		f, err = awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}, Address: net.JoinHostPort(e.c.BridgeIP().String(), "0")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		arn, err = f.AddTargetGroup(awsfake.TargetGroup{
+			Name: "sluice-e2e", TargetType: "ip", Protocol: "TCP", Port: 8080,
+			HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
+			HealthyThreshold: 2, UnhealthyThreshold: 2,
+			DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
+			Tags:   map[string]string{aws.OwnedTag: "true"},
+			Listen: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, _ := f.Listener(arn)
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.lbPort, err = strconv.Atoi(port); err != nil {
+			t.Fatal(err)
+		}
+		return chartAWSValues(f.URL()) + "bindings: []\ningressClasses: [{name: sluice, binding: aws}]\n"
+	}})
+	e := h.env
 
 	e.create(echoObjects()...)
 	e.awsBinding(arn)
-	e.create(e.proxyDeployment())
 	e.settled(appNS, appName, 2*time.Minute)
 	e.settled(proxyNS, proxyName, 2*time.Minute)
 	e.eventually(30*time.Second, "a request through the fake NLB", func(context.Context) (bool, error) {

@@ -51,39 +51,44 @@ const (
 // load balancer, target group or listener ARN of the binding that
 // changed since the first creation).
 func TestAWSManagedLB(t *testing.T) {
-	e := newCluster(t, "slm")
-	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	// Subnets found by tag (one per zone; the untagged one is not used).
-	for _, sn := range []awsfake.Subnet{
-		{ID: "subnet-0a", Zone: "zone-a", VPC: "vpc-e2e", Tags: map[string]string{"kubernetes.io/role/elb": "1"}},
-		{ID: "subnet-0b", Zone: "zone-b", VPC: "vpc-e2e", Tags: map[string]string{"kubernetes.io/role/elb": "1"}},
-		{ID: "subnet-0c", Zone: "zone-a", VPC: "vpc-e2e"},
-	} {
-		if err := f.AddSubnet(sn); err != nil {
+	// sluice from its chart, with no binding of its own: the test creates
+	// the managed binding, the IngressClass names it. The controller pods
+	// reach the fake's API on the cluster bridge.
+	var f *awsfake.Fake
+	var certApp, certSecond, foreignTG string
+	var foreignLB awsfake.LoadBalancerInfo
+	h := installChart(t, "slm", chartOptions{lb: func(e *env) string {
+		var err error
+		f, err = awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}, Address: net.JoinHostPort(e.c.BridgeIP().String(), "0")})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	certApp, _ := f.AddCertificate(awsfake.Certificate{Domain: appHost})
-	certSecond, _ := f.AddCertificate(awsfake.Certificate{Domain: "second.test", SANs: []string{"*.second.test"}})
-	// Something sluice did not create, tagged with the same cluster: it
-	// must survive everything below.
-	foreignTG, err := f.AddTargetGroup(awsfake.TargetGroup{Name: "foreign", Tags: map[string]string{"sluice.dev/cluster": lbmCluster}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreignLB, err := f.AddLoadBalancer(awsfake.LoadBalancer{Name: "foreign", TargetGroups: []string{foreignTG}})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	e.ctlArgs = []string{"--aws-endpoint", f.URL(), "--aws-cluster", lbmCluster}
-	e.ctlEnv = fakeAWSEnv()
-	e.startController()
-	t.Cleanup(e.stopController)
+		t.Cleanup(func() { _ = f.Close() })
+		// Subnets found by tag (one per zone; the untagged one is not used).
+		for _, sn := range []awsfake.Subnet{
+			{ID: "subnet-0a", Zone: "zone-a", VPC: "vpc-e2e", Tags: map[string]string{"kubernetes.io/role/elb": "1"}},
+			{ID: "subnet-0b", Zone: "zone-b", VPC: "vpc-e2e", Tags: map[string]string{"kubernetes.io/role/elb": "1"}},
+			{ID: "subnet-0c", Zone: "zone-a", VPC: "vpc-e2e"},
+		} {
+			if err := f.AddSubnet(sn); err != nil {
+				t.Fatal(err)
+			}
+		}
+		certApp, _ = f.AddCertificate(awsfake.Certificate{Domain: appHost})
+		certSecond, _ = f.AddCertificate(awsfake.Certificate{Domain: "second.test", SANs: []string{"*.second.test"}})
+		// Something sluice did not create, tagged with the same cluster: it
+		// must survive everything below.
+		if foreignTG, err = f.AddTargetGroup(awsfake.TargetGroup{Name: "foreign", Tags: map[string]string{"sluice.dev/cluster": lbmCluster}}); err != nil {
+			t.Fatal(err)
+		}
+		if foreignLB, err = f.AddLoadBalancer(awsfake.LoadBalancer{Name: "foreign", TargetGroups: []string{foreignTG}}); err != nil {
+			t.Fatal(err)
+		}
+		return chartAWSValues(f.URL(), "--aws-cluster="+lbmCluster) + fmt.Sprintf(`bindings: []
+ingressClasses: [{name: sluice, binding: %s}]
+`, lbmName)
+	}})
+	e := h.env
 	// The echo pods' readiness probe with a little slack: with one try of
 	// one second, all three flap NotReady together when the shared machine
 	// stalls, and the proxies then answer 503 (seen at load average 16),
@@ -97,7 +102,6 @@ func TestAWSManagedLB(t *testing.T) {
 	}
 	e.create(echo...)
 	e.create(hostIngress("second", secondHost))
-	e.kubectl("patch", "ingressclass", "sluice", "--type=merge", "-p", `{"spec":{"parameters":{"name":"`+lbmName+`"}}}`)
 	// The API server's CEL rules refuse an inconsistent managed spec.
 	for what, mut := range map[string]func(*v1alpha1.ManagedLoadBalancer){
 		"an HTTP listener on a network load balancer": func(m *v1alpha1.ManagedLoadBalancer) { m.Listeners[0].Protocol = "HTTP" },
@@ -115,7 +119,6 @@ func TestAWSManagedLB(t *testing.T) {
 	// The managed binding before the proxies: their readiness gate opens
 	// once they are healthy in the target group sluice creates.
 	e.create(managedBindingObject())
-	e.create(e.proxyDeployment())
 	e.settled(appNS, appName, 2*time.Minute)
 	e.settled(proxyNS, proxyName, 3*time.Minute)
 	var st v1alpha1.ManagedStatus
@@ -247,8 +250,7 @@ func TestAWSManagedLB(t *testing.T) {
 	})
 	cs.runNoted("awslb-controller-restart", func() string {
 		before := f.Calls()
-		e.stopController()
-		e.startController()
+		h.restartControllers()
 		e.eventually(60*time.Second, "the restarted controller to read the load balancers", func(context.Context) (bool, error) {
 			return f.Calls()["DescribeLoadBalancers"] > before["DescribeLoadBalancers"]+1, nil
 		})

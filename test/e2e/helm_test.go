@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,27 +84,33 @@ func TestHelm(t *testing.T) {
 	}
 }
 
-// chartOptions vary newChartEnv's cluster, load balancer and values.
+// chartOptions vary the cluster, load balancer and values of
+// newChartEnv and installChart.
 type chartOptions struct {
 	// nodes of the cluster; nil: 3 nodes in 2 zones.
 	nodes []cluster.NodeSpec
 	// haproxy, if set, adjusts HAProxy's settings (lbArgs, lbGlobal,
 	// lbBack) before it starts.
 	haproxy func(e *env)
-	// values override helmValues (YAML; a second values file, merged
-	// over the first as helm does).
+	// lb, if set, replaces HAProxy: it runs once the cluster is up, sets
+	// up the load balancer the test drives (e.lbPort once it carries
+	// traffic) and returns values over helmValues: at least its own
+	// bindings (helmValues' names HAProxy).
+	lb func(e *env) (values string)
+	// values override helmValues and lb's (YAML; a values file merged
+	// over the others, as helm does).
 	values string
 }
 
-// newChartEnv starts a cluster (its names after prefix) with HAProxy in
-// front, installs sluice with `helm install` of deploy/helm/sluice and
-// helmValues (the controller as two pods under the chart's service
-// account and RBAC, dialing HAProxy's runtime API on the cluster bridge),
-// deploys the app and waits until requests pass through HAProxy and the
-// Ingress status is published.
-func newChartEnv(t *testing.T, prefix string, opts chartOptions) *helmEnv {
+// installChart starts a cluster (its names after prefix) with a load
+// balancer in front (HAProxy unless opts.lb) and installs sluice with
+// `helm install` of deploy/helm/sluice and helmValues: the controller as
+// two pods under the chart's service account and RBAC (dialing HAProxy's
+// runtime API on the cluster bridge), the proxies. It waits for the
+// controller pods and a leader, nothing else.
+func installChart(t *testing.T, prefix string, opts chartOptions) *helmEnv {
 	t.Helper()
-	if _, err := exec.LookPath("haproxy"); err != nil {
+	if _, err := exec.LookPath("haproxy"); err != nil && opts.lb == nil {
 		t.Skip("haproxy not installed")
 	}
 	if opts.nodes == nil {
@@ -111,23 +118,36 @@ func newChartEnv(t *testing.T, prefix string, opts chartOptions) *helmEnv {
 	}
 	e := bootClusterOf(t, prefix, opts.nodes)
 	h := &helmEnv{env: e, bin: helmBinary(t, e.root), chart: filepath.Join(e.root, "deploy/helm/sluice")}
-	api := testenv.FreeAddr(t, e.c.BridgeIP().String())
-	e.lbAPI = "ipv4@" + api
-	if opts.haproxy != nil {
-		opts.haproxy(e)
+	runtimeAPI, lbValues := "", ""
+	if opts.lb != nil {
+		lbValues = opts.lb(e)
+	} else {
+		api := testenv.FreeAddr(t, e.c.BridgeIP().String())
+		e.lbAPI = "ipv4@" + api
+		runtimeAPI = "tcp://" + api
+		if opts.haproxy != nil {
+			opts.haproxy(e)
+		}
+		e.startHAProxy()
 	}
-	e.startHAProxy()
-	h.values = filepath.Join(e.dir, "values.yaml")
-	if err := os.WriteFile(h.values, []byte(helmValues("tcp://"+api)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if opts.values != "" {
-		h.extra = filepath.Join(e.dir, "values-extra.yaml")
-		if err := os.WriteFile(h.extra, []byte(opts.values), 0o600); err != nil {
-			t.Fatal(err)
+	h.values = h.writeValues("values.yaml", helmValues(runtimeAPI))
+	for i, v := range []string{lbValues, opts.values} {
+		if v != "" {
+			h.extra = append(h.extra, h.writeValues(fmt.Sprintf("values-%d.yaml", i), v))
 		}
 	}
 	h.install()
+	h.settled(proxyNS, controllerName, 2*time.Minute)
+	h.leader() // points the latency scrapes at the leader
+	return h
+}
+
+// newChartEnv is installChart, then the app: it waits until requests pass
+// through the load balancer and the Ingress status is published.
+func newChartEnv(t *testing.T, prefix string, opts chartOptions) *helmEnv {
+	t.Helper()
+	h := installChart(t, prefix, opts)
+	e := h.env
 	e.create(echoObjects()...)
 	h.ready()
 	e.eventually(time.Minute, "ingress status published", func(ctx context.Context) (bool, error) {
@@ -137,6 +157,15 @@ func newChartEnv(t *testing.T, prefix string, opts chartOptions) *helmEnv {
 		return err == nil && len(lbs) == 1 && lbs[0].IP == "127.0.0.1", err
 	})
 	return h
+}
+
+func (h *helmEnv) writeValues(name, yaml string) string {
+	h.t.Helper()
+	path := filepath.Join(h.dir, name)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	return path
 }
 
 // helmValues are the chart values of TestHelm: the image name maps to the
@@ -168,15 +197,16 @@ bindings:
 type helmEnv struct {
 	*env
 	bin, chart, values string
-	extra              string // a second values file over values, if set
+	extra              []string // values files over values, in order
 }
 
 // valueFiles are the -f arguments of install and upgrade.
 func (h *helmEnv) valueFiles() []string {
-	if h.extra == "" {
-		return []string{"-f", h.values}
+	args := []string{"-f", h.values}
+	for _, f := range h.extra {
+		args = append(args, "-f", f)
 	}
-	return []string{"-f", h.values, "-f", h.extra}
+	return args
 }
 
 // helmBinary is the pinned helm, installed by scripts/helm.sh.
@@ -443,4 +473,34 @@ func (h *helmEnv) bindingGate(on bool) {
 	if err := h.cl.Patch(context.Background(), b, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		h.t.Fatalf("patching the binding: %v", err)
 	}
+}
+
+// restartControllers restarts the controller Deployment as `kubectl
+// rollout restart` does (each pod stopped gracefully) and waits for the
+// new pods and a leader.
+func (h *helmEnv) restartControllers() {
+	h.t.Helper()
+	h.restartDeployment(proxyNS, controllerName)
+	h.settled(proxyNS, controllerName, 2*time.Minute)
+	h.leader()
+}
+
+// chartAWSValues are values for a controller that talks to the AWS fake
+// at url (on the cluster bridge), with more controller flags.
+func chartAWSValues(url string, flags ...string) string {
+	var env strings.Builder
+	for _, kv := range fakeAWSEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&env, "\n    - {name: %s, value: %q}", k, v)
+	}
+	args := append([]string{"--aws-endpoint=" + url}, flags...)
+	return fmt.Sprintf("controller:\n  extraArgs: [%s]\n  env:%s\n", strings.Join(quoteAll(args), ", "), env.String())
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
 }
