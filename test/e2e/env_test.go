@@ -341,6 +341,16 @@ func (e *env) update(obj client.Object, mutate func()) error {
 }
 
 // binding creates or updates the HAProxy binding of the proxies.
+// runtimeAPI is HAProxy's runtime API as a binding names it: the TCP
+// address on the cluster bridge when there is one (controllers in pods),
+// else the unix socket.
+func (e *env) runtimeAPI() string {
+	if a, ok := strings.CutPrefix(e.lbAPI, "ipv4@"); ok {
+		return "tcp://" + a
+	}
+	return "unix://" + e.lbSock
+}
+
 func (e *env) binding(gate bool) {
 	e.t.Helper()
 	ctx := context.Background()
@@ -348,7 +358,7 @@ func (e *env) binding(gate bool) {
 	spec := v1alpha1.LoadBalancerBindingSpec{
 		Selector:      metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": proxyName}},
 		Port:          intstr.FromString("http"),
-		Provider:      v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: "unix://" + e.lbSock, Backend: backend}},
+		Provider:      v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: e.runtimeAPI(), Backend: backend}},
 		ReadinessGate: &gate,
 		Drain:         v1alpha1.DrainSpec{Handshake: &gate},
 		Publish:       []v1alpha1.PublishAddress{{IP: "127.0.0.1"}},

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -55,18 +54,22 @@ const (
 // being cordoned (the controller detaches it and removes its replicas)
 // and losing the label.
 func TestIngressDaemonSet(t *testing.T) {
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		t.Skip("haproxy not installed")
-	}
-	e := newClusterOf(t, "sli", cluster.Nodes(4, 2))
-	e.startHAProxy()
-	e.startController()
-	t.Cleanup(e.stopController)
+	// sluice from its chart with IngressDaemonSets on and no proxy
+	// Deployment: the test creates the binding and the IngressDaemonSet;
+	// the controller pods create the per-node Deployments under the
+	// chart's RBAC.
+	h := installChart(t, "sli", chartOptions{nodes: cluster.Nodes(4, 2), values: `proxy: {replicas: 0}
+bindings: []
+ingressClasses: [{name: sluice, binding: edge}]
+controller:
+  ingressDaemonSets: {enabled: true}
+`})
+	e := h.env
 	e.create(echoObjects()...)
 	for _, n := range []string{"node-1", "node-2", "node-3"} {
 		e.labelNode(n, idsNodeRole, "true")
 	}
-	e.create(nodeHealthRBAC()...)
+	e.create(nodeHealthBinding()...)
 	e.create(e.idsBinding(), e.ingressDaemonSet())
 	e.settled(appNS, appName, 2*time.Minute)
 	e.idsSettled(3)
@@ -131,9 +134,7 @@ func TestIngressDaemonSet(t *testing.T) {
 			n, err := e.detachedNodes(ctx)
 			return n > 0, err
 		})
-		e.killController()
-		time.Sleep(2 * time.Second)
-		e.startController()
+		h.killControllers()
 		e.idsSettled(3)
 		return s()
 	})
@@ -146,7 +147,7 @@ func TestIngressDaemonSet(t *testing.T) {
 			s := e.sampleHealthyNodes()
 			e.patchDaemonSetEnv("ROLL", "ds-1")
 			e.edgeDaemonSetSettled(3)
-			return s() + " nodes_rolled=3"
+			return s() + fmt.Sprintf(" nodes_rolled=%d", e.nodesRunning("edge-ds", "ROLL", "ds-1"))
 		})
 	}
 }
@@ -166,21 +167,11 @@ func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
 	return append(out, corev1.EnvVar{Name: name, Value: value})
 }
 
-// nodeHealthRBAC lets the health checker's service account read nodes,
-// pods and Deployments: the chart's sluice-node-health ClusterRole, which
-// it renders only with controller.ingressDaemonSets.enabled (deploy/rbac.yaml
-// is rendered without; test/chart's TestLeastPrivilege holds the chart's
-// rules to these).
-func nodeHealthRBAC() []client.Object {
-	read := []string{"get", "list", "watch"}
+// nodeHealthBinding gives the health checker's service account the
+// chart's sluice-node-health ClusterRole (rendered with
+// controller.ingressDaemonSets.enabled), as its comment asks a user to.
+func nodeHealthBinding() []client.Object {
 	return []client.Object{
-		&rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: "sluice-node-health"},
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: read},
-				{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: read},
-			},
-		},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "sluice-node-health"}},
 		&rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "sluice-node-health"},
@@ -201,7 +192,7 @@ func (e *env) idsBinding() *v1alpha1.LoadBalancerBinding {
 			Port:            intstr.FromInt32(idsPort),
 			TargetType:      v1alpha1.TargetInstance,
 			HealthCheckPort: &check,
-			Provider:        v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: "unix://" + e.lbSock, Backend: backend}},
+			Provider:        v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: e.runtimeAPI(), Backend: backend}},
 			Publish:         []v1alpha1.PublishAddress{{IP: "127.0.0.1"}},
 		},
 	}
@@ -534,4 +525,26 @@ func (e *env) edgeDaemonSetSettled(n int32) {
 		}
 		return e.healthyTargets(ctx, n)
 	})
+}
+
+// nodesRunning counts the nodes where a ready pod of the DaemonSet ds runs
+// with the environment variable name set to value: the nodes a template
+// change reached, read from the pods.
+func (e *env) nodesRunning(ds, name, value string) int {
+	e.t.Helper()
+	var pods corev1.PodList
+	if err := e.cl.List(context.Background(), &pods, client.InNamespace(proxyNS)); err != nil {
+		e.t.Fatal(err)
+	}
+	nodes := map[string]bool{}
+	for _, p := range pods.Items {
+		owned := slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "DaemonSet" && o.Name == ds })
+		if !owned || p.DeletionTimestamp != nil || !ready(&p) {
+			continue
+		}
+		if slices.ContainsFunc(p.Spec.Containers[0].Env, func(v corev1.EnvVar) bool { return v.Name == name && v.Value == value }) {
+			nodes[p.Spec.NodeName] = true
+		}
+	}
+	return len(nodes)
 }
