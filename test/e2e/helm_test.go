@@ -128,6 +128,7 @@ bindings:
 type helmEnv struct {
 	*env
 	bin, chart, values string
+	more               []string // more values files, after values
 }
 
 // helmBinary is the pinned helm, installed by scripts/helm.sh.
@@ -152,9 +153,15 @@ func (h *helmEnv) helm(args ...string) string {
 	return string(out)
 }
 
-func (h *helmEnv) install() {
+// install runs `helm install` of the release and returns helm's output
+// (its warnings included).
+func (h *helmEnv) install() string {
 	h.t.Helper()
-	h.helm("install", release, h.chart, "-n", proxyNS, "--create-namespace", "-f", h.values)
+	args := []string{"install", release, h.chart, "-n", proxyNS, "--create-namespace", "-f", h.values}
+	for _, f := range h.more {
+		args = append(args, "-f", f)
+	}
+	return h.helm(args...)
 }
 
 // ready waits for the app, the proxies and both controller replicas, and
