@@ -273,13 +273,21 @@ func (e *env) canI(user, ns string) (string, []canIRule) {
 	var rules []canIRule
 	for _, line := range strings.Split(out, "\n")[1:] {
 		if m := canIRow.FindStringSubmatch(line); m != nil {
-			rules = append(rules, canIRule{m[1], m[2], m[3], m[4]})
+			rules = append(rules, canIRule{m[1], m[2], sorted(m[3]), sorted(m[4])})
 		}
 	}
 	if len(rules) == 0 {
 		e.t.Fatalf("no rules parsed from kubectl auth can-i --list as %s:\n%s", user, out)
 	}
 	return out, rules
+}
+
+// sorted sorts the words of a bracketed list ("[patch get]" → "[get
+// patch]"): kubectl merges the rules of several roles in no fixed order.
+func sorted(list string) string {
+	words := strings.Fields(strings.Trim(list, "[]"))
+	slices.Sort(words)
+	return "[" + strings.Join(words, " ") + "]"
 }
 
 // writeVerbs are the verbs that change something.
