@@ -157,6 +157,13 @@ func (d *dnsAttack) cases(cs *cases) {
 		// The attacker replaces sluice's own ownership record of mine
 		// with one that says it has been unwanted since 1970.
 		d.replaceOwner("mine." + corpZone)
+		// sluice finds both names foreign (no key of its own verifies
+		// their ownership records) and says so, on the Ingresses.
+		for _, ing := range []string{"claim", "mine"} {
+			e.eventually(60*time.Second, "a ForeignRecord Event on "+ing, func(ctx context.Context) (bool, error) {
+				return e.hasEvent(ctx, ing, dns.ProblemForeignRecord), nil
+			})
+		}
 		time.Sleep(3 * dnsDelay) // many passes, well past the delete delay
 		return fmt.Sprintf("forged=3 publish=%.2fs", publish.Seconds())
 	})

@@ -270,12 +270,7 @@ var canIRow = regexp.MustCompile(`^(\S*)\s*(\[[^\]]*\])\s+(\[[^\]]*\])\s+(\[[^\]
 func (e *env) canI(user, ns string) (string, []canIRule) {
 	e.t.Helper()
 	out := e.kubectl("auth", "can-i", "--list", "--as="+user, "-n", ns)
-	var rules []canIRule
-	for _, line := range strings.Split(out, "\n")[1:] {
-		if m := canIRow.FindStringSubmatch(line); m != nil {
-			rules = append(rules, canIRule{m[1], m[2], sorted(m[3]), sorted(m[4])})
-		}
-	}
+	rules := parseCanI(out)
 	if len(rules) == 0 {
 		e.t.Fatalf("no rules parsed from kubectl auth can-i --list as %s:\n%s", user, out)
 	}
@@ -288,6 +283,17 @@ func sorted(list string) string {
 	words := strings.Fields(strings.Trim(list, "[]"))
 	slices.Sort(words)
 	return "[" + strings.Join(words, " ") + "]"
+}
+
+// parseCanI parses the table of `kubectl auth can-i --list`.
+func parseCanI(out string) []canIRule {
+	var rules []canIRule
+	for _, line := range strings.Split(out, "\n")[1:] {
+		if m := canIRow.FindStringSubmatch(line); m != nil {
+			rules = append(rules, canIRule{m[1], m[2], sorted(m[3]), sorted(m[4])})
+		}
+	}
+	return rules
 }
 
 // writeVerbs are the verbs that change something.
@@ -424,5 +430,47 @@ func nodeHealthBinding() []client.Object {
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: proxyNS, Name: name}},
 		},
+	}
+}
+
+// TestCanIRules checks the parsing and the verdicts of privilege-rbac on
+// a canned `kubectl auth can-i --list` table, so that the case can fail:
+// a cluster-wide Pod patch, a create of bindings, a webhook configuration
+// patched without resourceNames and a wildcard are refused.
+func TestCanIRules(t *testing.T) {
+	const table = `Resources                                                    Non-Resource URLs   Resource Names            Verbs
+events                                                       []                  []                        [create patch update]
+nodes                                                        []                  []                        [patch get list watch]
+ingresses.networking.k8s.io/status                           []                  []                        [update patch]
+loadbalancerbindings.sluice.dev                              []                  []                        [get list watch update patch]
+mutatingwebhookconfigurations.admissionregistration.k8s.io   []                  [sluice-zone-steer]       [patch]
+pods                                                         []                  []                        [get patch]
+loadbalancerbindings.sluice.dev/status                       []                  []                        [create]
+validatingwebhookconfigurations.admissionregistration.k8s.io []                  []                        [patch]
+deployments.apps                                             []                  []                        [*]
+secrets                                                      []                  []                        [watch get list]
+                                                             [/healthz]          []                        [get]
+`
+	rules := parseCanI(table)
+	if len(rules) != 11 {
+		t.Fatalf("parsed %d rules, want 11: %v", len(rules), rules)
+	}
+	var refused, writes []string
+	for _, r := range rules {
+		if r.writes() {
+			writes = append(writes, r.resource)
+			if !r.allowedWrite() {
+				refused = append(refused, r.resource)
+			}
+		}
+	}
+	if want := []string{"pods", "loadbalancerbindings.sluice.dev/status", "validatingwebhookconfigurations.admissionregistration.k8s.io", "deployments.apps"}; !slices.Equal(refused, want) {
+		t.Errorf("refused %v, want %v", refused, want)
+	}
+	if len(writes) != 9 {
+		t.Errorf("writes %v, want 9", writes)
+	}
+	if rules[1].verbs != "[get list patch watch]" || rules[10].String() != "[/healthz] [get]" {
+		t.Errorf("rules %v", rules)
 	}
 }
