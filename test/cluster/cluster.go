@@ -10,7 +10,7 @@
 // its node's eth0, the image name maps to a local binary (Options.Images),
 // and the pod's service-account files are bind-mounted at the usual path in
 // a private mount namespace, so client-go's in-cluster config works
-// unchanged. Pod status, readiness probes, readiness gates, restarts,
+// unchanged (Secret volumes likewise, at their mountPath). Pod status, readiness probes, readiness gates, restarts,
 // preStop hooks, graceful termination and eviction behave as with a real
 // kubelet. Stop ends every process by PID and removes every namespace and
 // link; Start removes what a crashed earlier run left behind.

@@ -17,9 +17,12 @@ import (
 )
 
 // mountScript runs inside the pod's private mount namespace: it bind-mounts
-// the service-account folder ($1, if any) where client-go looks for it, then
-// becomes the container's process.
-const mountScript = `if [ -n "$1" ]; then mkdir -p ` + saMountPath + ` && mount --bind "$1" ` + saMountPath + ` || exit 126; fi; shift; exec "$@"`
+// the service-account folder ($1, if any) where client-go looks for it,
+// then $2 pairs of (folder, mount path) of Secret volumes, then becomes
+// the container's process. A mount path missing on the host is created
+// there (empty), as the service-account path is.
+const mountScript = `if [ -n "$1" ]; then mkdir -p ` + saMountPath + ` && mount --bind "$1" ` + saMountPath + ` || exit 126; fi; ` +
+	`n=$2; shift 2; while [ "$n" -gt 0 ]; do mkdir -p "$2" && mount --bind "$1" "$2" || exit 126; shift 2; n=$((n-1)); done; exec "$@"`
 
 // configError is a container start failure the kubelet reports as a
 // Waiting reason (ErrImagePull, CreateContainerConfigError).
@@ -62,9 +65,10 @@ func (w *podWorker) spawn(ctx context.Context, pod *corev1.Pod, c *container) er
 	if err != nil {
 		return fmt.Errorf("finding ip: %w", err)
 	}
+	mounts := w.secretMounts(c.spec)
 	args := []string{"netns", "exec", w.nn.netns, "unshare", "--mount", "--propagation", "private",
-		"sh", "-c", mountScript, "sh", w.saDir}
-	args = append(args, argv...)
+		"sh", "-c", mountScript, "sh", w.saDir, strconv.Itoa(len(mounts) / 2)}
+	args = append(append(args, mounts...), argv...)
 	dir := c.spec.WorkingDir
 	if dir == "" {
 		dir = w.dir

@@ -99,7 +99,8 @@ type podWorker struct {
 	done   chan struct{}
 
 	dir         string
-	saDir       string // empty: no token mounted
+	saDir       string            // empty: no token mounted
+	secretDirs  map[string]string // Secret volume name → its folder (secretVolumes)
 	ip          netip.Addr
 	ipOwned     bool
 	setupDone   bool
@@ -232,6 +233,9 @@ func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
 			}
 			w.ip, w.ipOwned = ip, true
 		}
+	}
+	if err := w.secretVolumes(ctx, pod); err != nil {
+		return err
 	}
 	if hasTokenVolume(pod) {
 		w.saDir = filepath.Join(w.dir, "serviceaccount")

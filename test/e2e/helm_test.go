@@ -231,9 +231,11 @@ func (h *helmEnv) helm(args ...string) string {
 	return string(out)
 }
 
-func (h *helmEnv) install() {
+// install runs `helm install` of the release and returns helm's output
+// (its warnings included).
+func (h *helmEnv) install() string {
 	h.t.Helper()
-	h.helm(append([]string{"install", release, h.chart, "-n", proxyNS, "--create-namespace"}, h.valueFiles()...)...)
+	return h.helm(append([]string{"install", release, h.chart, "-n", proxyNS, "--create-namespace"}, h.valueFiles()...)...)
 }
 
 // ready waits for the app, the proxies and both controller replicas, and

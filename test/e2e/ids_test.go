@@ -16,7 +16,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -165,20 +164,6 @@ func (e *env) labelNode(node, key, value string) {
 func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
 	out := slices.DeleteFunc(slices.Clone(env), func(v corev1.EnvVar) bool { return v.Name == name })
 	return append(out, corev1.EnvVar{Name: name, Value: value})
-}
-
-// nodeHealthBinding gives the health checker's service account the
-// chart's sluice-node-health ClusterRole (rendered with
-// controller.ingressDaemonSets.enabled), as its comment asks a user to.
-func nodeHealthBinding() []client.Object {
-	return []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "sluice-node-health"}},
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "sluice-node-health"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "sluice-node-health"},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: proxyNS, Name: "sluice-node-health"}},
-		},
-	}
 }
 
 // idsBinding registers the nodes running the per-node proxies in HAProxy,

@@ -1,8 +1,8 @@
 // Package bindtest runs a real BIND 9 (Debian's named) for integration and
 // e2e tests: primary zones that take TSIG-signed dynamic updates and
-// transfers, on 127.0.0.1 and a free port, stopped by PID when the test
-// ends. It is test support for the RFC2136 provider; nothing in the
-// controller imports it.
+// transfers, on 127.0.0.1 (or another local address) and a free port,
+// stopped by PID when the test ends. It is test support for the RFC2136
+// provider; nothing in the controller imports it.
 package bindtest
 
 import (
@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ const TXTOnlyKeyName = "txt-only"
 
 // Server is a running named.
 type Server struct {
-	// Addr is 127.0.0.1:port.
+	// Addr is IP:port (127.0.0.1 unless StartOn named another address).
 	Addr string
 	// Secret is the base64 TSIG secret of KeyName (hmac-sha256).
 	Secret string
@@ -55,6 +56,13 @@ type Server struct {
 // the test ends. It skips the test when named is not installed.
 func Start(t testing.TB, zones ...string) *Server {
 	t.Helper()
+	return StartOn(t, "127.0.0.1", zones...)
+}
+
+// StartOn is Start listening on ip (an IPv4 address of this host), e.g.
+// the local cluster's bridge, which pods reach and 127.0.0.1 is not.
+func StartOn(t testing.TB, ip string, zones ...string) *Server {
+	t.Helper()
 	if _, err := exec.LookPath("named"); err != nil {
 		t.Skip("named (Debian bind9) is not installed")
 	}
@@ -67,14 +75,14 @@ func Start(t testing.TB, zones ...string) *Server {
 	}
 	s := &Server{t: t, Dir: t.TempDir(), Secret: base64.StdEncoding.EncodeToString(secret),
 		TXTOnlySecret: base64.StdEncoding.EncodeToString(txtOnly), zones: zones}
-	s.Addr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "127.0.0.1"))
+	s.Addr = net.JoinHostPort(ip, strconv.Itoa(testenv.FreePort(t, ip)))
 	_, port, _ := net.SplitHostPort(s.Addr)
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "key %q { algorithm hmac-sha256; secret %q; };\n", KeyName, s.Secret)
 	fmt.Fprintf(&conf, "key %q { algorithm hmac-sha256; secret %q; };\n", TXTOnlyKeyName, s.TXTOnlySecret)
-	fmt.Fprintf(&conf, "options {\n\tdirectory %q;\n\tpid-file %q;\n\tlisten-on port %s { 127.0.0.1; };\n\tlisten-on-v6 { none; };\n"+
+	fmt.Fprintf(&conf, "options {\n\tdirectory %q;\n\tpid-file %q;\n\tlisten-on port %s { %s; };\n\tlisten-on-v6 { none; };\n"+
 		"\trecursion no;\n\tnotify no;\n\tallow-transfer { key %q; };\n};\ncontrols { };\n",
-		s.Dir, filepath.Join(s.Dir, "named.pid"), port, KeyName)
+		s.Dir, filepath.Join(s.Dir, "named.pid"), port, ip, KeyName)
 	for _, z := range zones {
 		file := filepath.Join(s.Dir, z+".zone")
 		zone := fmt.Sprintf("$TTL 60\n@ IN SOA ns.%[1]s. hostmaster.%[1]s. 1 60 60 600 60\n@ IN NS ns.%[1]s.\nns IN A 127.0.0.1\n", z)
