@@ -141,7 +141,7 @@ controller:
 	// same nodes behind the same check, rolled by a plain DaemonSet.
 	if cs.wants("ids-daemonset-off") {
 		e.swapToDaemonSet() // not measured: only the DaemonSet's rollout is
-
+		e.holdInFlight()
 		cs.runNoted("ids-daemonset-off", func() string {
 			s := e.sampleHealthyNodes()
 			e.patchDaemonSetEnv("ROLL", "ds-1")
