@@ -6,9 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -91,32 +91,47 @@ func TestDNS(t *testing.T) {
 	if _, err := os.Stat("/usr/sbin/named"); err != nil {
 		t.Skip("named (bind9) not installed")
 	}
-	bind := bindtest.Start(t, corpZone, publicZone)
-	e := newCluster(t, "sld")
-	e.backends = []string{"internal", "internet"}
-	e.startHAProxy()
-	secret := filepath.Join(e.dir, "tsig.secret")
-	if err := os.WriteFile(secret, []byte(bind.Secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ownershipKeys := filepath.Join(e.dir, "dns-ownership.keys")
-	if err := os.WriteFile(ownershipKeys, []byte(bind.Secret+"\n"), 0o600); err != nil { // any 32 random bytes, base64
-		t.Fatal(err)
-	}
-	for _, rr := range foreignRRs {
-		if err := bind.Update(corpZone, rr); err != nil {
-			t.Fatalf("planting a foreign record: %v", err)
-		}
-	}
-	e.ctlArgs = []string{"--dns-provider", "rfc2136", "--dns-zone", corpZone, "--dns-zone", publicZone,
-		"--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String(), "--dns-interval", dnsInterval.String(),
-		"--dns-ownership-key-file", ownershipKeys,
-		"--rfc2136-server", bind.Addr, "--rfc2136-tsig-key-name", bindtest.KeyName, "--rfc2136-tsig-secret-file", secret}
-	e.startController()
-	t.Cleanup(e.stopController)
+	// sluice from its chart, DNS through controller.dns.* with the TSIG
+	// key and the ownership key from Secrets; BIND on the cluster bridge,
+	// where the controller pods reach it. No proxies: the bindings only
+	// give their classes an address.
+	var bind *bindtest.Server
+	h := installChart(t, "sld", chartOptions{
+		haproxy: func(e *env) { e.backends = []string{"internal", "internet"} },
+		setup: func(e *env) string {
+			bind = bindtest.StartOn(t, e.c.BridgeIP().String(), corpZone, publicZone)
+			for _, rr := range foreignRRs {
+				if err := bind.Update(corpZone, rr); err != nil {
+					t.Fatalf("planting a foreign record: %v", err)
+				}
+			}
+			e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: proxyNS}},
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "sluice-dns-ownership"},
+					Data: map[string][]byte{"keys": []byte(randomKey(t) + "\n")}},
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "sluice-tsig"},
+					Data: map[string][]byte{"secret": []byte(bind.Secret + "\n")}})
+			return fmt.Sprintf(`proxy: {replicas: 0}
+bindings: []
+ingressClasses: [{name: internal, binding: internal}, {name: internet, binding: internet}]
+controller:
+  extraArgs: ["--dns-interval=%s"]
+  dns:
+    provider: rfc2136
+    zones: [%s, %s]
+    ownerID: e2e
+    ttl: 5s
+    deleteDelay: %s
+    ownershipKeySecret: {name: sluice-dns-ownership, key: keys}
+    rfc2136:
+      server: %q
+      tsigKeyName: %s
+      tsigSecret: {name: sluice-tsig, key: secret}
+`, dnsInterval, corpZone, publicZone, dnsDelay, bind.Addr, bindtest.KeyName)
+		},
+	})
+	e := h.env
 
 	e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNS}})
-	e.create(dnsClass("internal"), dnsClass("internet"))
 	e.dnsBinding("internal", v1alpha1.PublishAddress{IP: internalIP})
 	e.dnsBinding("internet", v1alpha1.PublishAddress{Hostname: internetName})
 
@@ -183,9 +198,8 @@ func TestDNS(t *testing.T) {
 	})
 	run("dns-controller-restart", func(r *dnsCase) {
 		before := s.zone(t)
-		e.killController()
-		time.Sleep(2 * time.Second)
-		e.startController()
+		h.killControllers()
+		h.leader()
 		// The new process waits out the killed one's lease, then reconciles.
 		e.eventually(90*time.Second, "the restarted controller reconciling DNS", e.dnsReconciled)
 		time.Sleep(3 * dnsDelay)
@@ -246,7 +260,7 @@ func TestDNS(t *testing.T) {
 		s.gone(e, r, "store."+publicZone, back)
 	})
 	if only.wants("dns-route53") {
-		e.route53Case(t, s, run)
+		h.route53Case(t, s, run)
 	}
 }
 
@@ -254,8 +268,9 @@ func TestDNS(t *testing.T) {
 // (the AWS fake, throttling half of all calls) and an AWS binding whose
 // load balancer the controller discovers: the host gets ALIAS records to
 // the NLB's name.
-func (e *env) route53Case(t *testing.T, s *sampler, run func(string, func(*dnsCase))) {
-	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed})
+func (h *helmEnv) route53Case(t *testing.T, s *sampler, run func(string, func(*dnsCase))) {
+	e := h.env
+	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Address: net.JoinHostPort(e.c.BridgeIP().String(), "0")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,13 +304,15 @@ func (e *env) route53Case(t *testing.T, s *sampler, run func(string, func(*dnsCa
 		}
 		r53Names = append(r53Names, strings.TrimSuffix(rs.Name, "."))
 	}
-	e.stopController()
-	e.ctlArgs = []string{"--aws-endpoint", f.URL(), "--dns-provider", "route53", "--route53-endpoint", f.URL(),
-		"--dns-zone", "aws.test", "--dns-owner-id", "e2e", "--dns-ttl", "5s", "--dns-delete-delay", dnsDelay.String(), "--dns-interval", dnsInterval.String(),
-		"--dns-ownership-key-file", filepath.Join(e.dir, "dns-ownership.keys")}
-	e.ctlEnv = fakeAWSEnv()
 	f.SetFaults(awsfake.Faults{Throttle: 0.5})
-	e.startController()
+	// helm upgrade to Route53: the controller pods roll to the new flags.
+	h.extra = append(h.extra, h.writeValues("values-route53.yaml", chartAWSValues(f.URL(), "--route53-endpoint="+f.URL(), "--dns-interval="+dnsInterval.String())+`  dns:
+    provider: route53
+    zones: [aws.test]
+`))
+	h.helm(append([]string{"upgrade", release, h.chart, "-n", proxyNS}, h.valueFiles()...)...)
+	h.settled(proxyNS, controllerName, 2*time.Minute)
+	h.leader()
 	s.use(func(name string) ([]string, error) {
 		rs, ok := f.RecordSet(zone, name+".", "A")
 		if !ok {
@@ -430,7 +447,7 @@ func (e *env) dnsBinding(name string, addr v1alpha1.PublishAddress) {
 	e.create(&v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: name}, Spec: v1alpha1.LoadBalancerBindingSpec{
 		Selector:      metav1.LabelSelector{MatchLabels: map[string]string{"sluice.dev/none": name}},
 		Port:          intstr.FromInt32(8080),
-		Provider:      v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: "unix://" + e.lbSock, Backend: name}},
+		Provider:      v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: e.runtimeAPI(), Backend: name}},
 		ReadinessGate: &off,
 		Drain:         v1alpha1.DrainSpec{Handshake: &off},
 		Publish:       []v1alpha1.PublishAddress{addr},

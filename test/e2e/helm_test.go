@@ -97,8 +97,12 @@ type chartOptions struct {
 	// traffic) and returns values over helmValues: at least its own
 	// bindings (helmValues' names HAProxy).
 	lb func(e *env) (values string)
-	// values override helmValues and lb's (YAML; a values file merged
-	// over the others, as helm does).
+	// setup, if set, runs once the cluster is up, before the load
+	// balancer starts (e.g. other servers the controller dials, Secrets);
+	// its values go over helmValues and lb's.
+	setup func(e *env) (values string)
+	// values override all the others (YAML; a values file merged over
+	// them, as helm does).
 	values string
 }
 
@@ -118,7 +122,10 @@ func installChart(t *testing.T, prefix string, opts chartOptions) *helmEnv {
 	}
 	e := bootClusterOf(t, prefix, opts.nodes)
 	h := &helmEnv{env: e, bin: helmBinary(t, e.root), chart: filepath.Join(e.root, "deploy/helm/sluice")}
-	runtimeAPI, lbValues := "", ""
+	runtimeAPI, lbValues, setupValues := "", "", ""
+	if opts.setup != nil {
+		setupValues = opts.setup(e)
+	}
 	if opts.lb != nil {
 		lbValues = opts.lb(e)
 	} else {
@@ -131,7 +138,7 @@ func installChart(t *testing.T, prefix string, opts chartOptions) *helmEnv {
 		e.startHAProxy()
 	}
 	h.values = h.writeValues("values.yaml", helmValues(runtimeAPI))
-	for i, v := range []string{lbValues, opts.values} {
+	for i, v := range []string{lbValues, setupValues, opts.values} {
 		if v != "" {
 			h.extra = append(h.extra, h.writeValues(fmt.Sprintf("values-%d.yaml", i), v))
 		}
