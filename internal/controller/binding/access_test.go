@@ -202,3 +202,21 @@ func TestCheckIngressDaemonSet(t *testing.T) {
 		t.Error("none allowed a namespace")
 	}
 }
+
+// FuzzParseTagEntry: tag entries come from the operator's flags. Nothing
+// panics, and a valid entry is exactly its parts.
+func FuzzParseTagEntry(f *testing.F) {
+	for _, s := range []string{"tag:sluice.dev/frontend=ns/web", "tag:sluice.dev/frontend=web", "tag:sluice.dev/frontend=ns/*",
+		"tag:sluice.dev/frontend=/", "tag:sluice.dev/frontend=a/b/c", "tag:x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, e string) {
+		ns, name, err := binding.ParseTagEntry(e)
+		if err != nil {
+			return
+		}
+		if binding.FrontendTagPrefix+ns+"/"+name != e || ns == "" || name == "" || strings.Contains(ns, "*") {
+			t.Fatalf("%q parsed as %q/%q", e, ns, name)
+		}
+	})
+}
