@@ -28,7 +28,7 @@ type accessFlags struct {
 
 func (f *accessFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.bindingNamespaces, "binding-namespaces", "", `comma-separated namespaces whose LoadBalancerBindings the controller acts on, "*" for all (default: the controller's own namespace: --namespace, the pod's, else --leader-election-namespace)`)
-	fs.StringVar(&f.idsNamespaces, "ingressdaemonset-namespaces", "", `comma-separated namespaces whose IngressDaemonSets the controller acts on (they pin pods to nodes and run a health checker on the host network), "*" for all, "none" for none; separate from --binding-namespaces (default: the controller's own namespace)`)
+	fs.StringVar(&f.idsNamespaces, "ingressdaemonset-namespaces", "", `comma-separated namespaces whose IngressDaemonSets the controller acts on (they pin pods to nodes and run a health checker on the host network), "*" for all; separate from --binding-namespaces (default: the controller's own namespace; --ingress-daemonsets=false runs none)`)
 	fs.StringVar(&f.haproxyAPIs, "allowed-haproxy-runtime-apis", "", `comma-separated HAProxy runtime API addresses bindings may name (tcp://HOST:PORT or unix:///PATH, exact), "*" for any, "none" for none (default: none)`)
 	fs.StringVar(&f.awsGroups, "allowed-aws-target-groups", "", `comma-separated target groups bindings may drive: ARNs (a trailing * matches a prefix) or tag:sluice.dev/frontend=NAMESPACE/NAME (NAME or *), which lets the binding NAMESPACE/NAME discover the groups tagged sluice.dev/frontend=NAME; "*" for any, "none" for none (default: none)`)
 }

@@ -30,8 +30,8 @@ func TestParseAccess(t *testing.T) {
 		// controller's own.
 		{name: "binding namespaces widened", f: accessFlags{bindingNamespaces: "a, b ,"}, own: inCluster,
 			want: binding.Access{Namespaces: []string{"a", "b"}, IngressDaemonSets: []string{"sluice-system"}, HAProxyRuntimeAPIs: []string{"none"}, AWSTargetGroups: []string{"none"}}},
-		{name: "IDS none", f: accessFlags{idsNamespaces: "none"}, own: inCluster,
-			want: binding.Access{Namespaces: []string{"sluice-system"}, IngressDaemonSets: []string{"none"}, HAProxyRuntimeAPIs: []string{"none"}, AWSTargetGroups: []string{"none"}}},
+		{name: "IDS namespaces", f: accessFlags{bindingNamespaces: "sluice-system,team-a", idsNamespaces: "edge"}, own: inCluster,
+			want: binding.Access{Namespaces: []string{"sluice-system", "team-a"}, IngressDaemonSets: []string{"edge"}, HAProxyRuntimeAPIs: []string{"none"}, AWSTargetGroups: []string{"none"}}},
 		{name: "bad namespace", f: accessFlags{bindingNamespaces: "Team_A"}, own: inCluster, wantErr: `--binding-namespaces: invalid entry "Team_A"`},
 		{name: "bad IDS namespace", f: accessFlags{idsNamespaces: "a/b"}, own: inCluster, wantErr: `--ingressdaemonset-namespaces: invalid entry "a/b"`},
 		{name: "runtime APIs", f: accessFlags{haproxyAPIs: "tcp://10.0.0.1:9999,unix:///run/h.sock"}, own: inCluster,
