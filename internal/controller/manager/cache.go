@@ -62,8 +62,8 @@ func setupIngressDaemonSets(mgr ctrl.Manager, o Options, store *snapshot.Store, 
 		Recorder:           recorder,
 		HealthCheckerImage: o.NodeHealthImage,
 		Check:              o.Access.CheckIngressDaemonSet,
-		Poll:   o.FastRequeue,
-		Logger: o.Logger.With("controller", "ingressdaemonset"),
+		Poll:               o.FastRequeue,
+		Logger:             o.Logger.With("controller", "ingressdaemonset"),
 	})
 	if err != nil {
 		return err
