@@ -50,7 +50,9 @@ func TestAWS(t *testing.T) {
 		HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
 		HealthyThreshold: 2, UnhealthyThreshold: 2,
 		DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
-		Tags:   map[string]string{aws.OwnedTag: "true"},
+		// The cluster and frontend tags let a binding named "aws" find it
+		// by tag: privilege-tag-binding shows a tenant's cannot.
+		Tags:   map[string]string{aws.OwnedTag: "true", aws.ClusterTag: awsTagCluster, aws.FrontendTag: "aws"},
 		Listen: true,
 	})
 	if err != nil {
@@ -64,7 +66,7 @@ func TestAWS(t *testing.T) {
 	if e.lbPort, err = strconv.Atoi(port); err != nil {
 		t.Fatal(err)
 	}
-	e.ctlArgs = []string{"--aws-endpoint", f.URL()}
+	e.ctlArgs = append([]string{"--aws-endpoint", f.URL()}, awsAllowListArgs(arn)...)
 	e.ctlEnv = fakeAWSEnv()
 	e.startController()
 	t.Cleanup(e.stopController)
@@ -94,6 +96,10 @@ func TestAWS(t *testing.T) {
 		e.restartDeployment(proxyNS, proxyName)
 		e.settled(proxyNS, proxyName, 2*time.Minute)
 	})
+	// Issue 24: tenants' bindings named like the platform's, finding its
+	// group by tag, are refused and change nothing in it.
+	tagAction, tagExtra := e.tagBindingCase(f, arn)
+	cs.runWith("privilege-tag-binding", tagExtra, tagAction)
 	run("aws-proxy-roll-throttled", func() {
 		f.SetFaults(awsfake.Faults{Throttle: 0.5})
 		defer f.SetFaults(awsfake.Faults{})

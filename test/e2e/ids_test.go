@@ -60,6 +60,9 @@ func TestIngressDaemonSet(t *testing.T) {
 	}
 	e := newClusterOf(t, "sli", cluster.Nodes(4, 2))
 	e.startHAProxy()
+	// A tenant namespace is a binding namespace, not an IngressDaemonSet
+	// one (privilege-tenant-ids).
+	e.ctlArgs = []string{"--binding-namespaces", proxyNS + "," + tenantIDS}
 	e.startController()
 	t.Cleanup(e.stopController)
 	e.create(echoObjects()...)
@@ -88,6 +91,8 @@ func TestIngressDaemonSet(t *testing.T) {
 		e.idsSettled(3)
 		return s()
 	})
+	idsAction, idsExtra := e.tenantIDSCase()
+	cs.runWith("privilege-tenant-ids", idsExtra, idsAction)
 	cs.runNoted("ids-detach-mode", func() string {
 		s := e.sampleDetach()
 		e.updateIDS(func(x *v1alpha1.IngressDaemonSet) {
