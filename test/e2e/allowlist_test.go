@@ -70,6 +70,9 @@ func (e *env) tagBindingCase(f *awsfake.Fake, arn string) (action func(), extra 
 	action = func() {
 		e.namespaces(tenantNoTag, tenantTagged)
 		before, calls = awsTargets(f, arn), f.Calls()
+		if len(before) == 0 {
+			e.t.Fatal("privilege-tag-binding: the platform's target group is empty before the case: nothing to compare")
+		}
 		for _, ns := range []string{tenantNoTag, tenantTagged} {
 			e.create(tenantAWSBinding(ns))
 		}
@@ -120,6 +123,9 @@ func (e *env) tenantIDSCase() (action func(), extra func() string) {
 	action = func() {
 		e.namespaces(tenantIDS)
 		before = e.haproxyTargets()
+		if len(before) == 0 {
+			e.t.Fatal("privilege-tenant-ids: HAProxy lists no sluice server before the case: nothing to compare")
+		}
 		ids := e.ingressDaemonSet()
 		ids.Namespace = tenantIDS
 		e.create(ids)
