@@ -68,8 +68,8 @@ func (e *env) tagBindingCase(f *awsfake.Fake, arn string) (action func(), extra 
 	var before []string
 	var calls map[string]int
 	action = func() {
-		e.namespaces(tenantNoTag, tenantTagged)
-		before, calls = awsTargets(f, arn), f.Calls()
+		e.createNamespaces(tenantNoTag, tenantTagged)
+		before, calls = awsTargetList(f, arn), f.Calls()
 		if len(before) == 0 {
 			e.t.Fatal("privilege-tag-binding: the platform's target group is empty before the case: nothing to compare")
 		}
@@ -80,8 +80,8 @@ func (e *env) tagBindingCase(f *awsfake.Fake, arn string) (action func(), extra 
 		e.refusedBinding(tenantTagged, "GroupConflict")
 	}
 	extra = func() string {
-		after, now := awsTargets(f, arn), f.Calls()
-		changed := symmetricDiff(before, after)
+		after, now := awsTargetList(f, arn), f.Calls()
+		changed := changedEntries(before, after)
 		reg, dereg := now["RegisterTargets"]-calls["RegisterTargets"], now["DeregisterTargets"]-calls["DeregisterTargets"]
 		if changed+reg+dereg != 0 {
 			e.t.Errorf("privilege-tag-binding: the platform's target group changed while only tenants' bindings were created: "+
@@ -121,8 +121,8 @@ func tenantAWSBinding(ns string) *v1alpha1.LoadBalancerBinding {
 func (e *env) tenantIDSCase() (action func(), extra func() string) {
 	var before []string
 	action = func() {
-		e.namespaces(tenantIDS)
-		before = e.haproxyTargets()
+		e.createNamespaces(tenantIDS)
+		before = e.haproxyServerList()
 		if len(before) == 0 {
 			e.t.Fatal("privilege-tenant-ids: HAProxy lists no sluice server before the case: nothing to compare")
 		}
@@ -138,7 +138,7 @@ func (e *env) tenantIDSCase() (action func(), extra func() string) {
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Forbidden" {
 				return false, fmt.Errorf("progressing %+v", c)
 			}
-			return e.warned(ctx, tenantIDS, "IngressDaemonSet", idsName, "Forbidden")
+			return e.hasWarningEvent(ctx, tenantIDS, "IngressDaemonSet", idsName, "Forbidden")
 		})
 	}
 	extra = func() string {
@@ -169,7 +169,7 @@ func (e *env) tenantIDSCase() (action func(), extra func() string) {
 			e.t.Fatal(err)
 		}
 		finalizers := len(x.Finalizers)
-		changed := symmetricDiff(before, e.haproxyTargets())
+		changed := changedEntries(before, e.haproxyServerList())
 		if created+detached+finalizers+changed != 0 {
 			e.t.Errorf("privilege-tenant-ids: the refused IngressDaemonSet got %d objects in %s, %d nodes detached, finalizers %v; %d HAProxy servers changed",
 				created, tenantIDS, detached, x.Finalizers, changed)
@@ -182,8 +182,8 @@ func (e *env) tenantIDSCase() (action func(), extra func() string) {
 	return action, extra
 }
 
-// namespaces creates the namespaces that do not exist yet.
-func (e *env) namespaces(names ...string) {
+// createNamespaces creates the namespaces that do not exist yet.
+func (e *env) createNamespaces(names ...string) {
 	e.t.Helper()
 	for _, ns := range names {
 		err := e.cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -206,12 +206,12 @@ func (e *env) refusedBinding(ns, reason string) {
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason {
 			return false, fmt.Errorf("ready %+v", c)
 		}
-		return e.warned(ctx, ns, "LoadBalancerBinding", "aws", reason)
+		return e.hasWarningEvent(ctx, ns, "LoadBalancerBinding", "aws", reason)
 	})
 }
 
-// warned reports whether a Warning Event with reason regards kind ns/name.
-func (e *env) warned(ctx context.Context, ns, kind, name, reason string) (bool, error) {
+// hasWarningEvent reports whether a Warning Event with reason regards kind ns/name.
+func (e *env) hasWarningEvent(ctx context.Context, ns, kind, name, reason string) (bool, error) {
 	var list eventsv1.EventList
 	if err := e.cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return false, err
@@ -224,9 +224,9 @@ func (e *env) warned(ctx context.Context, ns, kind, name, reason string) (bool, 
 	return false, fmt.Errorf("no %s Event on %s %s/%s", reason, kind, ns, name)
 }
 
-// awsTargets lists a target group's targets as the fake holds them
+// awsTargetList lists a target group's targets as the fake holds them
 // ("id:port"), sorted.
-func awsTargets(f *awsfake.Fake, arn string) []string {
+func awsTargetList(f *awsfake.Fake, arn string) []string {
 	var out []string
 	for _, t := range f.Targets(arn) {
 		out = append(out, fmt.Sprintf("%s:%d", t.ID, t.Port))
@@ -235,9 +235,9 @@ func awsTargets(f *awsfake.Fake, arn string) []string {
 	return out
 }
 
-// haproxyTargets lists sluice's servers in HAProxy's backend ("name
+// haproxyServerList lists sluice's servers in HAProxy's backend ("name
 // address"), sorted, from show servers state.
-func (e *env) haproxyTargets() []string {
+func (e *env) haproxyServerList() []string {
 	var out []string
 	for _, l := range strings.Split(e.runtime(e.t, e.lbSock, "show servers state "+backend), "\n") {
 		if f := strings.Fields(l); len(f) > 4 && f[1] == backend && strings.HasPrefix(f[3], "sluice-") {
@@ -248,9 +248,9 @@ func (e *env) haproxyTargets() []string {
 	return out
 }
 
-// symmetricDiff counts the entries in only one of a and b (both sorted,
+// changedEntries counts the entries in only one of a and b (both sorted,
 // without duplicates).
-func symmetricDiff(a, b []string) int {
+func changedEntries(a, b []string) int {
 	n := 0
 	for _, x := range a {
 		if !slices.Contains(b, x) {
