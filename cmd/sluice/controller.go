@@ -84,7 +84,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.webhookConfig, "eviction-webhook-configuration", "sluice-eviction-floor", "name of the ValidatingWebhookConfiguration of the eviction webhook, whose caBundle the controller keeps current")
 	fs.StringVar(&c.steerConfig, "zone-steer-webhook-configuration", "sluice-zone-steer", "name of the MutatingWebhookConfiguration of the zone steering webhook, whose caBundle the controller keeps current")
 	fs.BoolVar(&c.webhookCreate, "eviction-webhook-create-configurations", false, "create both webhook configurations and keep their rules, instead of only patching the caBundle of existing ones (the Helm chart creates them); needs get, create and update on webhook configurations")
-	fs.BoolVar(&c.ingressDaemonSets, "ingress-daemonsets", true, "run the IngressDaemonSet controller (needs RBAC to write Deployments, DaemonSets and PodDisruptionBudgets in the binding namespaces and to annotate Nodes)")
+	fs.BoolVar(&c.ingressDaemonSets, "ingress-daemonsets", true, "run the IngressDaemonSet controller (needs RBAC to write Deployments, DaemonSets and PodDisruptionBudgets in --ingressdaemonset-namespaces and to annotate Nodes)")
 	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
 	var accessF accessFlags
