@@ -84,12 +84,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.webhookConfig, "eviction-webhook-configuration", "sluice-eviction-floor", "name of the ValidatingWebhookConfiguration of the eviction webhook, whose caBundle the controller keeps current")
 	fs.StringVar(&c.steerConfig, "zone-steer-webhook-configuration", "sluice-zone-steer", "name of the MutatingWebhookConfiguration of the zone steering webhook, whose caBundle the controller keeps current")
 	fs.BoolVar(&c.webhookCreate, "eviction-webhook-create-configurations", false, "create both webhook configurations and keep their rules, instead of only patching the caBundle of existing ones (the Helm chart creates them); needs get, create and update on webhook configurations")
-	fs.BoolVar(&c.ingressDaemonSets, "ingress-daemonsets", true, "run the IngressDaemonSet controller (needs RBAC to write Deployments, DaemonSets and PodDisruptionBudgets in the binding namespaces and to annotate Nodes)")
+	fs.BoolVar(&c.ingressDaemonSets, "ingress-daemonsets", true, "run the IngressDaemonSet controller (needs RBAC to write Deployments, DaemonSets and PodDisruptionBudgets in --ingressdaemonset-namespaces and to annotate Nodes)")
 	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
-	namespaces := fs.String("binding-namespaces", "", `comma-separated namespaces whose LoadBalancerBindings the controller acts on, "*" for all (default: the controller's own namespace: the pod's, else --leader-election-namespace)`)
-	haproxyAPIs := fs.String("allowed-haproxy-runtime-apis", "*", `comma-separated HAProxy runtime API addresses bindings may name (tcp://HOST:PORT or unix:///PATH, exact), "*" for any, "none" for none`)
-	awsGroups := fs.String("allowed-aws-target-groups", "*", `comma-separated target groups bindings may name: ARNs (a trailing * matches a prefix) or tag:sluice.dev/frontend=NAME (NAME or *) for discovery by tags; "*" for any, "none" for none`)
+	var accessF accessFlags
+	accessF.register(fs)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.namespace, "namespace", "", "the controller's namespace: its bindings serve IngressClasses without binding parameters (default: $POD_NAMESPACE, the service account's namespace, else --leader-election-namespace)")
@@ -134,9 +133,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 		return nil, err
 	}
 	// The controller's own namespace (--namespace, the pod's, else the
-	// leader-election namespace) is also the default of --binding-namespaces.
-	access, err := parseAccess(*namespaces, *haproxyAPIs, *awsGroups, c.leaderElectionNamespace,
-		func() string { return controllerNamespace(c.namespace, "") })
+	// leader-election namespace) is the default of --binding-namespaces
+	// and --ingressdaemonset-namespaces.
+	access, err := accessF.parse(func() string { return controllerNamespace(c.namespace, c.leaderElectionNamespace) })
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +212,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	}
 	log.Info("sluice controller starting", "namespace", namespace, "dnsProvider", c.dns.provider, "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
 		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster,
-		"bindingNamespaces", c.access.Namespaces, "ingressDaemonSets", c.ingressDaemonSets, "allowedHAProxyRuntimeAPIs", c.access.HAProxyRuntimeAPIs, "allowedAWSTargetGroups", c.access.AWSTargetGroups)
+		"bindingNamespaces", c.access.Namespaces, "ingressDaemonSets", c.ingressDaemonSets, "ingressDaemonSetNamespaces", c.access.IngressDaemonSets, "allowedHAProxyRuntimeAPIs", c.access.HAProxyRuntimeAPIs, "allowedAWSTargetGroups", c.access.AWSTargetGroups)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running controller manager: %w", err)
 	}

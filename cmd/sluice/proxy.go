@@ -148,7 +148,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	}
 	c.httpAddress, c.httpsAddress, c.adminAddress = listenAddress(c.httpAddress), listenAddress(c.httpsAddress), listenAddress(c.adminAddress)
 	var err error
-	if c.namespaces, err = splitList("--watch-namespace", c.watchNamespace, namespaceRE); err != nil {
+	if c.namespaces, err = splitList("--watch-namespace", c.watchNamespace, namespaceRE.MatchString); err != nil {
 		return nil, err
 	}
 	if slices.Contains(c.namespaces, "*") {

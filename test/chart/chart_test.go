@@ -200,6 +200,8 @@ func TestBadValues(t *testing.T) {
 		{"proxy.kind=StatefulSet", "/proxy/kind"},
 		{"proxy.provider=nginx", "/proxy/provider"},
 		{"controller.allowedHAProxyRuntimeAPIs[0]=10.0.0.1:9999", "allowedHAProxyRuntimeAPIs"},
+		{"controller.allowedAWSTargetGroups[0]=tag:sluice.dev/frontend=internet", "tag:sluice.dev/frontend=NAMESPACE/NAME"},
+		{"controller.allowedAWSTargetGroups[0]=tag:sluice.dev/frontend=*", "tag:sluice.dev/frontend=NAMESPACE/NAME"},
 		{"proxy.drainMaxWaitSeconds=-1", "drainMaxWaitSeconds"},
 		{"proxy.unknownValue=1", "unknownValue"},
 		{"proxy.defaultCertificate=other/tls", "defaultCertificate"},

@@ -29,6 +29,7 @@ type features struct {
 	args       []string
 	namespaces []string // binding namespaces; "*": every one
 	ids        bool
+	idsIn      []string // IngressDaemonSet namespaces; nil: the release namespace
 	webhooks   bool
 	watch      []string // proxy.watchNamespaces
 	bindings   bool     // the chart creates bindings (and the uninstall Job)
@@ -44,8 +45,10 @@ func combinations() []features {
 		{name: "dns", args: []string{"--set", "controller.extraArgs={--dns-provider=rfc2136,--dns-zone=example.com,--dns-owner-id=x,--rfc2136-server=10.0.0.1:53}"},
 			namespaces: []string{"sluice-system"}},
 		{name: "aws", args: []string{"-f", "testdata/aws.values.yaml"}, namespaces: []string{"sluice-system"}, bindings: true},
-		{name: "everywhere", args: []string{"--set", "controller.bindingNamespaces={*},controller.ingressDaemonSets.enabled=true,controller.evictionWebhook.enabled=true"},
-			namespaces: []string{"*"}, ids: true, webhooks: true},
+		{name: "ingressdaemonsets-elsewhere", args: []string{"--set", "controller.ingressDaemonSets.enabled=true,controller.ingressDaemonSets.namespaces={edge},controller.bindingNamespaces={sluice-system,edge}"},
+			namespaces: []string{"sluice-system", "edge"}, ids: true, idsIn: []string{"edge"}},
+		{name: "everywhere", args: []string{"--set", "controller.bindingNamespaces={*},controller.ingressDaemonSets.enabled=true,controller.ingressDaemonSets.namespaces={*},controller.evictionWebhook.enabled=true"},
+			namespaces: []string{"*"}, ids: true, idsIn: []string{"*"}, webhooks: true},
 		{name: "watch-namespaces", args: []string{"--set", "proxy.watchNamespaces={apps,web}"}, namespaces: []string{"sluice-system"}, watch: []string{"apps", "web"}},
 	}
 }
@@ -88,6 +91,17 @@ func expected(f features) map[grant]bool {
 		}
 		add(ctl, scope, "", []string{"pods"}, []string{"get", "list", "watch", "patch"})
 		add(ctl, scope, "", []string{"pods/status"}, []string{"patch", "update"})
+	}
+	// The IngressDaemonSet namespaces, not the binding namespaces.
+	idsIn := f.idsIn
+	if idsIn == nil {
+		idsIn = []string{"sluice-system"}
+	}
+	for _, ns := range idsIn {
+		scope := "ns/" + ns
+		if ns == "*" {
+			scope = "cluster"
+		}
 		if f.ids {
 			add(ctl, scope, "apps", []string{"deployments", "daemonsets"}, []string{"get", "list", "watch", "create", "update", "patch", "delete"})
 			add(ctl, scope, "policy", []string{"poddisruptionbudgets"}, []string{"get", "list", "watch", "create"})

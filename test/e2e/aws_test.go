@@ -56,7 +56,9 @@ func TestAWS(t *testing.T) {
 			HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
 			HealthyThreshold: 2, UnhealthyThreshold: 2,
 			DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
-			Tags:   map[string]string{aws.OwnedTag: "true"},
+			// The cluster and frontend tags let a binding named "aws" find it
+			// by tag: privilege-tag-binding shows a tenant's cannot.
+			Tags:   map[string]string{aws.OwnedTag: "true", aws.ClusterTag: awsTagCluster, aws.FrontendTag: "aws"},
 			Listen: true,
 		})
 		if err != nil {
@@ -70,7 +72,12 @@ func TestAWS(t *testing.T) {
 		if e.lbPort, err = strconv.Atoi(port); err != nil {
 			t.Fatal(err)
 		}
-		return chartAWSValues(f.URL()) + "bindings: []\ningressClasses: [{name: sluice, binding: aws}]\n"
+		// The tenants' namespaces exist before the chart's Roles in them.
+		e.createNamespaces(tenantNoTag, tenantTagged)
+		return chartAWSValues(f.URL(), awsAllowListArgs(arn)...) + fmt.Sprintf(`  bindingNamespaces: [%s, %s, %s]
+bindings: []
+ingressClasses: [{name: sluice, binding: aws}]
+`, proxyNS, tenantNoTag, tenantTagged)
 	}})
 	e := h.env
 
@@ -98,6 +105,10 @@ func TestAWS(t *testing.T) {
 		e.restartDeployment(proxyNS, proxyName)
 		e.settled(proxyNS, proxyName, 2*time.Minute)
 	})
+	// Issue 24: tenants' bindings named like the platform's, finding its
+	// group by tag, are refused and change nothing in it.
+	tagAction, tagExtra := e.tagBindingCase(f, arn)
+	cs.runWith("privilege-tag-binding", tagExtra, tagAction)
 	run("aws-proxy-roll-throttled", func() {
 		f.SetFaults(awsfake.Faults{Throttle: 0.5})
 		defer f.SetFaults(awsfake.Faults{})

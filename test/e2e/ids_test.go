@@ -56,13 +56,21 @@ func TestIngressDaemonSet(t *testing.T) {
 	// sluice from its chart with IngressDaemonSets on and no proxy
 	// Deployment: the test creates the binding and the IngressDaemonSet;
 	// the controller pods create the per-node Deployments under the
-	// chart's RBAC.
-	h := installChart(t, "sli", chartOptions{nodes: cluster.Nodes(4, 2), values: `proxy: {replicas: 0}
+	// chart's RBAC. A tenant namespace is a binding namespace, not an
+	// IngressDaemonSet one (privilege-tenant-ids); it exists before the
+	// chart's Roles in it.
+	h := installChart(t, "sli", chartOptions{nodes: cluster.Nodes(4, 2),
+		setup: func(e *env) string {
+			e.createNamespaces(tenantIDS)
+			return ""
+		},
+		values: fmt.Sprintf(`proxy: {replicas: 0}
 bindings: []
 ingressClasses: [{name: sluice, binding: edge}]
 controller:
+  bindingNamespaces: [%s, %s]
   ingressDaemonSets: {enabled: true}
-`})
+`, proxyNS, tenantIDS)})
 	e := h.env
 	e.create(echoObjects()...)
 	for _, n := range []string{"node-1", "node-2", "node-3"} {
@@ -90,6 +98,8 @@ controller:
 		e.idsSettled(3)
 		return s()
 	})
+	idsAction, idsExtra := e.tenantIDSCase()
+	cs.runWith("privilege-tenant-ids", idsExtra, idsAction)
 	cs.runNoted("ids-detach-mode", func() string {
 		s := e.sampleDetach()
 		e.updateIDS(func(x *v1alpha1.IngressDaemonSet) {

@@ -2,6 +2,7 @@ package binding_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,10 @@ func TestAccessCheck(t *testing.T) {
 		b.Spec.Provider = v1alpha1.ProviderSpec{AWS: &v1alpha1.AWSProvider{TargetGroupARNs: arns}}
 		return b
 	}
+	inNS := func(ns string, b *v1alpha1.LoadBalancerBinding) *v1alpha1.LoadBalancerBinding {
+		b.Namespace = ns
+		return b
+	}
 	const tg1 = "arn:aws:elasticloadbalancing:eu-west-1:111:targetgroup/web/1"
 	const tg2 = "arn:aws:elasticloadbalancing:eu-west-1:222:targetgroup/web/2"
 	for _, tc := range []struct {
@@ -43,17 +48,24 @@ func TestAccessCheck(t *testing.T) {
 		{"runtime API not listed", binding.Access{HAProxyRuntimeAPIs: []string{"tcp://lb:9999"}}, haproxy("ingress", "unix:///run/other.sock"), "runtime API"},
 		{"none allows no runtime API", binding.Access{HAProxyRuntimeAPIs: []string{"none"}}, haproxy("ingress", "tcp://lb:9999"), "runtime API"},
 		{"none allows no ARN", binding.Access{AWSTargetGroups: []string{"none"}}, aws("web", tg1), "not allowed"},
-		{"none allows no discovery", binding.Access{AWSTargetGroups: []string{"none"}}, aws("web"), "discovering"},
+		{"none allows no discovery", binding.Access{AWSTargetGroups: []string{"none"}}, aws("web"), "may not discover"},
 		{"runtime API any", binding.Access{HAProxyRuntimeAPIs: []string{"*"}}, haproxy("ingress", "tcp://x:1"), ""},
 		{"ARN listed", binding.Access{AWSTargetGroups: []string{tg1}}, aws("web", tg1), ""},
 		{"one ARN not listed", binding.Access{AWSTargetGroups: []string{tg1}}, aws("web", tg1, tg2), "targetgroup/web/2"},
 		{"ARN prefix", binding.Access{AWSTargetGroups: []string{"arn:aws:elasticloadbalancing:eu-west-1:111:*"}}, aws("web", tg1), ""},
 		{"ARN prefix other account", binding.Access{AWSTargetGroups: []string{"arn:aws:elasticloadbalancing:eu-west-1:111:*"}}, aws("web", tg2), "not allowed"},
-		{"tag entry allows no ARN", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=*"}}, aws("web", tg1), "not allowed"},
-		{"discovery by frontend tag", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=web"}}, aws("web"), ""},
-		{"discovery of another frontend", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=web"}}, aws("shop"), "frontend=shop"},
-		{"discovery of any frontend", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=*"}}, aws("shop"), ""},
-		{"ARN list does not allow discovery", binding.Access{AWSTargetGroups: []string{tg1}}, aws("web"), "discovering"},
+		{"tag entry allows no ARN", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=ingress/*"}}, aws("web", tg1), "not allowed"},
+		{"discovery by frontend tag", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=ingress/web"}}, aws("web"), ""},
+		{"discovery of another frontend", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=ingress/web"}}, aws("shop"), "frontend=shop"},
+		{"discovery of any frontend of the namespace", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=ingress/*"}}, aws("shop"), ""},
+		// The tag holds only the name: the namespace tells the platform's
+		// binding from a tenant's of the same name.
+		{"same name, tenant namespace", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=ingress/web"}}, inNS("team-a", aws("web")), "team-a/web"},
+		{"namespace wildcard of another", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=ingress/*"}}, inNS("team-a", aws("web")), "may not discover"},
+		{"namespace prefix is not a match", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=ingress/*"}}, inNS("ingress-2", aws("web")), "may not discover"},
+		{"bare name matches nothing", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=web"}}, aws("web"), "may not discover"},
+		{"bare * matches nothing", binding.Access{AWSTargetGroups: []string{"tag:sluice.dev/frontend=*"}}, aws("web"), "may not discover"},
+		{"ARN list does not allow discovery", binding.Access{AWSTargetGroups: []string{tg1}}, aws("web"), "may not discover"},
 		{"HAProxy list leaves AWS open", binding.Access{HAProxyRuntimeAPIs: []string{"tcp://lb:1"}}, aws("web", tg2), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,4 +151,69 @@ func TestForbiddenBindingOwnsNoGroup(t *testing.T) {
 	if got := e.states(); !slices.Equal(got, []string{"10.244.1.5:8080=initial"}) {
 		t.Errorf("targets = %v: the forbidden binding blocked the allowed one", got)
 	}
+}
+
+func TestParseTagEntry(t *testing.T) {
+	for _, tc := range []struct {
+		entry, ns, name string
+		err             string // substring; empty: valid
+		bare            bool
+	}{
+		{entry: "tag:sluice.dev/frontend=sluice-system/internet", ns: "sluice-system", name: "internet"},
+		{entry: "tag:sluice.dev/frontend=team-a/*", ns: "team-a", name: "*"},
+		{entry: "tag:sluice.dev/frontend=team-a/web.v2", ns: "team-a", name: "web.v2"},
+		{entry: "tag:sluice.dev/frontend=internet", err: "write tag:sluice.dev/frontend=NAMESPACE/internet", bare: true},
+		{entry: "tag:sluice.dev/frontend=*", err: "NAMESPACE/*", bare: true},
+		{entry: "tag:sluice.dev/frontend=*/internet", err: `namespace "*"`},
+		{entry: "tag:sluice.dev/frontend=/internet", err: `namespace ""`},
+		{entry: "tag:sluice.dev/frontend=team-a/", err: `binding name ""`},
+		{entry: "tag:sluice.dev/frontend=team-a/web/x", err: `binding name "web/x"`},
+		{entry: "tag:sluice.dev/frontend=Team_A/web", err: `namespace "Team_A"`},
+		{entry: "tag:team=a", err: "want tag:sluice.dev/frontend=NAMESPACE/NAME"},
+	} {
+		ns, name, err := binding.ParseTagEntry(tc.entry)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.entry, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: err %v, want %q", tc.entry, err, tc.err)
+		case tc.err == "" && (ns != tc.ns || name != tc.name):
+			t.Errorf("%s: %q/%q, want %q/%q", tc.entry, ns, name, tc.ns, tc.name)
+		}
+		if got := errors.Is(err, binding.ErrBareTagEntry); got != tc.bare {
+			t.Errorf("%s: ErrBareTagEntry %v, want %v", tc.entry, got, tc.bare)
+		}
+	}
+}
+
+func TestCheckIngressDaemonSet(t *testing.T) {
+	a := binding.Access{Namespaces: []string{"ingress", "team-a"}, IngressDaemonSets: []string{"ingress"}}
+	if err := a.CheckIngressDaemonSet("ingress"); err != nil {
+		t.Errorf("own namespace: %v", err)
+	}
+	// A binding namespace is not an IngressDaemonSet namespace.
+	if err := a.CheckIngressDaemonSet("team-a"); err == nil || !strings.Contains(err.Error(), "--ingressdaemonset-namespaces") {
+		t.Errorf("team-a: %v, want refused", err)
+	}
+	if err := (binding.Access{}).CheckIngressDaemonSet("x"); err != nil {
+		t.Errorf("zero Access: %v", err)
+	}
+}
+
+// FuzzParseTagEntry: tag entries come from the operator's flags. Nothing
+// panics, and a valid entry is exactly its parts.
+func FuzzParseTagEntry(f *testing.F) {
+	for _, s := range []string{"tag:sluice.dev/frontend=ns/web", "tag:sluice.dev/frontend=web", "tag:sluice.dev/frontend=ns/*",
+		"tag:sluice.dev/frontend=/", "tag:sluice.dev/frontend=a/b/c", "tag:x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, e string) {
+		ns, name, err := binding.ParseTagEntry(e)
+		if err != nil {
+			return
+		}
+		if binding.FrontendTagPrefix+ns+"/"+name != e || ns == "" || name == "" || strings.Contains(ns, "*") {
+			t.Fatalf("%q parsed as %q/%q", e, ns, name)
+		}
+	})
 }

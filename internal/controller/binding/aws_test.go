@@ -615,6 +615,60 @@ func TestAWSDiscoveredGroups(t *testing.T) {
 	}
 }
 
+// TestAWSDiscoveredGroupConflict: a tenant's binding named like the
+// platform's discovers the platform's target groups by tag; the run-time
+// conflict check refuses it (GroupConflict) and it never registers nor
+// deregisters anything, even though it selects no pod (acting, it would
+// deregister the platform's target).
+func TestAWSDiscoveredGroupConflict(t *testing.T) {
+	e := newAWSEnv(t, "prod")
+	tg := e.group("web", "/healthz", 10*time.Second, map[string]string{aws.ClusterTag: "prod", aws.FrontendTag: "web"})
+	e.pod("p1", "127.0.0.2")
+	platform := awsBinding("web")
+	platform.Spec.Provider.AWS.Region = "us-east-1"
+	if err := e.c.Create(context.Background(), platform); err != nil {
+		t.Fatal(err)
+	}
+	e.until("web", "p1 healthy", e.gates("p1"))
+	tenant := awsBinding("web")
+	tenant.Namespace = "tenant" // created later, and "tenant" > "ingress" at equal times
+	tenant.Spec.Provider.AWS.Region = "us-east-1"
+	if err := e.c.Create(context.Background(), tenant); err != nil {
+		t.Fatal(err)
+	}
+	calls := e.f.Calls()
+	key := types.NamespacedName{Namespace: "tenant", Name: "web"}
+	for range 3 {
+		if _, err := e.br.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := e.f.Calls()
+	for _, op := range []string{"RegisterTargets", "DeregisterTargets"} {
+		if after[op] != calls[op] {
+			t.Errorf("%s calls %d → %d while only the tenant's binding was reconciled", op, calls[op], after[op])
+		}
+	}
+	if got, want := e.held(tg), e.want("healthy", "127.0.0.2"); !slices.Equal(got, want) {
+		t.Errorf("the platform's group holds %v, want %v", got, want)
+	}
+	var b v1alpha1.LoadBalancerBinding
+	if err := e.c.Get(context.Background(), key, &b); err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(&b, v1alpha1.ConditionReady); c.Reason != binding.ReasonGroupConflict || !strings.Contains(c.Message, "ingress/web") {
+		t.Errorf("tenant Ready = %s/%s %q, want %s naming ingress/web", c.Status, c.Reason, c.Message, binding.ReasonGroupConflict)
+	}
+	if n := e.rec.Count("LoadBalancerBinding tenant/web", binding.ReasonGroupConflict); n != 1 {
+		t.Errorf("%d %s Events on the tenant's binding, want 1", n, binding.ReasonGroupConflict)
+	}
+	// The platform's binding is not refused by the newer one.
+	e.round("web")
+	if c := e.bindingCond("web", v1alpha1.ConditionReady); c.Reason == binding.ReasonGroupConflict {
+		t.Errorf("platform refused: %+v", c)
+	}
+}
+
 // TestAWSHealthCheckPortMismatch: a binding's healthCheckPort is compared
 // with each target group's HealthCheckPort; a group checking another port
 // gets a Warning Event, a matching one none.

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	provider "sluice.dev/sluice/internal/controller/lbcache"
 )
 
 func TestGroupOwner(t *testing.T) {
@@ -24,6 +25,15 @@ func TestGroupOwner(t *testing.T) {
 		return v1alpha1.ProviderSpec{AWS: &v1alpha1.AWSProvider{TargetGroupARNs: arns}}
 	}
 	sock := "unix:///run/haproxy.sock"
+	// keys stands in for the discovery: a binding named web that lists
+	// no ARN finds arn:web, other names find nothing.
+	keys := func(b *v1alpha1.LoadBalancerBinding) []string {
+		k := provider.GroupKeys(b.Spec.Provider)
+		if a := b.Spec.Provider.AWS; a != nil && len(a.TargetGroupARNs) == 0 && b.Name == "web" {
+			k = append(k, provider.AWSGroupKeys([]string{"arn:web"})...)
+		}
+		return k
+	}
 	cases := []struct {
 		name  string
 		self  v1alpha1.LoadBalancerBinding
@@ -39,13 +49,19 @@ func TestGroupOwner(t *testing.T) {
 		{"one shared ARN", bind("a", "x", 1, aws("arn:1", "arn:2")), []v1alpha1.LoadBalancerBinding{bind("b", "y", 2, aws("arn:2"))}, "b/y"},
 		{"oldest of several", bind("a", "x", 1, aws("arn:1", "arn:2")),
 			[]v1alpha1.LoadBalancerBinding{bind("b", "y", 2, aws("arn:2")), bind("c", "z", 3, aws("arn:1"))}, "c/z"},
-		{"discovered groups are not compared", bind("a", "x", 1, aws()), []v1alpha1.LoadBalancerBinding{bind("b", "y", 2, aws())}, ""},
+		{"undiscovered groups are not compared", bind("a", "x", 1, aws()), []v1alpha1.LoadBalancerBinding{bind("b", "y", 2, aws())}, ""},
+		// The same name in another namespace discovers the same groups.
+		{"discovered group shared", bind("tenant", "web", 1, aws()), []v1alpha1.LoadBalancerBinding{bind("ingress", "web", 2, aws())}, "ingress/web"},
+		{"discovered group of the newer", bind("ingress", "web", 2, aws()), []v1alpha1.LoadBalancerBinding{bind("tenant", "web", 1, aws())}, ""},
+		{"discovered against listed", bind("tenant", "web", 1, aws()), []v1alpha1.LoadBalancerBinding{bind("ingress", "edge", 2, aws("arn:web"))}, "ingress/edge"},
+		{"listed against discovered", bind("a", "x", 1, aws("arn:web")), []v1alpha1.LoadBalancerBinding{bind("ingress", "web", 2, aws())}, "ingress/web"},
+		{"other frontend discovered", bind("tenant", "shop", 1, aws()), []v1alpha1.LoadBalancerBinding{bind("ingress", "web", 2, aws())}, ""},
 		{"itself in the list", bind("a", "x", 1, hap(sock, "be")), []v1alpha1.LoadBalancerBinding{bind("a", "x", 1, hap(sock, "be"))}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ""
-			if o := groupOwner(&tc.self, tc.other); o != nil {
+			if o := groupOwner(&tc.self, tc.other, keys); o != nil {
 				got = o.Namespace + "/" + o.Name
 			}
 			if got != tc.want {

@@ -58,8 +58,11 @@ type Options struct {
 	// HealthCheckerImage is the health checker's image when the spec
 	// names none. Default nodes.DefaultHealthCheckerImage.
 	HealthCheckerImage string
-	// Allowed filters the namespaces acted on. Nil: every namespace.
-	Allowed func(namespace string) bool
+	// Check says whether IngressDaemonSets in a namespace may be acted on
+	// (binding.Access.CheckIngressDaemonSet): one refused gets the
+	// Progressing condition False with reason Forbidden and one Event, and
+	// nothing is created for it. Nil: every namespace.
+	Check func(namespace string) error
 	// Poll is how often a rolling IngressDaemonSet is looked at again
 	// (the load balancer's view changes without an event). Default 1s.
 	Poll time.Duration
@@ -101,15 +104,26 @@ func New(o Options) (*Reconciler, error) {
 	return &Reconciler{opts: o, log: log}, nil
 }
 
+// ReasonForbidden is the Progressing condition's reason and the Event of
+// an IngressDaemonSet in a namespace the controller may not act on
+// (--ingressdaemonset-namespaces). An IngressDaemonSet pins pods to nodes
+// by nodeName, past taints, and runs a health checker of its choosing on
+// the host network, so whoever may create one outside the namespaces the
+// operator named gets nothing: no finalizer, Deployment, DaemonSet, budget
+// or node annotation.
+const ReasonForbidden = "Forbidden"
+
 // Reconcile brings one IngressDaemonSet one step closer to its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if r.opts.Allowed != nil && !r.opts.Allowed(req.Namespace) {
-		return reconcile.Result{}, nil
-	}
 	c := r.opts.Client
 	var ids v1alpha1.IngressDaemonSet
 	if err := c.Get(ctx, req.NamespacedName, &ids); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.opts.Check != nil && ids.DeletionTimestamp == nil {
+		if err := r.opts.Check(ids.Namespace); err != nil {
+			return reconcile.Result{}, r.forbid(ctx, &ids, err)
+		}
 	}
 	log := r.log.With("ingressdaemonset", req.String())
 	var nodeList corev1.NodeList
@@ -388,6 +402,27 @@ func (r *Reconciler) status(ctx context.Context, ids *v1alpha1.IngressDaemonSet,
 		return nil
 	}
 	ids.Status = *st
+	if err := r.opts.Client.Status().Update(ctx, ids); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("updating status: %w", err)
+	}
+	return nil
+}
+
+// forbid reports an IngressDaemonSet outside the allowed namespaces and
+// leaves everything alone; what it made while it was allowed stays (a
+// deleted one still reattaches the nodes it detached: finalize).
+func (r *Reconciler) forbid(ctx context.Context, ids *v1alpha1.IngressDaemonSet, cause error) error {
+	old := meta.FindStatusCondition(ids.Status.Conditions, v1alpha1.ConditionProgressing)
+	if old != nil && old.Reason == ReasonForbidden && old.Message == cause.Error() && old.ObservedGeneration == ids.Generation {
+		return nil
+	}
+	r.log.Warn("ingressdaemonset forbidden", "ingressdaemonset", owner(ids), "err", cause)
+	if old == nil || old.Reason != ReasonForbidden {
+		r.event(ids, corev1.EventTypeWarning, ReasonForbidden, "Configure", "%s", cause.Error())
+	}
+	meta.SetStatusCondition(&ids.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionProgressing, Status: metav1.ConditionFalse,
+		Reason: ReasonForbidden, Message: cause.Error(), ObservedGeneration: ids.Generation})
+	ids.Status.ObservedGeneration = ids.Generation
 	if err := r.opts.Client.Status().Update(ctx, ids); err != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("updating status: %w", err)
 	}

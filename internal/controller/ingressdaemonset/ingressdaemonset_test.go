@@ -2,12 +2,14 @@ package ingressdaemonset_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -293,5 +295,63 @@ func TestDeletionReattachesNodes(t *testing.T) {
 	}
 	if err := c.Get(ctx, key, &v1alpha1.IngressDaemonSet{}); err == nil {
 		t.Fatal("the IngressDaemonSet kept its finalizer")
+	}
+}
+
+// An IngressDaemonSet outside the allowed namespaces gets nothing: no
+// finalizer, Deployment, DaemonSet, budget or node annotation; it says
+// why in its Progressing condition and one Event, however often it is
+// reconciled.
+func TestForbiddenNamespace(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).
+		WithStatusSubresource(&v1alpha1.IngressDaemonSet{}, &appsv1.Deployment{}).
+		WithObjects(newIDS(), node("a", "10.0.0.1")).Build()
+	rec := &controllertest.Recorder{}
+	r, err := ingressdaemonset.New(ingressdaemonset.Options{Client: c, Recorder: rec, Check: func(namespace string) error {
+		if namespace != "sluice-system" {
+			return errors.New("namespace not allowed")
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids v1alpha1.IngressDaemonSet
+	if err := c.Get(ctx, key, &ids); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids.Finalizers) != 0 {
+		t.Errorf("finalizers %v on a forbidden IngressDaemonSet", ids.Finalizers)
+	}
+	cond := meta.FindStatusCondition(ids.Status.Conditions, v1alpha1.ConditionProgressing)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ingressdaemonset.ReasonForbidden || cond.Message != "namespace not allowed" {
+		t.Errorf("Progressing = %+v, want False/%s", cond, ingressdaemonset.ReasonForbidden)
+	}
+	if n := rec.Count("*v1alpha1.IngressDaemonSet "+key.String(), ingressdaemonset.ReasonForbidden); n != 1 {
+		t.Errorf("%d Forbidden Events, want 1 (%v)", n, rec.Events())
+	}
+	var deploys appsv1.DeploymentList
+	var daemonsets appsv1.DaemonSetList
+	var budgets policyv1.PodDisruptionBudgetList
+	for _, l := range []client.ObjectList{&deploys, &daemonsets, &budgets} {
+		if err := c.List(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(deploys.Items) + len(daemonsets.Items) + len(budgets.Items); n != 0 {
+		t.Errorf("%d objects created for a forbidden IngressDaemonSet", n)
+	}
+	var n corev1.Node
+	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Annotations)+len(n.Labels) != 0 {
+		t.Errorf("node touched: %v %v", n.Annotations, n.Labels)
 	}
 }

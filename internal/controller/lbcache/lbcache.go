@@ -271,8 +271,9 @@ func RuntimeAddress(u string) (string, error) {
 // GroupKeys names the load-balancer groups a provider spec drives, so that
 // two bindings driving one group can be told apart: "haproxy ADDRESS
 // BACKEND" for HAProxy, "aws ARN" for each listed target group. Bindings
-// whose AWS groups are discovered by tag have no keys (their groups are
-// only known at run time), nor do invalid specs.
+// whose AWS groups are discovered by tag have no keys here (their groups
+// are only known at run time: AWSGroupKeys names those For found), nor do
+// invalid specs.
 func GroupKeys(spec v1alpha1.ProviderSpec) []string {
 	var keys []string
 	if h := spec.HAProxy; h != nil {
@@ -281,9 +282,17 @@ func GroupKeys(spec v1alpha1.ProviderSpec) []string {
 		}
 	}
 	if a := spec.AWS; a != nil {
-		for _, arn := range a.TargetGroupARNs {
-			keys = append(keys, "aws "+arn)
-		}
+		keys = append(keys, AWSGroupKeys(a.TargetGroupARNs)...)
+	}
+	return keys
+}
+
+// AWSGroupKeys names AWS target groups (ARNs, e.g. discovered by For) as
+// GroupKeys does.
+func AWSGroupKeys(arns []string) []string {
+	keys := make([]string, 0, len(arns))
+	for _, arn := range arns {
+		keys = append(keys, "aws "+arn)
 	}
 	return keys
 }

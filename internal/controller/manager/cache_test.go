@@ -15,7 +15,7 @@ import (
 // namespace allowed, cluster-wide. Secrets are always only TLS ones.
 func TestCacheByObject(t *testing.T) {
 	for _, all := range [][]string{nil, {"*"}, {"a", "*"}} {
-		by := cacheByObject(all)
+		by := cacheByObject(all, all)
 		if len(by) != 1 {
 			t.Errorf("%q: %d objects limited, want only Secrets", all, len(by))
 		}
@@ -25,7 +25,7 @@ func TestCacheByObject(t *testing.T) {
 			}
 		}
 	}
-	by := cacheByObject([]string{"a", "b"})
+	by := cacheByObject([]string{"a", "b"}, []string{"a", "b"})
 	kinds := map[string]bool{}
 	for o, b := range by {
 		switch o.(type) {
@@ -48,5 +48,23 @@ func TestCacheByObject(t *testing.T) {
 	}
 	if !kinds["Pod"] || !kinds["Deployment"] || !kinds["DaemonSet"] || !kinds["PodDisruptionBudget"] || kinds["other"] || len(by) != 5 {
 		t.Errorf("limited %v (%d objects)", kinds, len(by))
+	}
+	// Pods follow the binding namespaces, the IngressDaemonSets' objects
+	// their own list.
+	by = cacheByObject([]string{"a", "b"}, []string{"edge"})
+	for o, b := range by {
+		want := []string{"edge"}
+		switch o.(type) {
+		case *corev1.Secret:
+			continue
+		case *corev1.Pod:
+			want = []string{"a", "b"}
+		}
+		if ns := slices.Sorted(maps.Keys(b.Namespaces)); !slices.Equal(ns, want) {
+			t.Errorf("%T cached in %v, want %v", o, ns, want)
+		}
+	}
+	if by = cacheByObject([]string{"a"}, []string{"*"}); len(by) != 2 {
+		t.Errorf("IngressDaemonSets everywhere: %d objects limited, want Secrets and Pods", len(by))
 	}
 }

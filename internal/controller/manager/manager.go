@@ -99,7 +99,8 @@ type Options struct {
 	Access binding.Access
 	// IngressDaemonSets runs the IngressDaemonSet reconciler, which
 	// writes Deployments, DaemonSets and PodDisruptionBudgets in the
-	// binding namespaces and annotates Nodes. False: it is not started,
+	// IngressDaemonSet namespaces (Access.IngressDaemonSets) and annotates
+	// Nodes. False: it is not started,
 	// and none of those are watched.
 	IngressDaemonSets bool
 	// NodeHealthImage is the image of IngressDaemonSets' health checkers
@@ -161,7 +162,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Cache: cache.Options{
 			SyncPeriod:       &sync,
 			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject:         cacheByObject(o.Access.Namespaces),
+			ByObject:         cacheByObject(o.Access.Namespaces, o.Access.IngressDaemonSets),
 		},
 	})
 	if err != nil {

@@ -56,8 +56,13 @@ bindings of the other provider only "none", with no bindings at all "*". */}}
 {{- $l := .Values.controller.allowedAWSTargetGroups -}}
 {{- if not $l -}}
 {{- range .Values.bindings -}}{{- if and .provider .provider.aws -}}
-{{- if .provider.aws.targetGroupARNs -}}{{- $l = concat $l .provider.aws.targetGroupARNs -}}{{- else -}}{{- $l = append $l (printf "tag:sluice.dev/frontend=%s" .name) -}}{{- end -}}
+{{- if .provider.aws.targetGroupARNs -}}{{- $l = concat $l .provider.aws.targetGroupARNs -}}{{- else -}}{{- $l = append $l (printf "tag:sluice.dev/frontend=%s/%s" $.Release.Namespace .name) -}}{{- end -}}
 {{- end -}}{{- end -}}
+{{- end -}}
+{{- range $l -}}
+{{- if and (hasPrefix "tag:" .) (not (regexMatch "^tag:sluice\\.dev/frontend=[a-z0-9]([-a-z0-9]*[a-z0-9])?/[^/]+$" .)) -}}
+{{- fail (printf "controller.allowedAWSTargetGroups: %q: a tag entry names the binding as tag:sluice.dev/frontend=NAMESPACE/NAME (NAME or *); a bare NAME once allowed that name in every namespace (CHANGELOG, issue 24)" .) -}}
+{{- end -}}
 {{- end -}}
 {{- if not $l -}}{{- $l = list (ternary "none" "*" (gt (len .Values.bindings) 0)) -}}{{- end -}}
 {{ $l | uniq | join "," }}
@@ -67,6 +72,13 @@ bindings of the other provider only "none", with no bindings at all "*". */}}
 else the release namespace. "*" means every namespace. */}}
 {{- define "sluice.bindingNamespaces" -}}
 {{ .Values.controller.bindingNamespaces | default (list .Release.Namespace) | uniq | join "," }}
+{{- end -}}
+
+{{/* The IngressDaemonSet namespaces, comma-separated:
+controller.ingressDaemonSets.namespaces, else the release namespace. "*"
+means every namespace. */}}
+{{- define "sluice.ingressDaemonSetNamespaces" -}}
+{{ .Values.controller.ingressDaemonSets.namespaces | default (list .Release.Namespace) | uniq | join "," }}
 {{- end -}}
 
 {{/* The names of the webhook configurations the chart creates and the
