@@ -374,12 +374,24 @@ func (r *Reconciler) requeue(changed bool, listed []lb.Status) time.Duration {
 // finalize deregisters every target of a deleted binding from every group,
 // then lets it go. A binding whose provider is misconfigured is let go at
 // once; one whose groups cannot be resolved now (discovery failing) is
-// retried.
+// retried, and reports DeletionBlocked past its drain timeout. A binding
+// annotated to abandon its targets (abandon.go) is let go at once, the
+// provider untouched.
 func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBinding) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
 	if !controllerutil.ContainsFinalizer(b, Finalizer) {
 		r.forget(ctx, key)
 		return reconcile.Result{}, nil
+	}
+	switch d := decideAbandon(b); {
+	case d.Abandon:
+		return r.abandon(ctx, b)
+	case d.Ignored != "":
+		v := b.Annotations[v1alpha1.AnnotationAbandonTargets]
+		if r.checks.due(checkKey{binding: key, group: "\x00abandon:" + v}, 0, r.opts.Now(), time.Hour) {
+			r.log.Warn("abandon annotation ignored", "binding", key, "reason", d.Ignored)
+			r.event(b, nil, corev1.EventTypeWarning, ReasonAbandonIgnored, "Delete", d.Ignored)
+		}
 	}
 	owner, err := r.conflict(ctx, b)
 	if err != nil {
@@ -394,7 +406,7 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 	case err != nil && errors.Is(err, lb.ErrGroupNotFound):
 		// Nothing tagged for it (any more): nothing to deregister.
 	case err != nil && !configError(err):
-		return r.failed(ctx, b, nil, fmt.Errorf("resolving the provider of a deleted binding: %w", err))
+		return r.finalizeFailed(ctx, b, fmt.Errorf("resolving the provider of a deleted binding: %w", err))
 	case err == nil:
 		stays := func(lb.Target) bool { return false }
 		if !confirmed(b) {
@@ -415,7 +427,7 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 		for _, group := range groups {
 			listed, err := prov.Targets(ctx, group)
 			if err != nil && !errors.Is(err, lb.ErrGroupNotFound) {
-				return r.failed(ctx, b, nil, fmt.Errorf("listing targets of %s of a deleted binding: %w", group, err))
+				return r.finalizeFailed(ctx, b, fmt.Errorf("listing targets of %s of a deleted binding: %w", group, err))
 			}
 			all = append(all, listed...)
 			var out []lb.Target
@@ -433,7 +445,7 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 			}
 			pending = true
 			if err := prov.Deregister(ctx, group, out); err != nil {
-				return r.failed(ctx, b, nil, fmt.Errorf("deregistering targets from %s of a deleted binding: %w", group, err))
+				return r.finalizeFailed(ctx, b, fmt.Errorf("deregistering targets from %s of a deleted binding: %w", group, err))
 			}
 		}
 		if pending {

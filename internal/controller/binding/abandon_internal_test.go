@@ -1,0 +1,92 @@
+package binding
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/lb"
+)
+
+func deletedBinding(gen int64, deletedAt time.Time, ann map[string]string) *v1alpha1.LoadBalancerBinding {
+	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", Generation: gen, Annotations: ann}}
+	if !deletedAt.IsZero() {
+		b.DeletionTimestamp = &metav1.Time{Time: deletedAt}
+	}
+	return b
+}
+
+func TestDecideAbandon(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ann := func(v string) map[string]string { return map[string]string{v1alpha1.AnnotationAbandonTargets: v} }
+	cases := []struct {
+		name    string
+		b       *v1alpha1.LoadBalancerBinding
+		abandon bool
+		ignored bool
+	}{
+		{"no annotation", deletedBinding(3, at, nil), false, false},
+		{"live binding: does nothing, not even an Event", deletedBinding(3, time.Time{}, ann("3")), false, false},
+		{"current generation", deletedBinding(3, at, ann("3")), true, false},
+		{"current generation, spaces", deletedBinding(3, at, ann(" 3\n")), true, false},
+		{"generation before the deletion", deletedBinding(3, at, ann("2")), false, true},
+		{"copied from another object", deletedBinding(3, at, ann("17")), false, true},
+		{"empty", deletedBinding(3, at, ann("")), false, true},
+		{"true", deletedBinding(3, at, ann("true")), false, true},
+		{"long junk", deletedBinding(3, at, ann(strings.Repeat("x", 5000))), false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := decideAbandon(tc.b)
+			if d.Abandon != tc.abandon || (d.Ignored != "") != tc.ignored {
+				t.Fatalf("decideAbandon = %+v, want abandon %v ignored %v", d, tc.abandon, tc.ignored)
+			}
+			if tc.ignored && (!strings.Contains(d.Ignored, `"3"`) || len(d.Ignored) > 600) {
+				t.Errorf("message %q should name the generation to set, and stay short", d.Ignored)
+			}
+		})
+	}
+}
+
+func TestDeletionBlocked(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	unreachable := fmt.Errorf("listing targets: %w", lb.ErrUnreachable)
+	withTimeout := func(b *v1alpha1.LoadBalancerBinding, d time.Duration) *v1alpha1.LoadBalancerBinding {
+		b.Spec.Drain.Timeout = &metav1.Duration{Duration: d}
+		return b
+	}
+	cases := []struct {
+		name    string
+		b       *v1alpha1.LoadBalancerBinding
+		now     time.Time
+		cause   error
+		blocked bool
+		reason  string
+	}{
+		{"not deleted", deletedBinding(1, time.Time{}, nil), at.Add(time.Hour), unreachable, false, ""},
+		{"no error", deletedBinding(1, at, nil), at.Add(time.Hour), nil, false, ""},
+		{"within the default drain timeout", deletedBinding(1, at, nil), at.Add(DefaultDrainTimeout - time.Second), unreachable, false, ""},
+		{"at the default drain timeout", deletedBinding(1, at, nil), at.Add(DefaultDrainTimeout), unreachable, true, "ProviderUnreachable"},
+		{"past the binding's drain timeout", withTimeout(deletedBinding(2, at, nil), 10*time.Second), at.Add(11 * time.Second), unreachable, true, "ProviderUnreachable"},
+		{"within the binding's drain timeout", withTimeout(deletedBinding(2, at, nil), 10*time.Second), at.Add(9 * time.Second), unreachable, false, ""},
+		{"another error", withTimeout(deletedBinding(2, at, nil), 0), at, errors.New("boom"), true, "ProviderError"},
+		{"clock behind the deletion", deletedBinding(2, at, nil), at.Add(-time.Hour), unreachable, false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			blocked, reason, msg := deletionBlocked(tc.b, tc.now, tc.cause)
+			if blocked != tc.blocked || reason != tc.reason {
+				t.Fatalf("deletionBlocked = %v %q, want %v %q", blocked, reason, tc.blocked, tc.reason)
+			}
+			gen := fmt.Sprintf("%s=%q", v1alpha1.AnnotationAbandonTargets, fmt.Sprint(tc.b.Generation))
+			if blocked && (!strings.Contains(msg, gen) || !strings.Contains(msg, tc.cause.Error())) {
+				t.Errorf("message %q should give the cause and the annotation %s", msg, gen)
+			}
+		})
+	}
+}
