@@ -32,6 +32,7 @@ type features struct {
 	webhooks   bool
 	watch      []string // proxy.watchNamespaces
 	bindings   bool     // the chart creates bindings (and the uninstall Job)
+	secrets    bool     // controller.readTLSSecrets
 }
 
 func combinations() []features {
@@ -47,6 +48,7 @@ func combinations() []features {
 		{name: "everywhere", args: []string{"--set", "controller.bindingNamespaces={*},controller.ingressDaemonSets.enabled=true,controller.evictionWebhook.enabled=true"},
 			namespaces: []string{"*"}, ids: true, webhooks: true},
 		{name: "watch-namespaces", args: []string{"--set", "proxy.watchNamespaces={apps,web}"}, namespaces: []string{"sluice-system"}, watch: []string{"apps", "web"}},
+		{name: "tls-secrets", args: []string{"--set", "controller.readTLSSecrets=true"}, namespaces: []string{"sluice-system"}, secrets: true},
 	}
 }
 
@@ -71,7 +73,11 @@ func expected(f features) map[grant]bool {
 	// Every install.
 	add(ctl, "cluster", "networking.k8s.io", []string{"ingresses", "ingressclasses"}, read)
 	add(ctl, "cluster", "networking.k8s.io", []string{"ingresses/status"}, []string{"update", "patch"})
-	add(ctl, "cluster", "", []string{"services", "secrets", "nodes"}, read)
+	add(ctl, "cluster", "", []string{"services", "nodes"}, read)
+	// Secrets: none, unless the TLS Secrets' problems are to be Events.
+	if f.secrets {
+		add(ctl, "cluster", "", []string{"secrets"}, read)
+	}
 	// EndpointSlices: the refused endpoints reported as EndpointsRefused.
 	add(ctl, "cluster", "discovery.k8s.io", []string{"endpointslices"}, read)
 	add(ctl, "cluster", "sluice.dev", []string{"loadbalancerbindings"}, []string{"get", "list", "watch", "update", "patch"})

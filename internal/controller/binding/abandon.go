@@ -89,6 +89,19 @@ func deletionBlocked(b *v1alpha1.LoadBalancerBinding, now time.Time, cause error
 	return true, errorReason(cause), msg
 }
 
+// BlockedProbeTimeout bounds the provider calls of one reconcile of a
+// binding whose deletion is blocked (DeletionBlocked True).
+const BlockedProbeTimeout = 5 * time.Second
+
+// blockedProbe returns ctx bounded by BlockedProbeTimeout when b's
+// deletion is blocked, else ctx.
+func blockedProbe(ctx context.Context, b *v1alpha1.LoadBalancerBinding) (context.Context, context.CancelFunc) {
+	if meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.ConditionDeletionBlocked) {
+		return context.WithTimeout(ctx, BlockedProbeTimeout)
+	}
+	return ctx, func() {}
+}
+
 // finalizeFailed is failed for a deleted binding: past its drain timeout
 // it also sets DeletionBlocked (with a Warning Event when it becomes so).
 func (r *Reconciler) finalizeFailed(ctx context.Context, b *v1alpha1.LoadBalancerBinding, cause error) (reconcile.Result, error) {

@@ -1,6 +1,7 @@
 package binding
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -88,5 +89,21 @@ func TestDeletionBlocked(t *testing.T) {
 				t.Errorf("message %q should give the cause and the annotation %s", msg, gen)
 			}
 		})
+	}
+}
+
+// A blocked deletion's provider calls get a deadline; others do not.
+func TestBlockedProbe(t *testing.T) {
+	b := deletedBinding(1, time.Now(), nil)
+	ctx, cancel := blockedProbe(context.Background(), b)
+	cancel()
+	if _, ok := ctx.Deadline(); ok {
+		t.Error("deadline before the deletion is blocked")
+	}
+	b.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDeletionBlocked, Status: metav1.ConditionTrue}}
+	ctx, cancel = blockedProbe(context.Background(), b)
+	defer cancel()
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > BlockedProbeTimeout {
+		t.Errorf("deadline %v %v, want within %s", d, ok, BlockedProbeTimeout)
 	}
 }

@@ -401,7 +401,12 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 		// A refused binding registered nothing: the owner's targets stay.
 		return r.removeFinalizer(ctx, b, key)
 	}
-	prov, groups, err := r.opts.Providers.For(ctx, b)
+	// A blocked deletion probes the provider with a short deadline, so
+	// that an abandon annotation arriving meanwhile is seen in seconds,
+	// not after the provider's retries.
+	pctx, cancel := blockedProbe(ctx, b)
+	defer cancel()
+	prov, groups, err := r.opts.Providers.For(pctx, b)
 	switch {
 	case err != nil && errors.Is(err, lb.ErrGroupNotFound):
 		// Nothing tagged for it (any more): nothing to deregister.
@@ -425,7 +430,7 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 		var all []lb.Status
 		pending, held := false, 0
 		for _, group := range groups {
-			listed, err := prov.Targets(ctx, group)
+			listed, err := prov.Targets(pctx, group)
 			if err != nil && !errors.Is(err, lb.ErrGroupNotFound) {
 				return r.finalizeFailed(ctx, b, fmt.Errorf("listing targets of %s of a deleted binding: %w", group, err))
 			}
@@ -444,7 +449,7 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 				continue
 			}
 			pending = true
-			if err := prov.Deregister(ctx, group, out); err != nil {
+			if err := prov.Deregister(pctx, group, out); err != nil {
 				return r.finalizeFailed(ctx, b, fmt.Errorf("deregistering targets from %s of a deleted binding: %w", group, err))
 			}
 		}

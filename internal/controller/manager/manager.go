@@ -54,6 +54,10 @@ type Options struct {
 	// AllowEndpointsWithoutPod matches the proxies' flag of the name, so
 	// the problems reconciler reports the endpoints they refuse.
 	AllowEndpointsWithoutPod bool
+	// ReadTLSSecrets: the Ingress status and problem reconcilers read TLS
+	// Secrets (--read-tls-secrets), and a missing or invalid one is an
+	// Event on its Ingress. False: no Secret is read or cached.
+	ReadTLSSecrets bool
 	// LeaderElection on a Lease named LeaderElectionID in
 	// LeaderElectionNamespace (default: the pod's namespace in-cluster).
 	LeaderElection          bool
@@ -221,6 +225,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Namespace:                o.Namespace,
 		HostOwnership:            o.HostOwnership,
 		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
+		ReadSecrets:              o.ReadTLSSecrets,
 		Allowed:                  allowed,
 		Logger:                   o.Logger.With("controller", "ingressstatus"),
 	})
@@ -234,6 +239,7 @@ func New(o Options) (ctrl.Manager, error) {
 		HostOwnership:            o.HostOwnership,
 		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
 		AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
+		ReadSecrets:              o.ReadTLSSecrets,
 		Logger:                   o.Logger.With("controller", "ingressproblems"),
 	})
 	if err != nil {
