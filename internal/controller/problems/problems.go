@@ -115,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName,
 		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod,
 		HostOwnership:            r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces,
-		SecretsUnread:            !r.opts.ReadSecrets}, r.keyPairs)
+		SecretsUnread: !r.opts.ReadSecrets}, r.keyPairs)
 	r.mu.Unlock()
 	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
