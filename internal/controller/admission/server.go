@@ -69,14 +69,19 @@ type Options struct {
 }
 
 // Server serves the webhook over HTTPS with its own certificate and keeps
-// the webhook configuration's caBundle current. It is a controller-runtime
-// Runnable that needs leader election: the leader's reconcilers fill the
-// store it answers from.
+// the webhook configuration's caBundle holding its CA. It is a
+// controller-runtime Runnable that runs on every replica, leader or not
+// (its handlers read snapshots every replica can build), so that no review
+// depends on which pod the Service picks.
 type Server struct {
 	opts  Options
 	certs *certs
 	log   *slog.Logger
 }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: false,
+// every replica serves.
+func (s *Server) NeedLeaderElection() bool { return false }
 
 // New validates o.
 func New(o Options) (*Server, error) {

@@ -123,6 +123,7 @@ type Reconciler struct {
 	log     *slog.Logger
 	metrics *metrics
 	checks  *checks
+	views   views
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -147,7 +148,7 @@ func New(o Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: o, log: o.Logger, metrics: m, checks: newChecks()}, nil
+	return &Reconciler{opts: o, log: o.Logger, metrics: m, checks: newChecks(), views: views{snaps: map[types.NamespacedName]view{}}}, nil
 }
 
 // Reconcile implements reconcile.Reconciler.

@@ -298,13 +298,17 @@ func New(o Options) (ctrl.Manager, error) {
 		wo.Namespaces = o.Access.Namespaces
 		wo.Client = mgr.GetClient()
 		wo.Logger = o.Logger.With("webhook", "eviction")
-		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Store: store, Logger: wo.Logger}
-		wo.Steer = &admission.Steer{Client: mgr.GetClient(), Store: store, Logger: o.Logger.With("webhook", "zone-steer")}
+		// Every replica serves the webhooks: the leader from the snapshots
+		// its reconciles store, the others from the same snapshot built
+		// from their cache and a read-only provider listing.
+		snaps := leaderOrView(mgr.Elected(), store, br)
+		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Snapshots: snaps, Logger: wo.Logger}
+		wo.Steer = &admission.Steer{Client: mgr.GetClient(), Snapshots: snaps, Logger: o.Logger.With("webhook", "zone-steer")}
 		ws, err := admission.New(wo)
 		if err != nil {
 			return nil, err
 		}
-		if err := mgr.Add(ws); err != nil {
+		if err := errors.Join(mgr.Add(ws), mgr.Add(warmCache(mgr.GetCache()))); err != nil {
 			return nil, fmt.Errorf("adding the eviction webhook: %w", err)
 		}
 	}
