@@ -52,7 +52,9 @@ func warmCache(c cache.Cache) manager.Runnable {
 }
 
 // runnable is a manager.Runnable that runs on every replica.
-type runnable struct{ start func(ctx context.Context) error }
+type runnable struct {
+	start func(ctx context.Context) error
+}
 
 func (r runnable) Start(ctx context.Context) error { return r.start(ctx) }
 func (r runnable) NeedLeaderElection() bool        { return false }
