@@ -57,17 +57,10 @@ func decideAbandon(b *v1alpha1.LoadBalancerBinding) abandonDecision {
 	if strings.TrimSpace(v) == gen {
 		return abandonDecision{Abandon: true}
 	}
-	return abandonDecision{Ignored: fmt.Sprintf("annotation %s=%q does not match the binding's generation %s: ignored, the targets are deregistered as usual; "+
-		"to leave them in the load balancer and let the binding go, set it to %q", v1alpha1.AnnotationAbandonTargets, truncateValue(v), gen, gen)}
-}
-
-// truncateValue keeps an annotation value quoted in a message short.
-func truncateValue(v string) string {
-	const most = 64
-	if len(v) <= most {
-		return v
-	}
-	return strings.ToValidUTF8(v[:most], "") + "..."
+	// The value is not quoted: whoever may write the binding wrote it.
+	return abandonDecision{Ignored: fmt.Sprintf("annotation %s is not the binding's generation %s (deleting a binding raises it, "+
+		"so a value set before the deletion or copied from another object does not count): ignored, the targets are deregistered as usual; "+
+		"to leave them in the load balancer and let the binding go, set it to %q", v1alpha1.AnnotationAbandonTargets, gen, gen)}
 }
 
 // deletionBlocked reports whether a deleted binding whose deregistration

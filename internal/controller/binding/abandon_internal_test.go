@@ -107,3 +107,26 @@ func TestBlockedProbe(t *testing.T) {
 		t.Errorf("deadline %v %v, want within %s", d, ok, BlockedProbeTimeout)
 	}
 }
+
+// FuzzDecideAbandon: any annotation value (whoever may write bindings
+// writes it) abandons only when it is the generation, gives a short
+// message otherwise, and never panics.
+func FuzzDecideAbandon(f *testing.F) {
+	for _, v := range []string{"3", " 3 ", "2", "", "true", "-1", "03", "3\x00", strings.Repeat("9", 100), "\xff\xfe"} {
+		f.Add(v, int64(3))
+	}
+	f.Fuzz(func(t *testing.T, v string, gen int64) {
+		b := deletedBinding(gen, time.Unix(1, 0), map[string]string{v1alpha1.AnnotationAbandonTargets: v})
+		d := decideAbandon(b)
+		if d.Abandon != (strings.TrimSpace(v) == fmt.Sprint(gen)) {
+			t.Fatalf("decideAbandon(%q, generation %d) = %+v", v, gen, d)
+		}
+		if d.Abandon == (d.Ignored != "") || len(d.Ignored) > 700 {
+			t.Fatalf("decideAbandon(%q) = %+v: exactly one of abandon and a short message", v, d)
+		}
+		other := decideAbandon(deletedBinding(gen, time.Unix(1, 0), map[string]string{v1alpha1.AnnotationAbandonTargets: "x"}))
+		if d.Ignored != "" && d.Ignored != other.Ignored {
+			t.Fatalf("message %q depends on the value %q (it must not quote it)", d.Ignored, v)
+		}
+	})
+}
