@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,8 +71,12 @@ func (s *Server) apply(ctx context.Context, obj client.Object, name, webhook, pa
 	i, current := webhookBundle(obj, webhook)
 	merged, changed := mergeBundle(current, own, s.opts.Now(), MaxCAs)
 	if s.opts.CreateConfigurations {
+		before := obj.DeepCopyObject()
 		cc.CABundle = merged
 		setWebhooks(cc)
+		if equality.Semantic.DeepEqual(before, obj) {
+			return nil // rechecked: nothing to write
+		}
 		if err := s.opts.Client.Update(ctx, obj); err != nil {
 			return fmt.Errorf("updating webhook configuration %s: %w", name, err)
 		}
