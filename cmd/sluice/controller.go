@@ -31,6 +31,7 @@ type controllerConfig struct {
 	healthAddress            string
 	ingressClass             string
 	allowEndpointsWithoutPod bool
+	readTLSSecrets           bool
 	resyncPeriod             time.Duration
 	leaderElect              bool
 	leaderElectionNamespace  string
@@ -68,6 +69,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.healthAddress, "health-address", ":9092", `address for /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass whose Ingresses get status.loadBalancer")
 	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "as the proxies' flag: endpoints without a targetRef are used, so not reported (Event EndpointsRefused) as refused")
+	fs.BoolVar(&c.readTLSSecrets, "read-tls-secrets", false, "read the Ingresses' TLS Secrets (needs get, list and watch on secrets in every namespace with Ingresses) so that a missing or invalid one is an Event on its Ingress; off: the controller reads no Secret, and the proxies report Secret problems in their logs and metrics")
 	fs.DurationVar(&c.resyncPeriod, "resync-period", 10*time.Minute, "how often the informers replay every object to the reconcilers")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "elect a leader on a Lease so that only one replica acts")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace; required outside a cluster)")
@@ -188,6 +190,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		Config:                   cfg,
 		IngressClass:             c.ingressClass,
 		AllowEndpointsWithoutPod: c.allowEndpointsWithoutPod,
+		ReadTLSSecrets:           c.readTLSSecrets,
 		HostOwnership:            c.tenancy.hostOwnership,
 		DefaultBackendNamespaces: c.tenancy.namespaces(namespace),
 		LeaderElection:           c.leaderElect,
@@ -212,7 +215,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	}
 	log.Info("sluice controller starting", "namespace", namespace, "dnsProvider", c.dns.provider, "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
 		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster,
-		"bindingNamespaces", c.access.Namespaces, "ingressDaemonSets", c.ingressDaemonSets, "ingressDaemonSetNamespaces", c.access.IngressDaemonSets, "allowedHAProxyRuntimeAPIs", c.access.HAProxyRuntimeAPIs, "allowedAWSTargetGroups", c.access.AWSTargetGroups)
+		"bindingNamespaces", c.access.Namespaces, "ingressDaemonSets", c.ingressDaemonSets, "ingressDaemonSetNamespaces", c.access.IngressDaemonSets, "readTLSSecrets", c.readTLSSecrets, "allowedHAProxyRuntimeAPIs", c.access.HAProxyRuntimeAPIs, "allowedAWSTargetGroups", c.access.AWSTargetGroups)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running controller manager: %w", err)
 	}

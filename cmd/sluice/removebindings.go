@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +29,9 @@ import (
 // pre-delete hook, while the controller still runs: `helm uninstall`
 // deleting the bindings and the controller at once would leave the
 // bindings stuck on their finalizer (and a later install unable to create
-// them).
+// them). With --abandon it also lets each deleted binding go without
+// deregistering its targets (sluice.dev/abandon-targets), for a provider
+// that is gone or unreachable for good.
 func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice remove-bindings", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -33,6 +39,9 @@ func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 	namespace := fs.String("namespace", "", "namespace of the bindings (default: the pod's namespace)")
 	selector := fs.String("selector", "", "label selector of the bindings to remove (required)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the bindings to be gone")
+	abandon := fs.Bool("abandon", false, "let the deleted bindings go without deregistering their targets (annotates each "+
+		v1alpha1.AnnotationAbandonTargets+"=<generation>): the targets stay in the load balancer for you to remove; "+
+		"for a provider that is unreachable for good (a binding reporting DeletionBlocked)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -65,7 +74,7 @@ func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	cl, err := bindingClient(*kubeconfig)
 	if err == nil {
-		err = removeBindings(ctx, cl, ns, sel, time.Second, stdout)
+		err = removeBindings(ctx, cl, ns, sel, removeOptions{interval: time.Second, abandon: *abandon}, stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice remove-bindings: %v\n", err)
@@ -90,9 +99,20 @@ func bindingClient(kubeconfig string) (client.Client, error) {
 	return cl, nil
 }
 
+// removeOptions: how often removeBindings polls, and whether it abandons
+// the bindings' targets.
+type removeOptions struct {
+	interval time.Duration
+	abandon  bool
+}
+
 // removeBindings deletes the bindings in ns that sel matches and polls
-// every interval until none is left or ctx ends.
-func removeBindings(ctx context.Context, cl client.Client, ns string, sel labels.Selector, interval time.Duration, out io.Writer) error {
+// every o.interval until none is left or ctx ends. A deleted binding is
+// annotated to confirm its deregistration (and with o.abandon, to abandon
+// its targets), at its generation after the deletion; a binding that
+// reports DeletionBlocked is reported once.
+func removeBindings(ctx context.Context, cl client.Client, ns string, sel labels.Selector, o removeOptions, out io.Writer) error {
+	blocked := map[string]bool{}
 	list := func() ([]string, error) {
 		var l v1alpha1.LoadBalancerBindingList
 		if err := cl.List(ctx, &l, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
@@ -109,18 +129,37 @@ func removeBindings(ctx context.Context, cl client.Client, ns string, sel labels
 				fmt.Fprintf(out, "deleting binding %s/%s\n", ns, b.Name)
 				continue
 			}
+			if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionDeletionBlocked); c != nil && c.Status == metav1.ConditionTrue && !blocked[b.Name] {
+				blocked[b.Name] = true
+				fmt.Fprintf(out, "binding %s/%s: deletion blocked (%s): %s\n", ns, b.Name, c.Reason, c.Message)
+			}
 			// Uninstalling means it: the emptying guard keeps a deleted
 			// binding's targets while their pods run (they do, until the
 			// release's proxies go), unless the deletion is confirmed for
 			// the binding's generation, which deletion may have raised.
 			gen := strconv.FormatInt(b.Generation, 10)
-			if b.Annotations[v1alpha1.AnnotationConfirmDeregister] != gen {
-				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationConfirmDeregister, gen)
-				if err := cl.Patch(ctx, b, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
-					return nil, fmt.Errorf("confirming the deregistration of binding %s/%s: %w", ns, b.Name, err)
-				}
-				fmt.Fprintf(out, "confirmed the deregistration of binding %s/%s (generation %s)\n", ns, b.Name, gen)
+			want := map[string]string{v1alpha1.AnnotationConfirmDeregister: gen}
+			if o.abandon {
+				want[v1alpha1.AnnotationAbandonTargets] = gen
 			}
+			var missing []string
+			for k, v := range want {
+				if b.Annotations[k] != v {
+					missing = append(missing, k)
+				}
+			}
+			if len(missing) == 0 {
+				continue
+			}
+			slices.Sort(missing)
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want}})
+			if err != nil {
+				return nil, fmt.Errorf("encoding the annotations of binding %s/%s: %w", ns, b.Name, err)
+			}
+			if err := cl.Patch(ctx, b, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("annotating binding %s/%s: %w", ns, b.Name, err)
+			}
+			fmt.Fprintf(out, "annotated binding %s/%s %s (generation %s)\n", ns, b.Name, strings.Join(missing, ", "), gen)
 		}
 		return names, nil
 	}
@@ -136,7 +175,7 @@ func removeBindings(ctx context.Context, cl client.Client, ns string, sel labels
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for bindings %s in %s to be finalized by the controller: %w", strings.Join(left, ", "), ns, ctx.Err())
-		case <-time.After(interval):
+		case <-time.After(o.interval):
 		}
 	}
 }

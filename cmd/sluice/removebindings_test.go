@@ -26,7 +26,7 @@ func TestRemoveBindings(t *testing.T) {
 	mine := map[string]string{"app.kubernetes.io/instance": "sluice"}
 	cl := ct.NewClient(interceptor.Funcs{}, testBinding("a", mine), testBinding("b", mine), testBinding("other", map[string]string{"app.kubernetes.io/instance": "x"}))
 	sel := labels.SelectorFromSet(mine)
-	if err := removeBindings(context.Background(), cl, "sluice-system", sel, time.Millisecond, io.Discard); err != nil {
+	if err := removeBindings(context.Background(), cl, "sluice-system", sel, removeOptions{interval: time.Millisecond}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	var left v1alpha1.LoadBalancerBindingList
@@ -45,7 +45,7 @@ func TestRemoveBindingsWaitsForFinalizer(t *testing.T) {
 	cl := ct.NewClient(interceptor.Funcs{}, testBinding("stuck", mine, "sluice.dev/deregister-targets"))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := removeBindings(ctx, cl, "sluice-system", labels.SelectorFromSet(mine), time.Millisecond, io.Discard)
+	err := removeBindings(ctx, cl, "sluice-system", labels.SelectorFromSet(mine), removeOptions{interval: time.Millisecond}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "stuck") {
 		t.Fatalf("err = %v, want a timeout naming the binding", err)
 	}
@@ -57,5 +57,38 @@ func TestRemoveBindingsWaitsForFinalizer(t *testing.T) {
 	// deregister targets whose pods still run.
 	if got, want := b.Annotations[v1alpha1.AnnotationConfirmDeregister], strconv.FormatInt(b.Generation, 10); got != want {
 		t.Errorf("confirm-deregister = %q, want %q (the generation)", got, want)
+	}
+	if v, ok := b.Annotations[v1alpha1.AnnotationAbandonTargets]; ok {
+		t.Errorf("abandon-targets = %q without --abandon", v)
+	}
+}
+
+// --abandon annotates each deleted binding to abandon its targets, at its
+// generation; a binding reporting DeletionBlocked is reported once.
+func TestRemoveBindingsAbandon(t *testing.T) {
+	mine := map[string]string{"app.kubernetes.io/instance": "sluice"}
+	stuck := testBinding("stuck", mine, "sluice.dev/deregister-targets")
+	stuck.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDeletionBlocked, Status: metav1.ConditionTrue,
+		Reason: "ProviderUnreachable", Message: "load balancer unreachable", LastTransitionTime: metav1.Now()}}
+	cl := ct.NewClient(interceptor.Funcs{}, stuck)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var out strings.Builder
+	err := removeBindings(ctx, cl, "sluice-system", labels.SelectorFromSet(mine), removeOptions{interval: time.Millisecond, abandon: true}, &out)
+	if err == nil {
+		t.Fatal("no error, want a timeout (no controller removes the finalizer here)")
+	}
+	var b v1alpha1.LoadBalancerBinding
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: "sluice-system", Name: "stuck"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	gen := strconv.FormatInt(b.Generation, 10)
+	for _, k := range []string{v1alpha1.AnnotationAbandonTargets, v1alpha1.AnnotationConfirmDeregister} {
+		if got := b.Annotations[k]; got != gen {
+			t.Errorf("%s = %q, want %q (the generation)", k, got, gen)
+		}
+	}
+	if n := strings.Count(out.String(), "deletion blocked (ProviderUnreachable): load balancer unreachable"); n != 1 {
+		t.Errorf("DeletionBlocked reported %d times, want 1:\n%s", n, out.String())
 	}
 }

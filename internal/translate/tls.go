@@ -110,7 +110,7 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) (claimed
 			continue
 		}
 		kp := b.keyPair(ing.Namespace, t.SecretName)
-		if kp.reason != "" {
+		if kp.reason != "" && !b.opts.SecretsUnread {
 			b.problem(ing, kp.reason, where+": "+kp.message+"; its hosts get the default certificate")
 		}
 		source := ing.Namespace + "/" + t.SecretName
@@ -131,6 +131,7 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) (claimed
 					b.certOf[source] = kp.cert
 					claimed = true
 				}
+				claimed = claimed || b.opts.SecretsUnread
 				continue
 			}
 			if owner.source != source {
@@ -226,6 +227,9 @@ func (b *builder) defaultCertificate() *route.Certificate {
 		b.problems = append(b.problems, Problem{Kind: "Secret", Name: ref, Reason: "InvalidOption",
 			Message: "default certificate must be namespace/name; the proxy serves its generated self-signed certificate instead"})
 		return nil
+	}
+	if b.opts.SecretsUnread {
+		return nil // the proxies read and report it
 	}
 	kp := b.keyPair(ns, name)
 	if kp.reason != "" {

@@ -126,6 +126,13 @@ type Options struct {
 	// (false: plain HTTP to a TLS host is served, as the Ingress
 	// conformance suite expects).
 	SSLRedirect bool
+	// SecretsUnread: the caller does not read Secrets (the controller
+	// without access to them), so in.Secrets is empty by design. Every
+	// Secret an Ingress names then counts as present and valid: its hosts
+	// are claimed (an Ingress serving only certificates is served), no
+	// Secret problem is reported (the proxies, which read them, report
+	// those), and the routing table carries no certificate for them.
+	SecretsUnread bool
 }
 
 // Problem is something wrong with one object: Kind "Ingress" or "Secret",

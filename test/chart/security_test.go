@@ -2,6 +2,7 @@ package chart
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -33,6 +34,7 @@ type features struct {
 	webhooks   bool
 	watch      []string // proxy.watchNamespaces
 	bindings   bool     // the chart creates bindings (and the uninstall Job)
+	secrets    bool     // controller.readTLSSecrets
 }
 
 func combinations() []features {
@@ -50,6 +52,7 @@ func combinations() []features {
 		{name: "everywhere", args: []string{"--set", "controller.bindingNamespaces={*},controller.ingressDaemonSets.enabled=true,controller.ingressDaemonSets.namespaces={*},controller.evictionWebhook.enabled=true"},
 			namespaces: []string{"*"}, ids: true, idsIn: []string{"*"}, webhooks: true},
 		{name: "watch-namespaces", args: []string{"--set", "proxy.watchNamespaces={apps,web}"}, namespaces: []string{"sluice-system"}, watch: []string{"apps", "web"}},
+		{name: "tls-secrets", args: []string{"--set", "controller.readTLSSecrets=true"}, namespaces: []string{"sluice-system"}, secrets: true},
 	}
 }
 
@@ -74,7 +77,11 @@ func expected(f features) map[grant]bool {
 	// Every install.
 	add(ctl, "cluster", "networking.k8s.io", []string{"ingresses", "ingressclasses"}, read)
 	add(ctl, "cluster", "networking.k8s.io", []string{"ingresses/status"}, []string{"update", "patch"})
-	add(ctl, "cluster", "", []string{"services", "secrets", "nodes"}, read)
+	add(ctl, "cluster", "", []string{"services", "nodes"}, read)
+	// Secrets: none, unless the TLS Secrets' problems are to be Events.
+	if f.secrets {
+		add(ctl, "cluster", "", []string{"secrets"}, read)
+	}
 	// EndpointSlices: the refused endpoints reported as EndpointsRefused.
 	add(ctl, "cluster", "discovery.k8s.io", []string{"endpointslices"}, read)
 	add(ctl, "cluster", "sluice.dev", []string{"loadbalancerbindings"}, []string{"get", "list", "watch", "update", "patch"})
@@ -113,8 +120,9 @@ func expected(f features) map[grant]bool {
 		add(ctl, "cluster", "", []string{"nodes"}, []string{"patch"})
 	}
 	if f.webhooks {
-		add(ctl, "cluster", "admissionregistration.k8s.io", []string{"validatingwebhookconfigurations"}, []string{"patch"}, "sluice-eviction-floor")
-		add(ctl, "cluster", "admissionregistration.k8s.io", []string{"mutatingwebhookconfigurations"}, []string{"patch"}, "sluice-zone-steer")
+		// get: every replica keeps the others' CAs in the caBundle.
+		add(ctl, "cluster", "admissionregistration.k8s.io", []string{"validatingwebhookconfigurations"}, []string{"get", "patch"}, "sluice-eviction-floor")
+		add(ctl, "cluster", "admissionregistration.k8s.io", []string{"mutatingwebhookconfigurations"}, []string{"get", "patch"}, "sluice-zone-steer")
 	}
 	// The proxy.
 	add(proxy, "cluster", "networking.k8s.io", []string{"ingressclasses"}, read)
@@ -284,7 +292,24 @@ func webhooks(t *testing.T, f features, objs []map[string]any) {
 	if path(m, "webhooks").([]any)[0].(map[string]any)["objectSelector"] == nil {
 		t.Error("the steering webhook has no objectSelector")
 	}
-	args := strs(path(find(objs, "Deployment", "sluice-controller"), "spec", "template", "spec", "containers").([]any)[0].(map[string]any)["args"])
+	// Every replica serves the webhooks: the Service selects every
+	// controller pod (the Deployment's own selector), not only a leader.
+	ctl := find(objs, "Deployment", "sluice-controller")
+	svc := find(objs, "Service", "sluice-controller-webhook")
+	if svc == nil {
+		t.Fatal("no webhook Service")
+	}
+	sel, _ := path(svc, "spec", "selector").(map[string]any)
+	podLabels, _ := path(ctl, "spec", "template", "metadata", "labels").(map[string]any)
+	if want := path(ctl, "spec", "selector", "matchLabels"); len(sel) == 0 || !reflect.DeepEqual(any(sel), want) {
+		t.Errorf("webhook Service selects %v, want the controller Deployment's selector %v", sel, want)
+	}
+	for k, v := range sel {
+		if podLabels[k] != v {
+			t.Errorf("webhook Service selector %s=%v not on the controller pods %v", k, v, podLabels)
+		}
+	}
+	args := strs(path(ctl, "spec", "template", "spec", "containers").([]any)[0].(map[string]any)["args"])
 	for _, want := range []string{"--eviction-webhook-configuration=sluice-eviction-floor", "--zone-steer-webhook-configuration=sluice-zone-steer"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("controller args %v lack %s", args, want)

@@ -14,7 +14,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -172,6 +175,72 @@ ingressClasses: [{name: sluice, binding: aws}]
 		e.settled(proxyNS, proxyName, 2*time.Minute)
 	})
 
+	// Last, since it deletes the binding: the load balancer's API fails
+	// every call, the deleted binding stays on its finalizer and reports
+	// DeletionBlocked once its drain.timeout has passed; annotated to
+	// abandon its targets, it is gone at the next reconcile and its
+	// targets stay in the target group (serving: the load runs on).
+	cs.runNoted("privilege-finalizer", func() string { return e.abandonStuckBinding(f, arn) })
+}
+
+// abandonStuckBinding deletes the aws binding while the fake's API fails,
+// waits for DeletionBlocked, annotates sluice.dev/abandon-targets and
+// returns the summary fields: blocked, abandoned, the seconds from the
+// annotation until the binding was gone, and the targets left.
+func (e *env) abandonStuckBinding(f *awsfake.Fake, arn string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "aws"}}
+	if err := e.update(b, func() { b.Spec.Drain.Timeout = &metav1.Duration{Duration: 3 * time.Second} }); err != nil {
+		e.t.Fatalf("shortening the aws binding's drain.timeout: %v", err)
+	}
+	f.SetFaults(awsfake.Faults{ServerError: 1})
+	defer f.SetFaults(awsfake.Faults{})
+	before := len(f.Targets(arn))
+	if err := e.cl.Delete(ctx, b); err != nil {
+		e.t.Fatalf("deleting the aws binding: %v", err)
+	}
+	var blocked metav1.Condition
+	e.eventually(2*time.Minute, "the deleted binding to report DeletionBlocked", func(ctx context.Context) (bool, error) {
+		if err := e.cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionDeletionBlocked)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return false, nil
+		}
+		blocked = *c
+		return true, nil
+	})
+	if b.DeletionTimestamp == nil || !slices.Contains(b.Finalizers, "sluice.dev/deregister-targets") {
+		e.t.Fatalf("binding not Terminating on its finalizer: %v %v", b.DeletionTimestamp, b.Finalizers)
+	}
+	e.t.Logf("DeletionBlocked %s: %s", blocked.Reason, blocked.Message)
+	blockedCount := 0
+	if blocked.Status == metav1.ConditionTrue {
+		blockedCount = 1
+	}
+	abandoned := 0
+	gen := strconv.FormatInt(b.Generation, 10)
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationAbandonTargets, gen)
+	start := time.Now()
+	if err := e.cl.Patch(ctx, b, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		e.t.Fatalf("annotating the binding: %v", err)
+	}
+	e.eventually(30*time.Second, "the abandoned binding to be gone", func(ctx context.Context) (bool, error) {
+		err := e.cl.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.LoadBalancerBinding{})
+		if apierrors.IsNotFound(err) {
+			abandoned = 1
+			return true, nil
+		}
+		return false, err
+	})
+	gone := time.Since(start)
+	left := len(f.Targets(arn))
+	if left != before || left == 0 {
+		e.t.Errorf("the target group holds %d targets after the binding was abandoned, want the %d it held", left, before)
+	}
+	return fmt.Sprintf("blocked=%d abandoned=%d gone_after=%.2fs targets_left=%d", blockedCount, abandoned, gone.Seconds(), left)
 }
 
 func healthyTargets(f *awsfake.Fake, arn string) int {

@@ -44,6 +44,11 @@ func TestDataPlane(t *testing.T) {
 
 	cs := newCases(e)
 	if cs.wants("ingress-events") {
+		// A missing TLS Secret is an Event only when the controller reads
+		// Secrets (off by default: least privilege; the proxies log it).
+		e.stopController()
+		e.ctlArgs = append(e.ctlArgs, "--read-tls-secrets")
+		e.startController()
 		e.brokenIngressEvents()
 	}
 	if cs.wants("grpc-roll") {

@@ -47,10 +47,30 @@ const maxReview = 1 << 20
 type Handler struct {
 	// Client reads the bindings of the evicted pod's namespace (cached).
 	Client client.Reader
-	// Store holds the binding reconciler's snapshots.
+	// Store holds the binding reconciler's snapshots; used when Snapshots
+	// is nil.
 	Store *snapshot.Store
+	// Snapshots, if not nil, gives a binding's snapshot instead of Store:
+	// the leader's stored one, or on a replica that does not lead one
+	// built from its cache (binding.Reconciler.View). Nil: none.
+	Snapshots Snapshots
 	// Logger: nil discards.
 	Logger *slog.Logger
+}
+
+// Snapshots gives the snapshot of a binding the webhooks answer from; nil
+// when there is none (the webhooks then allow).
+type Snapshots func(ctx context.Context, b *v1alpha1.LoadBalancerBinding) *snapshot.Snapshot
+
+// snapshotOf is src, or store's snapshot of b when src is nil.
+func snapshotOf(ctx context.Context, src Snapshots, store *snapshot.Store, b *v1alpha1.LoadBalancerBinding) *snapshot.Snapshot {
+	if src != nil {
+		return src(ctx, b)
+	}
+	if store == nil {
+		return nil
+	}
+	return store.Get(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
 }
 
 // ServeHTTP implements http.Handler: it decodes an AdmissionReview (v1),
@@ -139,7 +159,7 @@ func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest)
 	pod := req.Namespace + "/" + req.Name
 	for i := range list.Items {
 		b := &list.Items[i]
-		snap := h.Store.Get(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
+		snap := snapshotOf(ctx, h.Snapshots, h.Store, b)
 		if ok, reason := targets.Evictable(binding.Members(snap), pod, binding.ZoneFloor(b)); !ok {
 			return &admissionv1.AdmissionResponse{UID: req.UID, Allowed: false, Result: &metav1.Status{
 				Status:  metav1.StatusFailure,

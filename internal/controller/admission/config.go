@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,63 +15,52 @@ import (
 
 // The webhook configurations. By default (the Helm chart) they exist
 // already, each with its webhook's rules, selectors and clientConfig and
-// an empty caBundle; the server only patches the caBundle of its webhook,
-// by name, so its RBAC is `patch` on those two names. With
-// CreateConfigurations (a controller installed without the chart) the
-// server creates them and keeps their webhooks as below, which needs
-// get, create and update.
+// an empty caBundle; the server only adds its CA to the caBundle of its
+// webhook (bundle.go), by name, so its RBAC is `get` and `patch` on those
+// two names. With CreateConfigurations (a controller installed without
+// the chart) the server creates them and keeps their webhooks as below,
+// which needs get, create and update.
 
 // configure puts the current CA into the ValidatingWebhookConfiguration,
-// and into the MutatingWebhookConfiguration of Steer.
+// and into the MutatingWebhookConfiguration of Steer, keeping the CAs of
+// the other replicas there.
 func (s *Server) configure(ctx context.Context) error {
 	if s.opts.Steer != nil {
-		cc, err := clientConfig(s.opts.URL, s.opts.Service, s.certs.bundle(), SteerPath)
-		if err != nil {
-			return err
-		}
 		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := s.apply(ctx, cfg, s.opts.SteerConfigName, SteerWebhookName, cc, func() {
+		if err := s.apply(ctx, cfg, s.opts.SteerConfigName, SteerWebhookName, SteerPath, func(cc admissionregistrationv1.WebhookClientConfig) {
 			cfg.Webhooks = steerWebhooks(cc, s.opts.Namespaces)
 		}); err != nil {
 			return err
 		}
 	}
-	cc, err := clientConfig(s.opts.URL, s.opts.Service, s.certs.bundle(), Path)
-	if err != nil {
-		return err
-	}
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	return s.apply(ctx, cfg, s.opts.ConfigName, WebhookName, cc, func() {
+	return s.apply(ctx, cfg, s.opts.ConfigName, WebhookName, Path, func(cc admissionregistrationv1.WebhookClientConfig) {
 		cfg.Webhooks = webhooks(cc, s.opts.Namespaces)
 	})
 }
 
-// apply patches the caBundle of webhook in the configuration name, or,
-// with CreateConfigurations, creates or updates the whole configuration
-// (obj, whose webhooks setWebhooks fills in).
-func (s *Server) apply(ctx context.Context, obj client.Object, name, webhook string,
-	cc admissionregistrationv1.WebhookClientConfig, setWebhooks func()) error {
-	if !s.opts.CreateConfigurations {
-		patch, err := caBundlePatch(webhook, cc.CABundle)
-		if err != nil {
-			return err
-		}
-		obj.SetName(name)
-		if err := s.opts.Client.Patch(ctx, obj, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
-			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("patching the caBundle of webhook configuration %s: it does not exist (the Helm chart creates it; "+
-					"without the chart pass --eviction-webhook-create-configurations): %w", name, err)
-			}
-			return fmt.Errorf("patching the caBundle of webhook configuration %s: %w", name, err)
-		}
-		return nil
+// apply adds the server's CA to the caBundle of webhook in the
+// configuration name (a JSON patch guarded by the resourceVersion read, so
+// that two replicas adding theirs at once do not drop one), or, with
+// CreateConfigurations, creates or updates the whole configuration (obj,
+// whose webhooks setWebhooks fills in).
+func (s *Server) apply(ctx context.Context, obj client.Object, name, webhook, path string,
+	setWebhooks func(admissionregistrationv1.WebhookClientConfig)) error {
+	cc, err := clientConfig(s.opts.URL, s.opts.Service, nil, path)
+	if err != nil {
+		return err
 	}
-	err := s.opts.Client.Get(ctx, client.ObjectKey{Name: name}, obj)
+	own := s.certs.bundle()
+	err = s.opts.Client.Get(ctx, client.ObjectKey{Name: name}, obj)
 	switch {
+	case apierrors.IsNotFound(err) && !s.opts.CreateConfigurations:
+		return fmt.Errorf("reading webhook configuration %s: it does not exist (the Helm chart creates it; "+
+			"without the chart pass --eviction-webhook-create-configurations): %w", name, err)
 	case apierrors.IsNotFound(err):
 		obj.SetName(name)
 		obj.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "sluice-controller"})
-		setWebhooks()
+		cc.CABundle = own
+		setWebhooks(cc)
 		if err := s.opts.Client.Create(ctx, obj); err != nil {
 			return fmt.Errorf("creating webhook configuration %s: %w", name, err)
 		}
@@ -78,18 +68,64 @@ func (s *Server) apply(ctx context.Context, obj client.Object, name, webhook str
 	case err != nil:
 		return fmt.Errorf("reading webhook configuration %s: %w", name, err)
 	}
-	setWebhooks()
-	if err := s.opts.Client.Update(ctx, obj); err != nil {
-		return fmt.Errorf("updating webhook configuration %s: %w", name, err)
+	i, current := webhookBundle(obj, webhook)
+	merged, changed := mergeBundle(current, own, s.opts.Now(), MaxCAs)
+	if s.opts.CreateConfigurations {
+		before := obj.DeepCopyObject()
+		cc.CABundle = merged
+		setWebhooks(cc)
+		if equality.Semantic.DeepEqual(before, obj) {
+			return nil // rechecked: nothing to write
+		}
+		if err := s.opts.Client.Update(ctx, obj); err != nil {
+			return fmt.Errorf("updating webhook configuration %s: %w", name, err)
+		}
+		return nil
+	}
+	if i < 0 {
+		return fmt.Errorf("webhook configuration %s has no webhook %s", name, webhook)
+	}
+	if !changed {
+		return nil
+	}
+	patch, err := caBundlePatch(obj.GetResourceVersion(), i, merged)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("adding the CA to the caBundle of webhook configuration %s: %w", name, err)
 	}
 	return nil
 }
 
-// caBundlePatch is a strategic merge patch that sets the caBundle of the
-// webhook named webhook and touches nothing else (webhooks merge by name).
-func caBundlePatch(webhook string, ca []byte) ([]byte, error) {
-	b, err := json.Marshal(map[string]any{"webhooks": []any{map[string]any{
-		"name": webhook, "clientConfig": map[string]any{"caBundle": ca}}}})
+// webhookBundle finds webhook in a webhook configuration: its index (-1
+// when absent) and caBundle.
+func webhookBundle(obj client.Object, webhook string) (int, []byte) {
+	switch cfg := obj.(type) {
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i, w := range cfg.Webhooks {
+			if w.Name == webhook {
+				return i, w.ClientConfig.CABundle
+			}
+		}
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for i, w := range cfg.Webhooks {
+			if w.Name == webhook {
+				return i, w.ClientConfig.CABundle
+			}
+		}
+	}
+	return -1, nil
+}
+
+// caBundlePatch is a JSON patch that sets the caBundle of the webhook at
+// index i, only if the configuration is still at resourceVersion rv, and
+// touches nothing else.
+func caBundlePatch(rv string, i int, ca []byte) ([]byte, error) {
+	b, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+		{"op": "add", "path": fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i), "value": ca},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the caBundle patch: %w", err)
 	}

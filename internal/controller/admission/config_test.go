@@ -37,9 +37,13 @@ func chartConfigurations() (*admissionregistrationv1.ValidatingWebhookConfigurat
 // they are missing it retries, and serves meanwhile.
 func TestServerPatchesCABundleOnly(t *testing.T) {
 	h, _ := twoZones(t)
-	var creates, updates, patches atomic.Int32
+	var creates, updates, patches, gets atomic.Int32
 	v, m := chartConfigurations()
 	c := ct.NewClient(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, o ...client.GetOption) error {
+			gets.Add(1)
+			return c.Get(ctx, key, obj, o...)
+		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.CreateOption) error {
 			creates.Add(1)
 			return c.Create(ctx, obj, o...)
@@ -64,8 +68,8 @@ func TestServerPatchesCABundleOnly(t *testing.T) {
 	go func() { done <- s.Start(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	// Missing: patches fail (NotFound) and are retried; nothing is created.
-	waitFor(t, "a failed patch", func() bool { return patches.Load() > 0 })
+	// Missing: reads fail (NotFound) and are retried; nothing is created.
+	waitFor(t, "a failed read", func() bool { return gets.Load() > 0 })
 	if err := errors.Join(c.Create(ctx, v.DeepCopy()), c.Create(ctx, m.DeepCopy())); err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +80,8 @@ func TestServerPatchesCABundleOnly(t *testing.T) {
 		return c.Get(ctx, client.ObjectKey{Name: v.Name}, &gotV) == nil && len(gotV.Webhooks[0].ClientConfig.CABundle) > 0 &&
 			c.Get(ctx, client.ObjectKey{Name: m.Name}, &gotM) == nil && len(gotM.Webhooks[0].ClientConfig.CABundle) > 0
 	})
-	if created != 2 || updates.Load() != 0 {
-		t.Errorf("creates %d (want the test's 2), updates %d (want 0)", created, updates.Load())
+	if created != 2 || updates.Load() != 0 || patches.Load() != 2 {
+		t.Errorf("creates %d (want the test's 2), updates %d (want 0), patches %d (want 2)", created, updates.Load(), patches.Load())
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(gotV.Webhooks[0].ClientConfig.CABundle) || !reflect.DeepEqual(gotV.Webhooks[0].ClientConfig.CABundle, gotM.Webhooks[0].ClientConfig.CABundle) {

@@ -62,6 +62,10 @@ type Options struct {
 	// RenewEvery is how often the certificates are checked for renewal.
 	// Default 1h.
 	RenewEvery time.Duration
+	// RecheckEvery is how often the server checks that the caBundles
+	// still hold its CA (another replica may have dropped it, bundle.go).
+	// Default 1m.
+	RecheckEvery time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger
 	// Now is the clock of the certificates. Nil: time.Now.
@@ -69,14 +73,19 @@ type Options struct {
 }
 
 // Server serves the webhook over HTTPS with its own certificate and keeps
-// the webhook configuration's caBundle current. It is a controller-runtime
-// Runnable that needs leader election: the leader's reconcilers fill the
-// store it answers from.
+// the webhook configuration's caBundle holding its CA. It is a
+// controller-runtime Runnable that runs on every replica, leader or not
+// (its handlers read snapshots every replica can build), so that no review
+// depends on which pod the Service picks.
 type Server struct {
 	opts  Options
 	certs *certs
 	log   *slog.Logger
 }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: false,
+// every replica serves.
+func (s *Server) NeedLeaderElection() bool { return false }
 
 // New validates o.
 func New(o Options) (*Server, error) {
@@ -92,6 +101,7 @@ func New(o Options) (*Server, error) {
 	o.ConfigName = cmp.Or(o.ConfigName, "sluice-eviction-floor")
 	o.SteerConfigName = cmp.Or(o.SteerConfigName, "sluice-zone-steer")
 	o.RenewEvery = cmp.Or(o.RenewEvery, time.Hour)
+	o.RecheckEvery = cmp.Or(o.RecheckEvery, time.Minute)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -102,10 +112,11 @@ func New(o Options) (*Server, error) {
 }
 
 // Start implements manager.Runnable: certificates, then serve until ctx
-// ends, renewing the certificates every RenewEvery. The caBundle goes
-// into the configurations once serving, retried with backoff while it
+// ends, renewing the certificates every RenewEvery. The CA goes into the
+// configurations' caBundles once serving, retried with backoff while it
 // fails (the chart may create them after the controller starts; until
-// then the API server's calls fail and the webhooks fail open).
+// then the API server's calls fail and the webhooks fail open), and is
+// checked to be there every RecheckEvery.
 func (s *Server) Start(ctx context.Context) error {
 	if _, err := s.certs.renew(); err != nil {
 		return err
@@ -129,6 +140,7 @@ func (s *Server) Start(ctx context.Context) error {
 	retry := time.NewTimer(0) // configure at once
 	defer retry.Stop()
 	backoff := time.Second
+	injected := false
 	for {
 		select {
 		case <-retry.C:
@@ -138,7 +150,11 @@ func (s *Server) Start(ctx context.Context) error {
 				backoff = min(2*backoff, time.Minute)
 				continue
 			}
-			s.log.Info("webhook CA injected", "configuration", s.opts.ConfigName)
+			if !injected {
+				s.log.Info("webhook CA injected", "configuration", s.opts.ConfigName)
+			}
+			injected, backoff = true, time.Second
+			retry.Reset(s.opts.RecheckEvery)
 		case <-ctx.Done():
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

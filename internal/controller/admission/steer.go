@@ -12,7 +12,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -46,8 +45,9 @@ const ZoneLabel = "topology.kubernetes.io/zone"
 type Steer struct {
 	// Client reads the bindings of the pod's namespace (cached).
 	Client client.Reader
-	// Store holds the binding reconciler's snapshots.
-	Store *state.Store
+	// Store and Snapshots are Handler's.
+	Store     *state.Store
+	Snapshots Snapshots
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -105,7 +105,7 @@ func (s *Steer) decide(ctx context.Context, req *admissionv1.AdmissionRequest) (
 		if err != nil || sel.Empty() || !sel.Matches(labelSet(pod.Labels)) {
 			continue
 		}
-		snap := s.Store.Get(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
+		snap := snapshotOf(ctx, s.Snapshots, s.Store, b)
 		zone := targets.SteerZone(binding.Members(snap), sameRevision, binding.ZoneFloor(b))
 		if zone == "" {
 			continue

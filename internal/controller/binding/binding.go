@@ -123,6 +123,7 @@ type Reconciler struct {
 	log     *slog.Logger
 	metrics *metrics
 	checks  *checks
+	views   views
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -147,7 +148,7 @@ func New(o Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: o, log: o.Logger, metrics: m, checks: newChecks()}, nil
+	return &Reconciler{opts: o, log: o.Logger, metrics: m, checks: newChecks(), views: views{snaps: map[types.NamespacedName]view{}}}, nil
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -374,12 +375,24 @@ func (r *Reconciler) requeue(changed bool, listed []lb.Status) time.Duration {
 // finalize deregisters every target of a deleted binding from every group,
 // then lets it go. A binding whose provider is misconfigured is let go at
 // once; one whose groups cannot be resolved now (discovery failing) is
-// retried.
+// retried, and reports DeletionBlocked past its drain timeout. A binding
+// annotated to abandon its targets (abandon.go) is let go at once, the
+// provider untouched.
 func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBinding) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
 	if !controllerutil.ContainsFinalizer(b, Finalizer) {
 		r.forget(ctx, key)
 		return reconcile.Result{}, nil
+	}
+	switch d := decideAbandon(b); {
+	case d.Abandon:
+		return r.abandon(ctx, b)
+	case d.Ignored != "":
+		v := b.Annotations[v1alpha1.AnnotationAbandonTargets]
+		if r.checks.due(checkKey{binding: key, group: "\x00abandon:" + v}, 0, r.opts.Now(), time.Hour) {
+			r.log.Warn("abandon annotation ignored", "binding", key, "reason", d.Ignored)
+			r.event(b, nil, corev1.EventTypeWarning, ReasonAbandonIgnored, "Delete", d.Ignored)
+		}
 	}
 	owner, err := r.conflict(ctx, b)
 	if err != nil {
@@ -389,12 +402,17 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 		// A refused binding registered nothing: the owner's targets stay.
 		return r.removeFinalizer(ctx, b, key)
 	}
-	prov, groups, err := r.opts.Providers.For(ctx, b)
+	// A blocked deletion probes the provider with a short deadline, so
+	// that an abandon annotation arriving meanwhile is seen in seconds,
+	// not after the provider's retries.
+	pctx, cancel := blockedProbe(ctx, b)
+	defer cancel()
+	prov, groups, err := r.opts.Providers.For(pctx, b)
 	switch {
 	case err != nil && errors.Is(err, lb.ErrGroupNotFound):
 		// Nothing tagged for it (any more): nothing to deregister.
 	case err != nil && !configError(err):
-		return r.failed(ctx, b, nil, fmt.Errorf("resolving the provider of a deleted binding: %w", err))
+		return r.finalizeFailed(ctx, b, fmt.Errorf("resolving the provider of a deleted binding: %w", err))
 	case err == nil:
 		stays := func(lb.Target) bool { return false }
 		if !confirmed(b) {
@@ -413,9 +431,9 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 		var all []lb.Status
 		pending, held := false, 0
 		for _, group := range groups {
-			listed, err := prov.Targets(ctx, group)
+			listed, err := prov.Targets(pctx, group)
 			if err != nil && !errors.Is(err, lb.ErrGroupNotFound) {
-				return r.failed(ctx, b, nil, fmt.Errorf("listing targets of %s of a deleted binding: %w", group, err))
+				return r.finalizeFailed(ctx, b, fmt.Errorf("listing targets of %s of a deleted binding: %w", group, err))
 			}
 			all = append(all, listed...)
 			var out []lb.Target
@@ -432,8 +450,8 @@ func (r *Reconciler) finalize(ctx context.Context, b *v1alpha1.LoadBalancerBindi
 				continue
 			}
 			pending = true
-			if err := prov.Deregister(ctx, group, out); err != nil {
-				return r.failed(ctx, b, nil, fmt.Errorf("deregistering targets from %s of a deleted binding: %w", group, err))
+			if err := prov.Deregister(pctx, group, out); err != nil {
+				return r.finalizeFailed(ctx, b, fmt.Errorf("deregistering targets from %s of a deleted binding: %w", group, err))
 			}
 		}
 		if pending {

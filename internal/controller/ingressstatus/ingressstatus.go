@@ -53,6 +53,10 @@ type Options struct {
 	// for every host it names gets no status.
 	HostOwnership            string
 	DefaultBackendNamespaces []string
+	// ReadSecrets: the Ingress's TLS Secrets are read for the translation.
+	// False (the default): none is read, and every Secret it names counts
+	// as valid (translate.Options.SecretsUnread).
+	ReadSecrets bool
 	// Allowed filters the bindings that may lend addresses (see
 	// ServingOptions.Allowed). Nil: every binding.
 	Allowed func(*v1alpha1.LoadBalancerBinding) bool
@@ -145,11 +149,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // Events by the problems reconciler), hosts owned by another namespace do.
 func (r *Reconciler) servable(ctx context.Context, ing *networkingv1.Ingress, classes []networkingv1.IngressClass) (bool, error) {
 	var secrets corev1.SecretList
-	if err := r.opts.Client.List(ctx, &secrets, client.InNamespace(ing.Namespace)); err != nil {
-		return false, fmt.Errorf("listing secrets of %s: %w", ing.Namespace, err)
+	if r.opts.ReadSecrets {
+		if err := r.opts.Client.List(ctx, &secrets, client.InNamespace(ing.Namespace)); err != nil {
+			return false, fmt.Errorf("listing secrets of %s: %w", ing.Namespace, err)
+		}
 	}
 	opts := translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName,
-		HostOwnership: r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces}
+		HostOwnership: r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces,
+		SecretsUnread: !r.opts.ReadSecrets}
 	in := translate.Input{Ingresses: []*networkingv1.Ingress{ing}}
 	for i := range classes {
 		in.IngressClasses = append(in.IngressClasses, &classes[i])

@@ -54,6 +54,10 @@ type Options struct {
 	// AllowEndpointsWithoutPod matches the proxies' flag of the name, so
 	// the problems reconciler reports the endpoints they refuse.
 	AllowEndpointsWithoutPod bool
+	// ReadTLSSecrets: the Ingress status and problem reconcilers read TLS
+	// Secrets (--read-tls-secrets), and a missing or invalid one is an
+	// Event on its Ingress. False: no Secret is read or cached.
+	ReadTLSSecrets bool
 	// LeaderElection on a Lease named LeaderElectionID in
 	// LeaderElectionNamespace (default: the pod's namespace in-cluster).
 	LeaderElection          bool
@@ -222,6 +226,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Namespace:                o.Namespace,
 		HostOwnership:            o.HostOwnership,
 		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
+		ReadSecrets:              o.ReadTLSSecrets,
 		Allowed:                  allowed,
 		Logger:                   o.Logger.With("controller", "ingressstatus"),
 	})
@@ -235,6 +240,7 @@ func New(o Options) (ctrl.Manager, error) {
 		HostOwnership:            o.HostOwnership,
 		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
 		AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
+		ReadSecrets:              o.ReadTLSSecrets,
 		Logger:                   o.Logger.With("controller", "ingressproblems"),
 	})
 	if err != nil {
@@ -293,13 +299,17 @@ func New(o Options) (ctrl.Manager, error) {
 		wo.Namespaces = o.Access.Namespaces
 		wo.Client = mgr.GetClient()
 		wo.Logger = o.Logger.With("webhook", "eviction")
-		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Store: store, Logger: wo.Logger}
-		wo.Steer = &admission.Steer{Client: mgr.GetClient(), Store: store, Logger: o.Logger.With("webhook", "zone-steer")}
+		// Every replica serves the webhooks: the leader from the snapshots
+		// its reconciles store, the others from the same snapshot built
+		// from their cache and a read-only provider listing.
+		snaps := leaderOrView(mgr.Elected(), store, br)
+		wo.Handler = &admission.Handler{Client: mgr.GetClient(), Snapshots: snaps, Logger: wo.Logger}
+		wo.Steer = &admission.Steer{Client: mgr.GetClient(), Snapshots: snaps, Logger: o.Logger.With("webhook", "zone-steer")}
 		ws, err := admission.New(wo)
 		if err != nil {
 			return nil, err
 		}
-		if err := mgr.Add(ws); err != nil {
+		if err := errors.Join(mgr.Add(ws), mgr.Add(warmCache(mgr.GetCache()))); err != nil {
 			return nil, fmt.Errorf("adding the eviction webhook: %w", err)
 		}
 	}

@@ -51,8 +51,9 @@ var _ Recorder = events.EventRecorder(nil)
 
 // Options configures a Reconciler.
 type Options struct {
-	// Client lists Ingresses, IngressClasses, Services and Secrets (the
-	// manager's cache holds only TLS Secrets). Required.
+	// Client lists Ingresses, IngressClasses, Services, EndpointSlices
+	// and, with ReadSecrets, Secrets (the manager's cache holds only TLS
+	// Secrets). Required.
 	Client client.Reader
 	// Recorder emits the Events. Required.
 	Recorder Recorder
@@ -67,6 +68,12 @@ type Options struct {
 	// (HostOwnedElsewhere, DefaultBackendRefused) say what the proxies do.
 	HostOwnership            string
 	DefaultBackendNamespaces []string
+	// ReadSecrets: Secrets are read, and missing or invalid TLS Secrets
+	// are reported here too. False (the default): no Secret is read, and
+	// translation counts every Secret an Ingress names as valid
+	// (translate.Options.SecretsUnread); the proxies report Secret
+	// problems in their logs and metrics.
+	ReadSecrets bool
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -107,7 +114,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	r.mu.Lock()
 	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName,
 		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod,
-		HostOwnership:            r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces}, r.keyPairs)
+		HostOwnership:            r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces,
+		SecretsUnread: !r.opts.ReadSecrets}, r.keyPairs)
 	r.mu.Unlock()
 	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
@@ -156,8 +164,10 @@ func (r *Reconciler) read(ctx context.Context) (translate.Input, error) {
 		return in, fmt.Errorf("listing services: %w", err)
 	}
 	var secrets corev1.SecretList
-	if err := r.opts.Client.List(ctx, &secrets); err != nil {
-		return in, fmt.Errorf("listing secrets: %w", err)
+	if r.opts.ReadSecrets {
+		if err := r.opts.Client.List(ctx, &secrets); err != nil {
+			return in, fmt.Errorf("listing secrets: %w", err)
+		}
 	}
 	var epSlices discoveryv1.EndpointSliceList
 	if err := r.opts.Client.List(ctx, &epSlices); err != nil {

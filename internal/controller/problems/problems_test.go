@@ -2,6 +2,7 @@ package problems
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -117,7 +118,7 @@ func TestSecretChangesSeenThroughTheCache(t *testing.T) {
 		Data: map[string][]byte{corev1.TLSCertKey: []byte("not a certificate"), corev1.TLSPrivateKeyKey: key}}
 	c := ct.NewClient(interceptor.Funcs{}, tlsIng, service("web"), secret)
 	rec := &ct.Recorder{}
-	r, err := New(Options{Client: c, Recorder: rec})
+	r, err := New(Options{Client: c, Recorder: rec, ReadSecrets: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +163,39 @@ func TestSecretChangesSeenThroughTheCache(t *testing.T) {
 	setCert([]byte("broken again"))
 	if got := run(); invalid(got) != 1 {
 		t.Fatalf("broken again: events %v, want one InvalidSecret (a stale parse would announce nothing)", got)
+	}
+}
+
+// TestSecretsNotRead: by default no Secret is listed (the controller's
+// RBAC grants none), and no Ingress gets a Secret problem or NotServed for
+// a certificate the proxies may well have.
+func TestSecretsNotRead(t *testing.T) {
+	tlsIng := ingress("shop", "web", nil, 1)
+	tlsIng.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"shop.example.com"}, SecretName: "shop-tls"}}
+	certOnly := ingress("cert-only", "web", nil, 2)
+	certOnly.Spec.Rules = nil
+	certOnly.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"cert.example.com"}, SecretName: "cert-tls"}}
+	listed := 0
+	c := ct.NewClient(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*corev1.SecretList); ok {
+			listed++
+			return errors.New("secrets are forbidden")
+		}
+		return c.List(ctx, list, opts...)
+	}}, tlsIng, certOnly, service("web"))
+	rec := &ct.Recorder{}
+	r, err := New(Options{Client: c, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if listed != 0 {
+		t.Errorf("Secrets listed %d times, want none", listed)
+	}
+	if evs := rec.Events(); len(evs) != 0 {
+		t.Errorf("events %v, want none (the Secrets are the proxies' to check)", evs)
 	}
 }
 

@@ -19,20 +19,22 @@ import (
 var everything = reconcile.Request{NamespacedName: types.NamespacedName{Name: "all-ingresses"}}
 
 // Setup registers the reconciler with mgr: any change of an Ingress,
-// IngressClass, Service, (TLS) Secret or EndpointSlice queues one run. It
-// runs on the leader only.
+// IngressClass, Service, EndpointSlice or (with ReadSecrets) TLS Secret
+// queues one run. It runs on the leader only.
 func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{everything}
 	})
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ingressproblems").
 		Watches(&networkingv1.Ingress{}, all).
 		Watches(&networkingv1.IngressClass{}, all).
 		Watches(&corev1.Service{}, all).
-		Watches(&corev1.Secret{}, all).
-		Watches(&discoveryv1.EndpointSlice{}, all).
-		Complete(r)
+		Watches(&discoveryv1.EndpointSlice{}, all)
+	if r.opts.ReadSecrets {
+		b = b.Watches(&corev1.Secret{}, all)
+	}
+	err := b.Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the ingress-problems controller: %w", err)
 	}
