@@ -84,8 +84,9 @@ func expected(f features) map[grant]bool {
 	}
 	// EndpointSlices: the refused endpoints reported as EndpointsRefused.
 	add(ctl, "cluster", "discovery.k8s.io", []string{"endpointslices"}, read)
-	add(ctl, "cluster", "sluice.dev", []string{"loadbalancerbindings"}, []string{"get", "list", "watch", "update", "patch"})
-	add(ctl, "cluster", "sluice.dev", []string{"loadbalancerbindings/status"}, []string{"get", "update", "patch"})
+	// Bindings read everywhere, written (finalizer, status) only in the
+	// binding namespaces.
+	add(ctl, "cluster", "sluice.dev", []string{"loadbalancerbindings"}, read)
 	for _, g := range []string{"", "events.k8s.io"} {
 		add(ctl, "cluster", g, []string{"events"}, []string{"create", "patch", "update"})
 	}
@@ -98,6 +99,8 @@ func expected(f features) map[grant]bool {
 		}
 		add(ctl, scope, "", []string{"pods"}, []string{"get", "list", "watch", "patch"})
 		add(ctl, scope, "", []string{"pods/status"}, []string{"patch", "update"})
+		add(ctl, scope, "sluice.dev", []string{"loadbalancerbindings"}, []string{"update", "patch"})
+		add(ctl, scope, "sluice.dev", []string{"loadbalancerbindings/status"}, []string{"get", "update", "patch"})
 	}
 	// The IngressDaemonSet namespaces, not the binding namespaces.
 	idsIn := f.idsIn
@@ -112,11 +115,12 @@ func expected(f features) map[grant]bool {
 		if f.ids {
 			add(ctl, scope, "apps", []string{"deployments", "daemonsets"}, []string{"get", "list", "watch", "create", "update", "patch", "delete"})
 			add(ctl, scope, "policy", []string{"poddisruptionbudgets"}, []string{"get", "list", "watch", "create"})
+			add(ctl, scope, "sluice.dev", []string{"ingressdaemonsets"}, []string{"update", "patch"})
+			add(ctl, scope, "sluice.dev", []string{"ingressdaemonsets/status"}, []string{"get", "update", "patch"})
 		}
 	}
 	if f.ids {
-		add(ctl, "cluster", "sluice.dev", []string{"ingressdaemonsets"}, []string{"get", "list", "watch", "update", "patch"})
-		add(ctl, "cluster", "sluice.dev", []string{"ingressdaemonsets/status"}, []string{"get", "update", "patch"})
+		add(ctl, "cluster", "sluice.dev", []string{"ingressdaemonsets"}, read)
 		add(ctl, "cluster", "", []string{"nodes"}, []string{"patch"})
 	}
 	if f.webhooks {

@@ -310,9 +310,10 @@ func (r canIRule) writes() bool {
 
 // allowedWrite says whether a cluster-wide write is one the chart may
 // grant (README, Security): Ingress status, Events, the detach annotation
-// on Nodes (patch, IngressDaemonSets), sluice's own CRDs (finalizers and
-// status of bindings and IngressDaemonSets), and patch of the release's
-// webhook configurations by name.
+// on Nodes (patch, IngressDaemonSets), and get/patch of the release's
+// webhook configurations by name (cluster-scoped objects: the issue's
+// resourceNames rule). sluice's own CRDs are written only in their
+// namespaces, never cluster-wide.
 func (r canIRule) allowedWrite() bool {
 	verbs := strings.Fields(strings.Trim(r.verbs, "[]"))
 	onlyPatch := !slices.ContainsFunc(verbs, func(v string) bool { return slices.Contains(writeVerbs, v) && v != "patch" })
@@ -321,8 +322,6 @@ func (r canIRule) allowedWrite() bool {
 		return true
 	case r.resource == "nodes":
 		return onlyPatch
-	case strings.HasSuffix(r.resource, ".sluice.dev") || strings.HasSuffix(r.resource, ".sluice.dev/status"):
-		return r.names == "[]" && !slices.Contains(verbs, "*") && !slices.Contains(verbs, "create")
 	case r.resource == "validatingwebhookconfigurations.admissionregistration.k8s.io",
 		r.resource == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
 		return onlyPatch && r.names != "[]" && strings.Contains(r.names, release+"-")
@@ -435,7 +434,7 @@ func nodeHealthBinding() []client.Object {
 
 // TestCanIRules checks the parsing and the verdicts of privilege-rbac on
 // a canned `kubectl auth can-i --list` table, so that the case can fail:
-// a cluster-wide Pod patch, a create of bindings, a webhook configuration
+// a cluster-wide Pod patch, any cluster-wide write of bindings, a webhook configuration
 // patched without resourceNames and a wildcard are refused.
 func TestCanIRules(t *testing.T) {
 	const table = `Resources                                                    Non-Resource URLs   Resource Names            Verbs
@@ -464,7 +463,7 @@ secrets                                                      []                 
 			}
 		}
 	}
-	if want := []string{"pods", "loadbalancerbindings.sluice.dev/status", "validatingwebhookconfigurations.admissionregistration.k8s.io", "deployments.apps"}; !slices.Equal(refused, want) {
+	if want := []string{"loadbalancerbindings.sluice.dev", "pods", "loadbalancerbindings.sluice.dev/status", "validatingwebhookconfigurations.admissionregistration.k8s.io", "deployments.apps"}; !slices.Equal(refused, want) {
 		t.Errorf("refused %v, want %v", refused, want)
 	}
 	if len(writes) != 9 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -159,18 +160,42 @@ func tagPattern(p, v string) bool {
 // forbid reports a binding outside the controller's Access and leaves its
 // load balancer alone. A deleted one loses only its finalizer (from a time
 // it was allowed): deregistering its targets would be acting on it.
+//
+// The chart lets the controller write bindings only in the binding
+// namespaces, so the Forbidden condition and the finalizer's removal may
+// be refused (403): the Warning Event, once per binding and cause, is then
+// all the binding's owner sees, and a finalizer left from a time the
+// namespace was allowed stays for the operator to remove.
 func (r *Reconciler) forbid(ctx context.Context, b *v1alpha1.LoadBalancerBinding, cause error) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
 	r.forget(ctx, key)
 	if b.DeletionTimestamp != nil {
-		if controllerutil.ContainsFinalizer(b, Finalizer) {
-			return r.removeFinalizer(ctx, b, key)
+		if !controllerutil.ContainsFinalizer(b, Finalizer) {
+			return reconcile.Result{}, nil
 		}
-		return reconcile.Result{}, nil
+		res, err := r.removeFinalizer(ctx, b, key)
+		if apierrors.IsForbidden(err) {
+			r.announceForbidden(b, key, fmt.Errorf("%w; its finalizer %s stays until removed by hand (the controller may not write bindings here)", cause, Finalizer))
+			return reconcile.Result{}, nil
+		}
+		return res, err
 	}
-	if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != ReasonForbidden {
-		r.log.Warn("binding forbidden", "binding", key, "err", cause)
-		r.event(b, nil, corev1.EventTypeWarning, ReasonForbidden, "Configure", cause.Error())
+	c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Reason != ReasonForbidden {
+		r.announceForbidden(b, key, cause)
 	}
-	return reconcile.Result{}, r.writeStatus(ctx, b, nil, ReasonForbidden, cause)
+	if err := r.writeStatus(ctx, b, nil, ReasonForbidden, cause); err != nil && !apierrors.IsForbidden(err) {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, nil
+}
+
+// announceForbidden logs and Events a forbidden binding once per cause.
+func (r *Reconciler) announceForbidden(b *v1alpha1.LoadBalancerBinding, key types.NamespacedName, cause error) {
+	if prev, ok := r.forbidden.Load(key); ok && prev == cause.Error() {
+		return
+	}
+	r.forbidden.Store(key, cause.Error())
+	r.log.Warn("binding forbidden", "binding", key, "err", cause)
+	r.event(b, nil, corev1.EventTypeWarning, ReasonForbidden, "Configure", cause.Error())
 }

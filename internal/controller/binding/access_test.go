@@ -107,6 +107,39 @@ func TestForbiddenBindingUntouched(t *testing.T) {
 	}
 }
 
+// Where the controller may not write bindings (the chart grants it only
+// in the binding namespaces), a forbidden binding gets its Event once, and
+// neither its status nor its finalizer loops on the 403; a deleted one
+// keeps its finalizer for the operator, said in the Event.
+func TestForbiddenBindingWithoutWriteAccess(t *testing.T) {
+	e := newEnv(t, ct.Pod("p1", "10.244.1.5"), ct.Binding("a"))
+	e.mustReconcile("a") // allowed: the finalizer is set
+	e.access = binding.Access{Namespaces: []string{"elsewhere"}}
+	e.readOnly = true
+	e.restart()
+	for range 3 {
+		e.mustReconcile("a")
+	}
+	if e.refused == 0 {
+		t.Fatal("no write refused: the test cannot tell a refused write from none")
+	}
+	if n := e.rec.Count("LoadBalancerBinding ingress/a", binding.ReasonForbidden); n != 1 {
+		t.Errorf("%s events = %d, want 1", binding.ReasonForbidden, n)
+	}
+	if err := e.c.Delete(context.Background(), e.binding("a")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		e.mustReconcile("a")
+	}
+	if !controllerutil.ContainsFinalizer(e.binding("a"), binding.Finalizer) {
+		t.Error("finalizer gone although the controller may not write the binding")
+	}
+	if n := e.rec.Count("LoadBalancerBinding ingress/a", binding.ReasonForbidden); n != 2 {
+		t.Errorf("%s events = %d, want 2 (the second naming the finalizer left)", binding.ReasonForbidden, n)
+	}
+}
+
 // A binding that was allowed, registered targets and is forbidden now
 // (the controller's flags changed) is deleted without its targets being
 // touched: only its finalizer goes.

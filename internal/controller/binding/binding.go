@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -124,6 +125,10 @@ type Reconciler struct {
 	metrics *metrics
 	checks  *checks
 	views   views
+	// forbidden: the cause last announced for each binding refused by
+	// Access (types.NamespacedName → string), so that its Event is not
+	// repeated where its Forbidden condition cannot be written.
+	forbidden sync.Map
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -164,6 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.opts.Access.Check(&b); err != nil {
 		return r.forbid(ctx, &b, err)
 	}
+	r.forbidden.Delete(req.NamespacedName)
 	if b.DeletionTimestamp != nil {
 		return r.finalize(ctx, &b)
 	}

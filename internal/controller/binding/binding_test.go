@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -42,16 +43,36 @@ type env struct {
 	notified map[types.NamespacedName]int
 	patches  [][]byte // status patches sent for bindings
 	access   binding.Access
+	// readOnly makes every write to a binding (status or finalizer) fail
+	// with 403, as RBAC answers outside the binding namespaces; it counts
+	// them in refused.
+	readOnly bool
+	refused  int
 }
 
 func newEnv(t *testing.T, objs ...client.Object) *env {
 	t.Helper()
 	e := &env{t: t, p: ct.NewProvider(), clock: ct.NewClock()}
+	forbidden := func(obj client.Object) error {
+		if _, ok := obj.(*v1alpha1.LoadBalancerBinding); ok && e.readOnly {
+			e.refused++
+			return apierrors.NewForbidden(schema.GroupResource{Group: "sluice.dev", Resource: "loadbalancerbindings"}, obj.GetName(), errors.New("RBAC"))
+		}
+		return nil
+	}
 	e.c = ct.NewClient(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
+		if err := forbidden(obj); err != nil {
+			return err
+		}
 		if data, err := p.Data(obj); err == nil {
 			e.patches = append(e.patches, data)
 		}
 		return c.SubResource(sub).Patch(ctx, obj, p, o...)
+	}, Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
+		if err := forbidden(obj); err != nil {
+			return err
+		}
+		return c.Patch(ctx, obj, p, o...)
 	}}, objs...)
 	e.restart()
 	return e

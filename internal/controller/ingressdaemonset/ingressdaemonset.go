@@ -20,6 +20,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -81,6 +82,10 @@ type Recorder interface {
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
+	// forbidden: the cause last announced for each refused
+	// IngressDaemonSet (owner → string), so that its Event is not repeated
+	// where its Forbidden condition cannot be written.
+	forbidden sync.Map
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -124,6 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := r.opts.Check(ids.Namespace); err != nil {
 			return reconcile.Result{}, r.forbid(ctx, &ids, err)
 		}
+		r.forbidden.Delete(owner(&ids))
 	}
 	log := r.log.With("ingressdaemonset", req.String())
 	var nodeList corev1.NodeList
@@ -416,14 +422,19 @@ func (r *Reconciler) forbid(ctx context.Context, ids *v1alpha1.IngressDaemonSet,
 	if old != nil && old.Reason == ReasonForbidden && old.Message == cause.Error() && old.ObservedGeneration == ids.Generation {
 		return nil
 	}
-	r.log.Warn("ingressdaemonset forbidden", "ingressdaemonset", owner(ids), "err", cause)
-	if old == nil || old.Reason != ReasonForbidden {
+	key := owner(ids)
+	if prev, ok := r.forbidden.Load(key); (old == nil || old.Reason != ReasonForbidden) && (!ok || prev != cause.Error()) {
+		r.forbidden.Store(key, cause.Error())
+		r.log.Warn("ingressdaemonset forbidden", "ingressdaemonset", key, "err", cause)
 		r.event(ids, corev1.EventTypeWarning, ReasonForbidden, "Configure", "%s", cause.Error())
 	}
 	meta.SetStatusCondition(&ids.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionProgressing, Status: metav1.ConditionFalse,
 		Reason: ReasonForbidden, Message: cause.Error(), ObservedGeneration: ids.Generation})
 	ids.Status.ObservedGeneration = ids.Generation
-	if err := r.opts.Client.Status().Update(ctx, ids); err != nil && !apierrors.IsConflict(err) {
+	// The chart lets the controller write IngressDaemonSets only in the
+	// allowed namespaces: there the condition is written, elsewhere (403)
+	// the Event is all its owner sees.
+	if err := r.opts.Client.Status().Update(ctx, ids); err != nil && !apierrors.IsConflict(err) && !apierrors.IsForbidden(err) {
 		return fmt.Errorf("updating status: %w", err)
 	}
 	return nil
@@ -443,7 +454,21 @@ func (r *Reconciler) finalize(ctx context.Context, ids *v1alpha1.IngressDaemonSe
 		}
 	}
 	controllerutil.RemoveFinalizer(ids, Finalizer)
-	if err := r.opts.Client.Update(ctx, ids); client.IgnoreNotFound(err) != nil {
+	err := r.opts.Client.Update(ctx, ids)
+	if apierrors.IsForbidden(err) {
+		// Its namespace left the allowed ones after the finalizer was set:
+		// the chart no longer lets the controller write it there. Its
+		// nodes are reattached; the finalizer is the operator's.
+		key := owner(ids)
+		msg := "the controller may not write IngressDaemonSets in this namespace: its nodes are reattached, remove the finalizer " + Finalizer + " by hand"
+		if prev, ok := r.forbidden.Load(key); !ok || prev != msg {
+			r.forbidden.Store(key, msg)
+			r.log.Warn("ingressdaemonset finalizer left", "ingressdaemonset", key, "err", err)
+			r.event(ids, corev1.EventTypeWarning, ReasonForbidden, "Finalize", "%s", msg)
+		}
+		return nil
+	}
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("removing the finalizer: %w", err)
 	}
 	return nil

@@ -10,12 +10,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -353,5 +356,80 @@ func TestForbiddenNamespace(t *testing.T) {
 	}
 	if len(n.Annotations)+len(n.Labels) != 0 {
 		t.Errorf("node touched: %v %v", n.Annotations, n.Labels)
+	}
+}
+
+// TestForbiddenWithoutWriteAccess: where the controller may not write
+// IngressDaemonSets (the chart grants it only in the allowed namespaces),
+// a refused one gets its Event once and no error loop.
+func TestForbiddenWithoutWriteAccess(t *testing.T) {
+	ctx := context.Background()
+	writes := 0
+	c := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).
+		WithStatusSubresource(&v1alpha1.IngressDaemonSet{}, &appsv1.Deployment{}).
+		WithObjects(newIDS(), node("a", "10.0.0.1")).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+				writes++
+				return apierrors.NewForbidden(schema.GroupResource{Group: "sluice.dev", Resource: "ingressdaemonsets/status"}, key.Name, errors.New("RBAC"))
+			},
+		}).Build()
+	rec := &controllertest.Recorder{}
+	r, err := ingressdaemonset.New(ingressdaemonset.Options{Client: c, Recorder: rec, Check: func(string) error {
+		return errors.New("namespace not allowed")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatalf("reconcile with the status write forbidden: %v", err)
+		}
+	}
+	if writes == 0 {
+		t.Error("no status write tried: the test cannot tell a refused write from none")
+	}
+	if n := rec.Count("*v1alpha1.IngressDaemonSet "+key.String(), ingressdaemonset.ReasonForbidden); n != 1 {
+		t.Errorf("%d Forbidden Events, want 1 (%v)", n, rec.Events())
+	}
+}
+
+// TestFinalizerLeftWithoutWriteAccess: a deleted IngressDaemonSet whose
+// finalizer the controller may no longer remove (its namespace left the
+// allowed ones) is reported once, not retried for ever.
+func TestFinalizerLeftWithoutWriteAccess(t *testing.T) {
+	ctx := context.Background()
+	ids := newIDS()
+	ids.Finalizers = []string{ingressdaemonset.Finalizer}
+	now := metav1.Now()
+	ids.DeletionTimestamp = &now
+	refused := 0
+	c := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).
+		WithStatusSubresource(&v1alpha1.IngressDaemonSet{}, &appsv1.Deployment{}).
+		WithObjects(ids, node("a", "10.0.0.1")).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
+				if _, ok := obj.(*v1alpha1.IngressDaemonSet); ok {
+					refused++
+					return apierrors.NewForbidden(schema.GroupResource{Group: "sluice.dev", Resource: "ingressdaemonsets"}, obj.GetName(), errors.New("RBAC"))
+				}
+				return c.Update(ctx, obj, o...)
+			},
+		}).Build()
+	rec := &controllertest.Recorder{}
+	r, err := ingressdaemonset.New(ingressdaemonset.Options{Client: c, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatalf("reconcile with the finalizer's removal forbidden: %v", err)
+		}
+	}
+	if refused == 0 {
+		t.Error("no finalizer removal tried: the test cannot tell a refused write from none")
+	}
+	if n := rec.Count("*v1alpha1.IngressDaemonSet "+key.String(), ingressdaemonset.ReasonForbidden); n != 1 {
+		t.Errorf("%d Forbidden Events, want 1 (%v)", n, rec.Events())
 	}
 }
