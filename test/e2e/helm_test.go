@@ -44,18 +44,8 @@ const (
 //     is left behind, nothing duplicated; the load runs once sluice is
 //     back (an uninstall takes the proxies away, so it cannot run during).
 func TestHelm(t *testing.T) {
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		t.Skip("haproxy not installed")
-	}
-	e := bootCluster(t, "slh")
-	h := &helmEnv{env: e, bin: helmBinary(t, e.root), chart: filepath.Join(e.root, "deploy/helm/sluice")}
-	api := testenv.FreeAddr(t, e.c.BridgeIP().String())
-	e.lbAPI = "ipv4@" + api
-	e.startHAProxy()
-	h.values = filepath.Join(e.dir, "values.yaml")
-	if err := os.WriteFile(h.values, []byte(helmValues("tcp://"+api)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	h := newHelmEnv(t, "slh", nil, helmValues)
+	e := h.env
 	h.install()
 	e.create(echoObjects()...)
 	h.ready()
@@ -128,6 +118,32 @@ bindings:
 type helmEnv struct {
 	*env
 	bin, chart, values string
+}
+
+// newHelmEnv boots a cluster (its names start with prefix) and HAProxy in
+// front of it, with a TCP runtime API on the cluster bridge for
+// controllers in pods, and writes the chart values that values makes of
+// that API's address (tcp://HOST:PORT); configure, if not nil, adjusts
+// the env before HAProxy starts (extra frontends). Nothing is installed
+// yet.
+func newHelmEnv(t *testing.T, prefix string, configure func(*env), values func(runtimeAPI string) string) *helmEnv {
+	t.Helper()
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skip("haproxy not installed")
+	}
+	e := bootCluster(t, prefix)
+	h := &helmEnv{env: e, bin: helmBinary(t, e.root), chart: filepath.Join(e.root, "deploy/helm/sluice")}
+	api := testenv.FreeAddr(t, e.c.BridgeIP().String())
+	e.lbAPI = "ipv4@" + api
+	if configure != nil {
+		configure(e)
+	}
+	e.startHAProxy()
+	h.values = filepath.Join(e.dir, "values.yaml")
+	if err := os.WriteFile(h.values, []byte(values("tcp://"+api)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // helmBinary is the pinned helm, installed by scripts/helm.sh.
@@ -342,18 +358,9 @@ func (h *helmEnv) duplicates() []string {
 // haproxyServers lists the servers in HAProxy's backend.
 func (h *helmEnv) haproxyServers() []string {
 	h.t.Helper()
-	c, err := net.Dial("unix", h.lbSock)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(c, "show servers state %s\n", backend); err != nil {
-		h.t.Fatal(err)
-	}
-	out, _ := io.ReadAll(c) // HAProxy closes after the answer
+	out := h.lbCommand(fmt.Sprintf("show servers state %s", backend))
 	var servers []string
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
 		// Data lines: be_id be_name srv_id srv_name srv_addr ...
 		if len(f) > 4 && f[1] == backend {
