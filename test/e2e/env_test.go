@@ -440,16 +440,31 @@ func (e *env) proxyDeployment() *appsv1.Deployment {
 }
 
 func echoObjects() []client.Object {
-	labels := map[string]string{"app": appName}
-	replicas := int32(3)
-	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
-	grace := int64(10)
 	class := "sluice"
 	prefix := networkingv1.PathTypePrefix
-	return []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNS}},
-		&appsv1.Deployment{
+	return append(echoApp(appNS, appName, 3, map[string]string{"app": appName}),
+		&networkingv1.Ingress{
 			ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: appName},
+			Spec: networkingv1.IngressSpec{
+				IngressClassName: &class,
+				Rules: []networkingv1.IngressRule{{Host: appHost, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{
+						Service: &networkingv1.IngressServiceBackend{Name: appName, Port: networkingv1.ServiceBackendPort{Name: "http"}}}}},
+				}}}},
+			},
+		})
+}
+
+// echoApp is namespace ns with an echo Deployment and its Service, both
+// called name; the pods carry labels and answer with their own name in
+// X-Echo-Name (so a response says which Service served it).
+func echoApp(ns, name string, replicas int32, labels map[string]string) []client.Object {
+	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
+	grace := int64(10)
+	return []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: appsv1.DeploymentSpec{
 				Replicas: &replicas,
 				Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -477,18 +492,8 @@ func echoObjects() []client.Object {
 			},
 		},
 		&corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: appName},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
-		},
-		&networkingv1.Ingress{
-			ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: appName},
-			Spec: networkingv1.IngressSpec{
-				IngressClassName: &class,
-				Rules: []networkingv1.IngressRule{{Host: appHost, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-					Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{
-						Service: &networkingv1.IngressServiceBackend{Name: appName, Port: networkingv1.ServiceBackendPort{Name: "http"}}}}},
-				}}}},
-			},
 		},
 	}
 }

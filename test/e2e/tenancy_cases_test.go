@@ -1,0 +1,272 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/internal/server"
+)
+
+// attempts is how many requests (or handshakes) each tenancy case makes.
+const attempts = 30
+
+// probe is one attempt of a case: it returns the answer and whether it
+// leaked and whether it was what the rule says.
+type probe func() (a answer, err error, leaked, ok bool)
+
+// attack makes the case's attempts, cycling through probes, and logs the
+// first few answers that were not what the rule says.
+func attack(t *testing.T, name string, probes ...probe) tally {
+	t.Helper()
+	var tl tally
+	logged := 0
+	for i := range attempts {
+		a, err, leaked, ok := probes[i%len(probes)]()
+		ok = ok && err == nil
+		tl.count(leaked, ok)
+		if (!ok || leaked) && logged < 5 {
+			logged++
+			t.Logf("%s: attempt %d (probe %d): %v, error %v, leaked=%v", name, i, i%len(probes), a, err, leaked)
+		}
+	}
+	return tl
+}
+
+// B's Ingress adds Exact /login and Prefix /public/account under A's
+// host: A's /public/account stays A's, /login is 404, B gets nothing.
+func (tn *tenancy) pathUnderForeignHost(t *testing.T) tally {
+	atk := ingress(teamB, "steal-paths", classPublic, rule(shopHost, exact("/login", echoB), prefix("/public/account", echoB)))
+	tn.e.create(atk)
+	defer tn.remove(atk, tn.settle(classPublic, fleetPublic, "paths"))
+	want := func(target string, status int, app string) probe {
+		return func() (answer, error, bool, bool) {
+			a, err := get(tn.public(), shopHost, target)
+			return a, err, a.from(echoB), a.status == status && a.from(app)
+		}
+	}
+	return attack(t, "paths", want("/login", 404, ""), want("/public/account", 200, echoA), want("/public/account/settings", 200, echoA))
+}
+
+// B's spec.defaultBackend: an Ingress without rules gets no catch-all
+// (unknown hosts and A's unmatched paths are the proxy's 404), and one
+// with rules applies only to B's own host.
+func (tn *tenancy) defaultBackend(t *testing.T) tally {
+	all := ingress(teamB, "catch-all", classPublic, defaultBackend(echoB))
+	own := ingress(teamB, "own-default", classPublic, defaultBackend(echoB), rule("own.b.test", exact("/exact", echoB)))
+	tn.e.create(all, own)
+	defer tn.remove(all, own, tn.settle(classPublic, fleetPublic, "default"))
+	want := func(host, target string, status int, app string) probe {
+		return func() (answer, error, bool, bool) {
+			a, err := get(tn.public(), host, target)
+			return a, err, a.from(echoB) && !strings.HasSuffix(host, ".b.test"), a.status == status && a.from(app)
+		}
+	}
+	return attack(t, "default",
+		want("unknown.test", "/", 404, ""),
+		want(shopHost, "/unmatched", 404, ""),
+		want("own.b.test", "/elsewhere", 200, echoB))
+}
+
+// A's Ingress of class internal (admin.internal.test) is served by the
+// internal fleet only: through the public load balancer it is a 404.
+func (tn *tenancy) classCrossing(t *testing.T) tally {
+	defer tn.remove(tn.settle(classPublic, fleetPublic, "class"))
+	tn.until(tn.internal(), "admin.internal.test", "/", 200, echoA)
+	return attack(t, "class", func() (answer, error, bool, bool) {
+		a, err := get(tn.public(), "admin.internal.test", "/")
+		return a, err, a.echo != "", a.status == 404 && a.from("")
+	}, func() (answer, error, bool, bool) {
+		a, err := get(tn.public(), "ADMIN.internal.test.", "/x")
+		return a, err, a.echo != "", a.status == 404 && a.from("")
+	})
+}
+
+// B's spec.tls names A's host (no Secret) and opts into the redirect:
+// plain HTTP to A's host stays A's 200, never B's 308.
+func (tn *tenancy) tlsRedirect(t *testing.T) tally {
+	atk := ingress(teamB, "tls-squat", classPublic, annotated("sluice.dev/ssl-redirect", "true"), withTLS("", shopHost),
+		rule("tls-squat.b.test", prefix("/", echoB)))
+	tn.e.create(atk)
+	defer tn.remove(atk, tn.settle(classPublic, fleetPublic, "redirect"))
+	return attack(t, "redirect", func() (answer, error, bool, bool) {
+		a, err := get(tn.public(), shopHost, "/public/cart")
+		return a, err, a.status == http.StatusPermanentRedirect || a.from(echoB), a.status == 200 && a.from(echoA)
+	})
+}
+
+// B squats *.a.test with its own certificate: B's wildcard is served for
+// names B owns, never for A's hosts (A's own certificate for secure, the
+// default certificate for shop, which has none).
+func (tn *tenancy) wildcardCert(t *testing.T) tally {
+	sec := tlsSecret(t, teamB, "b-wild", wildcardHost)
+	atk := ingress(teamB, "wild", classPublic, withTLS("b-wild", wildcardHost), rule(wildcardHost, prefix("/", echoB)))
+	tn.e.create(sec, atk)
+	defer tn.remove(sec, atk, tn.settle(classPublic, fleetPublic, "wild"))
+	for _, ip := range tn.podIPs(proxyNS, fleetPublic) {
+		tn.e.eventually(tenancyTimeout, "B's wildcard certificate served for B's other.a.test by "+ip, func(context.Context) (bool, error) {
+			a, err := tlsGetSNI(net.JoinHostPort(ip, itoa(publicHTTPS)), "other.a.test", "other.a.test", "/")
+			return err == nil && a.cert == wildcardHost && a.from(echoB), nil
+		})
+	}
+	want := func(sni, cert string) probe {
+		return func() (answer, error, bool, bool) {
+			got, err := tn.servedCert(sni)
+			return answer{cert: got}, err, got == wildcardHost, got == cert
+		}
+	}
+	return attack(t, "wild", want(shopHost, server.SelfSignedName), want(secureHost, secureHost))
+}
+
+// Domain fronting: a TLS connection for one team's name carrying a
+// request for the other team's host is 421 over HTTP/1.1 and HTTP/2.
+func (tn *tenancy) sniHostMismatch(t *testing.T) tally {
+	misdirected := func(send func(addr, sni, host, target string) (answer, error), sni, host, victim string) probe {
+		return func() (answer, error, bool, bool) {
+			a, err := send(tn.publicTLS(), sni, host, "/")
+			return a, err, a.from(victim), a.status == http.StatusMisdirectedRequest && a.from("")
+		}
+	}
+	return attack(t, "sni",
+		misdirected(tlsGetSNI, secureHost, bHost, echoB),
+		misdirected(h2Get, secureHost, bHost, echoB),
+		misdirected(tlsGetSNI, bHost, secureHost, echoA),
+		misdirected(h2Get, bHost, secureHost, echoA))
+}
+
+// Dot-segments and encoded separators never take a request out of A's
+// Prefix /public: normalised first (404 for /internal, which no rule
+// exposes), encoded ones refused (400), and the pod sees the normalised
+// path.
+func (tn *tenancy) dotSegments(t *testing.T) tally {
+	want := func(target string, status int, path string) probe {
+		return func() (answer, error, bool, bool) {
+			a, err := get(tn.public(), shopHost, target)
+			escaped := a.echo != "" && a.path != "/public" && !strings.HasPrefix(a.path, "/public/") ||
+				a.status/100 == 3 && strings.Contains(a.location, "internal")
+			ok := a.status == status && (path == "" && a.from("") || path != "" && a.from(echoA) && a.path == path)
+			return a, err, escaped, ok
+		}
+	}
+	return attack(t, "dots",
+		want("/public/../internal", 404, ""),
+		want("/public/./../internal", 404, ""),
+		want("/public//..//../internal", 404, ""),
+		want("/public/%2e%2e/internal", 400, ""),
+		want("/public/%2E%2E%2Finternal", 400, ""),
+		want("/public/..%5cinternal", 400, ""),
+		want("/public/../public/x", 200, "/public/x"))
+}
+
+// B's selector-less Service with hand-written EndpointSlices pointing at
+// A's pod (no targetRef; a targetRef to A's Pod): the proxies refuse both
+// endpoints (sluice_endpoints_refused) and answer 503, never A's pod.
+func (tn *tenancy) foreignEndpoint(t *testing.T) tally {
+	e := tn.e
+	live, _, err := e.pods(context.Background(), teamA, echoA)
+	if err != nil || len(live) == 0 || live[0].Status.PodIP == "" {
+		t.Fatalf("A's pod: %v %v", live, err)
+	}
+	victim := live[0]
+	port := int32(8080)
+	portName := "http"
+	slice := func(name string, ref *corev1.ObjectReference) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: teamB, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "steal"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{victim.Status.PodIP}, TargetRef: ref}},
+			Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port}},
+		}
+	}
+	objs := []client.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: teamB, Name: "steal"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(port)}}}},
+		slice("steal-bare", nil),
+		slice("steal-ref", &corev1.ObjectReference{Kind: "Pod", Namespace: teamA, Name: victim.Name}),
+		ingress(teamB, "steal", classPublic, rule("steal.b.test", prefix("/", "steal"))),
+	}
+	e.create(objs...)
+	defer tn.remove(append(objs, tn.settle(classPublic, fleetPublic, "endpoints"))...)
+	for _, ip := range tn.podIPs(proxyNS, fleetPublic) {
+		e.eventually(tenancyTimeout, "both forged endpoints refused by "+ip, func(context.Context) (bool, error) {
+			n, err := scrapeLabelled(net.JoinHostPort(ip, "9090"), "sluice_endpoints_refused", "")
+			return err == nil && n >= 2, nil
+		})
+	}
+	return attack(t, "endpoints", func() (answer, error, bool, bool) {
+		a, err := get(tn.public(), "steal.b.test", "/")
+		return a, err, a.echo != "", a.status == http.StatusServiceUnavailable && a.from("")
+	})
+}
+
+// A shares its host with B (sluice.dev/share-host-with): B's path under
+// it is served, and so is A's.
+func (tn *tenancy) shareHost(t *testing.T) tally {
+	owner := ingress(teamA, "shared", classPublic, annotated("sluice.dev/share-host-with", teamB), rule("shared.a.test", prefix("/a", echoA)))
+	guest := ingress(teamB, "shared", classPublic, rule("shared.a.test", prefix("/b", echoB)))
+	tn.e.create(owner, guest)
+	defer tn.remove(owner, guest, tn.settle(classPublic, fleetPublic, "share"))
+	want := func(target, app, other string) probe {
+		return func() (answer, error, bool, bool) {
+			a, err := get(tn.public(), "shared.a.test", target)
+			return a, err, a.from(other), a.status == 200 && a.from(app)
+		}
+	}
+	return attack(t, "share", want("/b/page", echoB, echoA), want("/a/page", echoA, echoB))
+}
+
+// cert-manager's first issuance for A's TLS host (Secret not there yet,
+// redirect on): the HTTP-01 challenge is answered over plain HTTP by the
+// solver's route, not redirected, and B's squatting solver for A's host
+// gets nothing. The rest of the host is redirected, and a TLS handshake
+// completes with the default certificate.
+func (tn *tenancy) acmeHTTP01(t *testing.T) tally {
+	const host, token = "acme.a.test", "/.well-known/acme-challenge/t0ken"
+	app := ingress(teamA, "acme", classPublic, annotated("sluice.dev/ssl-redirect", "true"), withTLS("acme-tls", host), rule(host, prefix("/", echoA)))
+	solver := ingress(teamA, "cm-acme-http-solver-x7k2p", classPublic,
+		rule(host, ingressPath(token, networkingv1.PathTypeImplementationSpecific, echoA)))
+	squat := ingress(teamB, "acme-squat", classPublic, rule(host, prefix("/.well-known/acme-challenge", echoB)))
+	tn.e.create(app, solver, squat)
+	defer tn.remove(app, solver, squat, tn.settle(classPublic, fleetPublic, "acme"))
+	if a, err := get(tn.public(), host, "/shop"); err != nil || a.status != http.StatusPermanentRedirect {
+		t.Errorf("plain HTTP to %s/shop: %v %v, want 308 (the redirect is on for the host)", host, a, err)
+	}
+	if cn, err := tn.servedCert(host); err != nil || cn != server.SelfSignedName {
+		t.Errorf("TLS for %s (Secret missing): certificate %q, %v; want the default certificate", host, cn, err)
+	}
+	return attack(t, "acme", func() (answer, error, bool, bool) {
+		a, err := get(tn.public(), host, token)
+		return a, err, a.from(echoB), a.status == 200 && a.from(echoA) && a.path == token
+	})
+}
+
+// metricSum sums the samples of name in a /metrics text whose labels
+// contain label ("" any).
+func metricSum(text, name, label string) (float64, error) {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") || !strings.Contains(line, label) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
