@@ -123,7 +123,8 @@ func (tn *tenancy) limits() {
 		var closed atomic.Int64
 		var wg sync.WaitGroup
 		timeoutsBefore, err := scrapeLabelled(admin, "sluice_client_timeouts_total", `timeout="write_idle"`)
-		if err != nil {
+		refusedBefore, err2 := scrapeLabelled(admin, "sluice_connections_refused_total", "")
+		if err := errors.Join(err, err2); err != nil {
 			t.Fatalf("%s: scraping %s: %v", c.name, admin, err)
 		}
 		for i := range c.n {
@@ -136,6 +137,13 @@ func (tn *tenancy) limits() {
 		wg.Wait()
 		if c.name == "limits-slow-read" {
 			closed.Store(tn.slowRead(admin, timeoutsBefore, readers))
+		}
+		if c.name == "limits-conn-cap" {
+			// Some attackers were over the cap, not only cut by the
+			// header timeout.
+			if n, err := scrapeLabelled(admin, "sluice_connections_refused_total", ""); err != nil || n-refusedBefore <= 0 {
+				t.Errorf("%s: no connection refused at the cap (sluice_connections_refused_total %v → %v, %v)", c.name, refusedBefore, n, err)
+			}
 		}
 		close(stop)
 		<-loadDone

@@ -95,8 +95,10 @@ func TestTenancy(t *testing.T) {
 }
 
 // tenancyValues are the chart values of TestTenancy: two classes, each
-// with its binding and fleet (the public one with small client limits
-// for the limits-* cases), one controller.
+// with its binding and fleet, one controller. The public fleet redirects
+// TLS hosts to HTTPS by default (--ssl-redirect, so that a TLS entry
+// turns the redirect on) and has small client limits for the limits-*
+// cases.
 func tenancyValues(runtimeAPI string) string {
 	return fmt.Sprintf(`image: {repository: ghcr.io/sluice-dev/sluice, tag: e2e}
 listenOnPodIP: true
@@ -122,6 +124,7 @@ bindings:
     publish: [{ip: 127.0.0.1}]
     proxy:
       replicas: 2
+      sslRedirect: true
       limits: {readHeaderTimeout: 1s, bodyIdleTimeout: 1s, writeIdleTimeout: 1s, maxConnections: %[6]d}
   - name: %[3]s
     provider:
