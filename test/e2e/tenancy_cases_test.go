@@ -52,23 +52,30 @@ func (tn *tenancy) pathUnderForeignHost(t *testing.T) tally {
 	atk := ingress(teamB, "steal-paths", classPublic, rule(shopHost, exact("/login", echoB), prefix("/public/account", echoB)))
 	tn.e.create(atk)
 	defer tn.remove(atk, tn.settle(classPublic, fleetPublic, "paths"))
-	want := func(target string, status int, app string) probe {
+	want := func(host, target string, status int, app string) probe {
 		return func() (answer, error, bool, bool) {
-			a, err := get(tn.public(), shopHost, target)
+			a, err := get(tn.public(), host, target)
 			return a, err, a.from(echoB), a.status == status && a.from(app)
 		}
 	}
-	return attack(t, "paths", want("/login", 404, ""), want("/public/account", 200, echoA), want("/public/account/settings", 200, echoA))
+	return attack(t, "paths",
+		want(shopHost, "/login", 404, ""),
+		want(shopHost, "/public/account", 200, echoA),
+		want(shopHost, "/public/account/settings", 200, echoA),
+		want("SHOP.A.Test.", "/login", 404, ""), // the same host, spelt otherwise
+		want(shopHost+":80", "/public/account", 200, echoA))
 }
 
-// B's spec.defaultBackend: an Ingress without rules gets no catch-all
-// (unknown hosts and A's unmatched paths are the proxy's 404), and one
-// with rules applies only to B's own host.
+// B's spec.defaultBackend and a rule without a host: neither becomes the
+// catch-all (unknown hosts and A's unmatched paths are the proxy's 404),
+// and B's default backend on an Ingress with rules applies only to B's
+// own host.
 func (tn *tenancy) defaultBackend(t *testing.T) tally {
 	all := ingress(teamB, "catch-all", classPublic, defaultBackend(echoB))
+	hostless := ingress(teamB, "hostless", classPublic, rule("", prefix("/", echoB)))
 	own := ingress(teamB, "own-default", classPublic, defaultBackend(echoB), rule("own.b.test", exact("/exact", echoB)))
-	tn.e.create(all, own)
-	defer tn.remove(all, own, tn.settle(classPublic, fleetPublic, "default"))
+	tn.e.create(all, hostless, own)
+	defer tn.remove(all, hostless, own, tn.settle(classPublic, fleetPublic, "default"))
 	want := func(host, target string, status int, app string) probe {
 		return func() (answer, error, bool, bool) {
 			a, err := get(tn.public(), host, target)
@@ -110,7 +117,8 @@ func (tn *tenancy) tlsRedirect(t *testing.T) tally {
 
 // B squats *.a.test with its own certificate: B's wildcard is served for
 // names B owns, never for A's hosts (A's own certificate for secure, the
-// default certificate for shop, which has none).
+// default certificate for shop, which has none), and A's host never
+// falls through to B's wildcard rule.
 func (tn *tenancy) wildcardCert(t *testing.T) tally {
 	sec := tlsSecret(t, teamB, "b-wild", wildcardHost)
 	atk := ingress(teamB, "wild", classPublic, withTLS("b-wild", wildcardHost), rule(wildcardHost, prefix("/", echoB)))
@@ -128,12 +136,19 @@ func (tn *tenancy) wildcardCert(t *testing.T) tally {
 			return answer{cert: got}, err, got == wildcardHost, got == cert
 		}
 	}
-	return attack(t, "wild", want(shopHost, server.SelfSignedName), want(secureHost, secureHost))
+	// Nor do A's hosts fall through to B's wildcard rule for a path A
+	// does not route.
+	unmatched := func() (answer, error, bool, bool) {
+		a, err := get(tn.public(), shopHost, "/login")
+		return a, err, a.from(echoB), a.status == 404 && a.from("")
+	}
+	return attack(t, "wild", want(shopHost, server.SelfSignedName), want(secureHost, secureHost), unmatched)
 }
 
 // Domain fronting: a TLS connection for one team's name carrying a
 // request for the other team's host is 421 over HTTP/1.1 and HTTP/2.
 func (tn *tenancy) sniHostMismatch(t *testing.T) tally {
+	defer tn.remove(tn.settle(classPublic, fleetPublic, "sni"))
 	misdirected := func(send func(addr, sni, host, target string) (answer, error), sni, host, victim string) probe {
 		return func() (answer, error, bool, bool) {
 			a, err := send(tn.publicTLS(), sni, host, "/")

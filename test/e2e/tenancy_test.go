@@ -190,10 +190,12 @@ func (tn *tenancy) ready() {
 	}
 	tn.until(tn.public(), shopHost, "/public/ready", 200, echoA)
 	tn.until(tn.internal(), "admin.internal.test", "/", 200, echoA)
-	e.eventually(tenancyTimeout, "A's certificate served for "+secureHost, func(context.Context) (bool, error) {
-		cn, err := tn.servedCert(secureHost)
-		return err == nil && cn == secureHost, nil
-	})
+	for _, ip := range tn.podIPs(proxyNS, fleetPublic) {
+		e.eventually(tenancyTimeout, "A's certificate served for "+secureHost+" by "+ip, func(context.Context) (bool, error) {
+			a, err := tlsGetSNI(net.JoinHostPort(ip, itoa(publicHTTPS)), secureHost, secureHost, "/")
+			return err == nil && a.cert == secureHost && a.from(echoA), nil
+		})
+	}
 }
 
 func (tn *tenancy) public() string   { return fmt.Sprintf("127.0.0.1:%d", tn.e.lbPort) }
