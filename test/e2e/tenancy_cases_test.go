@@ -146,7 +146,9 @@ func (tn *tenancy) wildcardCert(t *testing.T) tally {
 }
 
 // Domain fronting: a TLS connection for one team's name carrying a
-// request for the other team's host is 421 over HTTP/1.1 and HTTP/2.
+// request for the other team's host is 421 over HTTP/1.1 and HTTP/2,
+// also when B's host hides in an absolute-form target or a second Host
+// field (400).
 func (tn *tenancy) sniHostMismatch(t *testing.T) tally {
 	defer tn.remove(tn.settle(classPublic, fleetPublic, "sni"))
 	misdirected := func(send func(addr, sni, host, target string) (answer, error), sni, host, victim string) probe {
@@ -155,11 +157,21 @@ func (tn *tenancy) sniHostMismatch(t *testing.T) tally {
 			return a, err, a.from(victim), a.status == http.StatusMisdirectedRequest && a.from("")
 		}
 	}
+	// Requests whose target or second Host names B's host on A's
+	// connection: 421, or 400 for the duplicate Host.
+	smuggled := func(request string) probe {
+		return func() (answer, error, bool, bool) {
+			a, err := tlsRaw(tn.publicTLS(), secureHost, request)
+			return a, err, a.from(echoB), a.status == http.StatusMisdirectedRequest || a.status == http.StatusBadRequest && a.from("")
+		}
+	}
 	return attack(t, "sni",
 		misdirected(tlsGetSNI, secureHost, bHost, echoB),
 		misdirected(h2Get, secureHost, bHost, echoB),
 		misdirected(tlsGetSNI, bHost, secureHost, echoA),
-		misdirected(h2Get, bHost, secureHost, echoA))
+		misdirected(h2Get, bHost, secureHost, echoA),
+		smuggled("GET http://b.test/ HTTP/1.1\r\nHost: secure.a.test\r\nConnection: close\r\n\r\n"),
+		smuggled("GET / HTTP/1.1\r\nHost: secure.a.test\r\nHost: b.test\r\nConnection: close\r\n\r\n"))
 }
 
 // Dot-segments and encoded separators never take a request out of A's

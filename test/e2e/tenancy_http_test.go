@@ -60,9 +60,25 @@ func tlsGetSNI(addr, sni, host, target string) (answer, error) {
 	return a, err
 }
 
+// tlsRaw sends request (HTTP/1.1, as written) over TLS with server name
+// sni to addr.
+func tlsRaw(addr, sni, request string) (answer, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
+		&tls.Config{ServerName: sni, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // see tlsGetSNI
+	if err != nil {
+		return answer{}, err
+	}
+	defer conn.Close()
+	return send(conn, request)
+}
+
 func exchange(conn net.Conn, host, target string) (answer, error) {
+	return send(conn, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, host))
+}
+
+func send(conn net.Conn, request string) (answer, error) {
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, host); err != nil {
+	if _, err := io.WriteString(conn, request); err != nil {
 		return answer{}, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
