@@ -91,9 +91,14 @@ func (tn *tenancy) defaultBackend(t *testing.T) tally {
 // A's Ingress of class internal (admin.internal.test) is served by the
 // internal fleet only: through the public load balancer it is a 404.
 func (tn *tenancy) classCrossing(t *testing.T) tally {
-	defer tn.remove(tn.settle(classPublic, fleetPublic, "class"))
+	squat := ingress(teamB, "internal-squat", classInternal, rule(shopHost, prefix("/", echoB)))
+	tn.e.create(squat)
+	defer tn.remove(squat, tn.settle(classPublic, fleetPublic, "class"), tn.settle(classInternal, fleetInternal, "class-internal"))
 	tn.until(tn.internal(), "admin.internal.test", "/", 200, echoA)
 	return attack(t, "class", func() (answer, error, bool, bool) {
+		a, err := get(tn.internal(), shopHost, "/public/x")
+		return a, err, a.from(echoB), a.status == 404 && a.from("")
+	}, func() (answer, error, bool, bool) {
 		a, err := get(tn.public(), "admin.internal.test", "/")
 		return a, err, a.echo != "", a.status == 404 && a.from("")
 	}, func() (answer, error, bool, bool) {
