@@ -147,7 +147,12 @@ func (tn *tenancy) wildcardCert(t *testing.T) tally {
 		a, err := get(tn.public(), shopHost, "/login")
 		return a, err, a.from(echoB), a.status == 404 && a.from("")
 	}
-	return attack(t, "wild", want(shopHost, server.SelfSignedName), want(secureHost, secureHost), unmatched)
+	// B's certificate, which covers A's host, does not front it.
+	fronted := func() (answer, error, bool, bool) {
+		a, err := tlsGetSNI(tn.publicTLS(), "other.a.test", shopHost, "/public/x")
+		return a, err, a.from(echoA), a.status == http.StatusMisdirectedRequest && a.from("")
+	}
+	return attack(t, "wild", want(shopHost, server.SelfSignedName), want(secureHost, secureHost), unmatched, fronted)
 }
 
 // Domain fronting: a TLS connection for one team's name carrying a
@@ -176,7 +181,12 @@ func (tn *tenancy) sniHostMismatch(t *testing.T) tally {
 		misdirected(tlsGetSNI, bHost, secureHost, echoA),
 		misdirected(h2Get, bHost, secureHost, echoA),
 		smuggled("GET http://b.test/ HTTP/1.1\r\nHost: secure.a.test\r\nConnection: close\r\n\r\n"),
-		smuggled("GET / HTTP/1.1\r\nHost: secure.a.test\r\nHost: b.test\r\nConnection: close\r\n\r\n"))
+		smuggled("GET / HTTP/1.1\r\nHost: secure.a.test\r\nHost: b.test\r\nConnection: close\r\n\r\n"),
+		// Not over-blocking: the SNI's own host with a port is served.
+		func() (answer, error, bool, bool) {
+			a, err := tlsGetSNI(tn.publicTLS(), secureHost, secureHost+":443", "/")
+			return a, err, a.from(echoB), a.status == 200 && a.from(echoA)
+		})
 }
 
 // Dot-segments and encoded separators never take a request out of A's
@@ -247,19 +257,34 @@ func (tn *tenancy) foreignEndpoint(t *testing.T) tally {
 }
 
 // A shares its host with B (sluice.dev/share-host-with): B's path under
-// it is served, and so is A's.
+// it is served, and so is A's; B's certificate for the shared host is
+// not (only the owner's TLS entries count).
 func (tn *tenancy) shareHost(t *testing.T) tally {
-	owner := ingress(teamA, "shared", classPublic, annotated("sluice.dev/share-host-with", teamB), rule("shared.a.test", prefix("/a", echoA)))
-	guest := ingress(teamB, "shared", classPublic, rule("shared.a.test", prefix("/b", echoB)))
-	tn.e.create(owner, guest)
-	defer tn.remove(owner, guest, tn.settle(classPublic, fleetPublic, "share"))
+	const shared, own = "shared.a.test", "share.b.test"
+	owner := ingress(teamA, "shared", classPublic, annotated("sluice.dev/share-host-with", teamB), rule(shared, prefix("/a", echoA)))
+	sec := tlsSecret(t, teamB, "b-share", own, shared)
+	guest := ingress(teamB, "shared", classPublic, withTLS("b-share", shared, own), rule(shared, prefix("/b", echoB)), rule(own, prefix("/", echoB)))
+	tn.e.create(owner, sec, guest)
+	defer tn.remove(owner, sec, guest, tn.settle(classPublic, fleetPublic, "share"))
+	for _, ip := range tn.podIPs(proxyNS, fleetPublic) {
+		tn.e.eventually(tenancyTimeout, "B's certificate served for B's "+own+" by "+ip, func(context.Context) (bool, error) {
+			a, err := tlsGetSNI(net.JoinHostPort(ip, itoa(publicHTTPS)), own, own, "/")
+			return err == nil && a.cert == own && a.from(echoB), nil
+		})
+	}
 	want := func(target, app, other string) probe {
 		return func() (answer, error, bool, bool) {
-			a, err := get(tn.public(), "shared.a.test", target)
+			a, err := get(tn.public(), shared, target)
 			return a, err, a.from(other), a.status == 200 && a.from(app)
 		}
 	}
-	return attack(t, "share", want("/b/page", echoB, echoA), want("/a/page", echoA, echoB))
+	// Sharing hands over paths, not the certificate (nor the redirect:
+	// B's TLS entry would turn it on for the shared host).
+	cert := func() (answer, error, bool, bool) {
+		got, err := tn.servedCert(shared)
+		return answer{cert: got}, err, got == own, got == server.SelfSignedName
+	}
+	return attack(t, "share", want("/b/page", echoB, echoA), want("/a/page", echoA, echoB), cert)
 }
 
 // cert-manager's first issuance for A's TLS host (Secret not there yet,

@@ -339,8 +339,8 @@ func defaultBackend(svc string) func(*networkingv1.Ingress) {
 }
 
 // tlsSecret is a kubernetes.io/tls Secret with a self-signed certificate
-// for host, whose common name is host.
-func tlsSecret(t *testing.T, ns, name, host string) *corev1.Secret {
+// for hosts, whose common name is the first.
+func tlsSecret(t *testing.T, ns, name string, hosts ...string) *corev1.Secret {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -348,8 +348,8 @@ func tlsSecret(t *testing.T, ns, name, host string) *corev1.Secret {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: host},
-		DNSNames:     []string{host},
+		Subject:      pkix.Name{CommonName: hosts[0]},
+		DNSNames:     hosts,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
