@@ -4,10 +4,8 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -310,22 +308,4 @@ func (tn *tenancy) acmeHTTP01(t *testing.T) tally {
 		a, err := get(tn.public(), host, token)
 		return a, err, a.from(echoB), a.status == 200 && a.from(echoA) && a.path == token
 	})
-}
-
-// metricSum sums the samples of name in a /metrics text whose labels
-// contain label ("" any).
-func metricSum(text, name, label string) (float64, error) {
-	var sum float64
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") || !strings.Contains(line, label) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing %q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, nil
 }

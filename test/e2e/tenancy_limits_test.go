@@ -3,18 +3,17 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"sluice.dev/sluice/test/testenv"
 )
 
 const (
@@ -54,43 +53,13 @@ func (tn *tenancy) limits() {
 		attack func(t *testing.T, i int) bool
 	}{
 		{"limits-slowloris", attackers, "sluice_client_timeouts_total", `timeout="read_header"`, attackers, func(t *testing.T, _ int) bool {
-			conn := dialAttacker(t, addr)
-			if conn == nil {
-				return false
-			}
-			_, _ = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: "+limitsHost+"\r\n")
-			go func() { // a header field every 100ms: over the 1s timeout
-				for _, b := range []byte("X-Slow: 1\r\nX-Slow: 2\r\nX-Slow: 3\r\nX-Slow: 4\r\n") {
-					if _, err := conn.Write([]byte{b}); err != nil {
-						return
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-			}()
-			_, closed := drain(conn)
-			return closed
+			return testenv.Slowloris(t, addr, limitsHost)
 		}},
 		{"limits-slow-body", attackers, "sluice_client_timeouts_total", `timeout="body_idle"`, attackers, func(t *testing.T, _ int) bool {
-			conn := dialAttacker(t, addr)
-			if conn == nil {
-				return false
-			}
-			_, _ = io.WriteString(conn, "POST / HTTP/1.1\r\nHost: "+limitsHost+"\r\nContent-Length: 1000000\r\n\r\n0123456789")
-			br := bufio.NewReader(conn)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil || resp.StatusCode != http.StatusRequestTimeout {
-				t.Errorf("a stalled body: %v %v, want 408", resp, err)
-				return false
-			}
-			_, err = io.Copy(io.Discard, br)
-			return err == nil || errors.Is(err, syscall.ECONNRESET)
+			return testenv.SlowBody(t, addr, limitsHost)
 		}},
 		{"limits-slow-read", attackers, "sluice_client_timeouts_total", `timeout="write_idle"`, attackers, func(t *testing.T, _ int) bool {
-			conn := dialAttacker(t, addr)
-			if conn == nil {
-				return false
-			}
-			_, _ = fmt.Fprintf(conn, "GET /bytes/%d HTTP/1.1\r\nHost: %s\r\n\r\n", slowReadBytes, limitsHost)
+			conn := testenv.SlowReader(t, addr, limitsHost, fmt.Sprintf("/bytes/%d", slowReadBytes))
 			mu.Lock()
 			readers = append(readers, conn)
 			mu.Unlock()
@@ -99,17 +68,7 @@ func (tn *tenancy) limits() {
 		// Some attackers are over the cap, not only cut by the header
 		// timeout.
 		{"limits-conn-cap", connCap + attackers, "sluice_connections_refused_total", "", 1, func(t *testing.T, _ int) bool {
-			// Idle connections: beyond the cap they are closed at
-			// accept (maybe before the dial returns), the others by
-			// the header timeout.
-			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-			if err != nil {
-				return errors.Is(err, syscall.ECONNRESET)
-			}
-			t.Cleanup(func() { conn.Close() })
-			_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // failsafe
-			_, closed := drain(conn)
-			return closed
+			return testenv.IdleConn(t, addr)
 		}},
 	} {
 		if !tn.cs.wants(c.name) {
@@ -171,7 +130,7 @@ func (tn *tenancy) slowRead(admin string, before float64, conns []net.Conn) int6
 		if conn == nil {
 			continue
 		}
-		if n, ok := drain(conn); ok && n < slowReadBytes {
+		if n, ok := testenv.Drain(conn); ok && n < slowReadBytes {
 			closed++
 		}
 	}
@@ -234,24 +193,6 @@ func (l *legitClient) request() error {
 	return nil
 }
 
-func dialAttacker(t *testing.T, addr string) net.Conn {
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Errorf("dialing %s: %v", addr, err)
-		return nil
-	}
-	t.Cleanup(func() { conn.Close() })
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // failsafe
-	return conn
-}
-
-// drain reads conn to its end: the bytes read, and whether the proxy
-// closed it (EOF or reset); false on the failsafe deadline.
-func drain(conn net.Conn) (int64, bool) {
-	n, err := io.Copy(io.Discard, conn)
-	return n, err == nil || errors.Is(err, syscall.ECONNRESET)
-}
-
 // scrapeLabelled sums the samples of name whose labels contain label on a
 // proxy's admin address.
 func scrapeLabelled(addr, name, label string) (float64, error) {
@@ -264,5 +205,5 @@ func scrapeLabelled(addr, name, label string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return metricSum(string(b), name, label)
+	return testenv.MetricSum(string(b), name, label)
 }

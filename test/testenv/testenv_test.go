@@ -45,3 +45,28 @@ func TestPortNeverHandedOutTwice(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+func TestMetricSum(t *testing.T) {
+	text := `# HELP sluice_client_timeouts_total x
+sluice_client_timeouts_total{timeout="read_header"} 3
+sluice_client_timeouts_total{timeout="write_idle"} 2
+sluice_client_timeouts_total_other 9
+sluice_endpoints_refused 4
+`
+	for _, tc := range []struct {
+		name, label string
+		want        float64
+	}{
+		{"sluice_client_timeouts_total", "", 5},
+		{"sluice_client_timeouts_total", `timeout="write_idle"`, 2},
+		{"sluice_endpoints_refused", "", 4},
+		{"sluice_missing", "", 0},
+	} {
+		if got, err := MetricSum(text, tc.name, tc.label); err != nil || got != tc.want {
+			t.Errorf("MetricSum(%s, %q) = %v, %v; want %v", tc.name, tc.label, got, err, tc.want)
+		}
+	}
+	if _, err := MetricSum("sluice_x nope\n", "sluice_x", ""); err == nil {
+		t.Error("MetricSum of an unparsable sample: no error")
+	}
+}
