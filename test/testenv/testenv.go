@@ -1,7 +1,9 @@
 // Package testenv holds what the slow tests share to run real parts on this
 // machine: free ports on loopback, child processes that are stopped by PID
 // when the test ends whatever its outcome, and HAProxy in the foreground
-// with its runtime API socket. Integration and e2e suites, the HAProxy
+// with its runtime API socket; and slow and hostile HTTP clients for the
+// tests of the proxy's client limits (attackers.go). Integration and e2e
+// suites, the HAProxy
 // provider's integration tests and the BIND and cluster harnesses use it;
 // nothing outside tests does.
 package testenv
