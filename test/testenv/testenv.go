@@ -3,9 +3,8 @@
 // when the test ends whatever its outcome, and HAProxy in the foreground
 // with its runtime API socket; and slow and hostile HTTP clients for the
 // tests of the proxy's client limits (attackers.go). Integration and e2e
-// suites, the HAProxy
-// provider's integration tests and the BIND and cluster harnesses use it;
-// nothing outside tests does.
+// suites, the HAProxy provider's integration tests and the BIND and
+// cluster harnesses use it; nothing outside tests does.
 package testenv
 
 import (
