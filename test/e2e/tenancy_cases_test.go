@@ -50,6 +50,7 @@ func (tn *tenancy) pathUnderForeignHost(t *testing.T) tally {
 	atk := ingress(teamB, "steal-paths", classPublic, rule(shopHost, exact("/login", echoB), prefix("/public/account", echoB)))
 	tn.e.create(atk)
 	defer tn.remove(atk, tn.settle(classPublic, fleetPublic, "paths"))
+	tn.warned(atk, "HostOwnedElsewhere")
 	want := func(host, target string, status int, app string) probe {
 		return func() (answer, error, bool, bool) {
 			a, err := get(tn.public(), host, target)
@@ -74,6 +75,8 @@ func (tn *tenancy) defaultBackend(t *testing.T) tally {
 	own := ingress(teamB, "own-default", classPublic, defaultBackend(echoB), rule("own.b.test", exact("/exact", echoB)))
 	tn.e.create(all, hostless, own)
 	defer tn.remove(all, hostless, own, tn.settle(classPublic, fleetPublic, "default"))
+	tn.warned(all, "DefaultBackendRefused")
+	tn.warned(hostless, "DefaultBackendRefused")
 	want := func(host, target string, status int, app string) probe {
 		return func() (answer, error, bool, bool) {
 			a, err := get(tn.public(), host, target)
@@ -92,6 +95,7 @@ func (tn *tenancy) classCrossing(t *testing.T) tally {
 	squat := ingress(teamB, "internal-squat", classInternal, rule(shopHost, prefix("/", echoB)))
 	tn.e.create(squat)
 	defer tn.remove(squat, tn.settle(classPublic, fleetPublic, "class"), tn.settle(classInternal, fleetInternal, "class-internal"))
+	tn.warned(squat, "HostOwnedElsewhere")
 	tn.until(tn.internal(), "admin.internal.test", "/", 200, echoA)
 	return attack(t, "class", func() (answer, error, bool, bool) {
 		a, err := get(tn.internal(), shopHost, "/public/x")
@@ -112,6 +116,7 @@ func (tn *tenancy) tlsRedirect(t *testing.T) tally {
 		rule("tls-squat.b.test", prefix("/", echoB)))
 	tn.e.create(atk)
 	defer tn.remove(atk, tn.settle(classPublic, fleetPublic, "redirect"))
+	tn.warned(atk, "HostOwnedElsewhere")
 	return attack(t, "redirect", func() (answer, error, bool, bool) {
 		a, err := get(tn.public(), shopHost, "/public/cart")
 		return a, err, a.status == http.StatusPermanentRedirect || a.from(echoB), a.status == 200 && a.from(echoA)
@@ -242,6 +247,7 @@ func (tn *tenancy) foreignEndpoint(t *testing.T) tally {
 	}
 	e.create(objs...)
 	defer tn.remove(append(objs, tn.settle(classPublic, fleetPublic, "endpoints"))...)
+	tn.warned(objs[2], "EndpointsRefused")
 	for _, ip := range tn.podIPs(proxyNS, fleetPublic) {
 		e.eventually(tenancyTimeout, "the forged slice judged by "+ip, func(context.Context) (bool, error) {
 			n, err := scrapeLabelled(net.JoinHostPort(ip, "9090"), "sluice_endpoints_refused", "")
@@ -264,6 +270,7 @@ func (tn *tenancy) shareHost(t *testing.T) tally {
 	guest := ingress(teamB, "shared", classPublic, withTLS("b-share", shared, own), rule(shared, prefix("/b", echoB)), rule(own, prefix("/", echoB)))
 	tn.e.create(owner, sec, guest)
 	defer tn.remove(owner, sec, guest, tn.settle(classPublic, fleetPublic, "share"))
+	tn.warned(guest, "HostOwnedElsewhere") // its TLS entry for the shared host
 	for _, ip := range tn.podIPs(proxyNS, fleetPublic) {
 		tn.e.eventually(tenancyTimeout, "B's certificate served for B's "+own+" by "+ip, func(context.Context) (bool, error) {
 			a, err := tlsGetSNI(net.JoinHostPort(ip, itoa(publicHTTPS)), own, own, "/")
@@ -298,6 +305,7 @@ func (tn *tenancy) acmeHTTP01(t *testing.T) tally {
 	squat := ingress(teamB, "acme-squat", classPublic, rule(host, prefix("/.well-known/acme-challenge", echoB)))
 	tn.e.create(app, solver, squat)
 	defer tn.remove(app, solver, squat, tn.settle(classPublic, fleetPublic, "acme"))
+	tn.warned(squat, "HostOwnedElsewhere")
 	if a, err := get(tn.public(), host, "/shop"); err != nil || a.status != http.StatusPermanentRedirect {
 		t.Errorf("plain HTTP to %s/shop: %v %v, want 308 (the redirect is on for the host)", host, a, err)
 	}

@@ -156,7 +156,8 @@ func (tl *tally) count(leaked, ok bool) {
 }
 
 // run runs one tenancy case (if SLUICE_E2E_CASES selects it), prints its
-// summary line and checks it.
+// summary line and checks it. A case also waits for the Warning Event on
+// each refused Ingress (tenancy.warned): what the tenant is told.
 func (tn *tenancy) run(name string, c func(t *testing.T) tally) {
 	if !tn.cs.wants(name) {
 		return
@@ -245,6 +246,36 @@ func (tn *tenancy) settle(class, fleet, name string) client.Object {
 		tn.until(net.JoinHostPort(ip, "8080"), host, "/", 200, echoB)
 	}
 	return canary
+}
+
+// warned waits until the controller's Warning Event reason is on ing
+// (the problems reconciler runs the proxies' translation), and checks that
+// an ownership Event does not name the other team's namespace (it would
+// tell who owns a host). EndpointsRefused quotes the refused targetRef,
+// which the Ingress's own namespace wrote.
+func (tn *tenancy) warned(ing client.Object, reason string) {
+	e := tn.e
+	e.t.Helper()
+	var note string
+	e.eventually(time.Minute, fmt.Sprintf("Event %s on Ingress %s/%s", reason, ing.GetNamespace(), ing.GetName()), func(ctx context.Context) (bool, error) {
+		var evs corev1.EventList
+		if err := e.cl.List(ctx, &evs, client.InNamespace(ing.GetNamespace())); err != nil {
+			return false, err
+		}
+		for _, ev := range evs.Items {
+			o := ev.InvolvedObject
+			if o.Kind == "Ingress" && o.Name == ing.GetName() && ev.Reason == reason && ev.Type == corev1.EventTypeWarning {
+				note = ev.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	for _, ns := range []string{teamA, teamB} {
+		if reason != "EndpointsRefused" && ns != ing.GetNamespace() && strings.Contains(note, ns) {
+			e.t.Errorf("Event %s on %s/%s names namespace %s: %q", reason, ing.GetNamespace(), ing.GetName(), ns, note)
+		}
+	}
 }
 
 // remove deletes a case's objects.
