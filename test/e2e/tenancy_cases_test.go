@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -49,8 +50,17 @@ func attack(t *testing.T, name string, probes ...probe) tally {
 func (tn *tenancy) pathUnderForeignHost(t *testing.T) tally {
 	atk := ingress(teamB, "steal-paths", classPublic, rule(shopHost, exact("/login", echoB), prefix("/public/account", echoB)))
 	tn.e.create(atk)
-	defer tn.remove(atk, tn.settle(classPublic, fleetPublic, "paths"))
+	canary := tn.settle(classPublic, fleetPublic, "paths")
+	defer tn.remove(atk, canary)
 	tn.warned(atk, "HostOwnedElsewhere")
+	// Nothing of B's Ingress is served: once the controller published
+	// the canary's status, B's Ingress has none.
+	tn.e.eventually(time.Minute, "the canary's status", func(ctx context.Context) (bool, error) {
+		return len(tn.status(ctx, canary)) > 0, nil
+	})
+	if lbs := tn.status(context.Background(), atk); len(lbs) > 0 {
+		t.Errorf("Ingress %s/%s, nothing of which is served, has status %v", atk.Namespace, atk.Name, lbs)
+	}
 	want := func(host, target string, status int, app string) probe {
 		return func() (answer, error, bool, bool) {
 			a, err := get(tn.public(), host, target)
@@ -316,4 +326,14 @@ func (tn *tenancy) acmeHTTP01(t *testing.T) tally {
 		a, err := get(tn.public(), host, token)
 		return a, err, a.from(echoB), a.status == 200 && a.from(echoA) && a.path == token
 	})
+}
+
+// status is an Ingress's status.loadBalancer.ingress (nil if it cannot
+// be read).
+func (tn *tenancy) status(ctx context.Context, ing client.Object) []networkingv1.IngressLoadBalancerIngress {
+	var got networkingv1.Ingress
+	if err := tn.e.cl.Get(ctx, client.ObjectKeyFromObject(ing), &got); err != nil {
+		return nil
+	}
+	return got.Status.LoadBalancer.Ingress
 }
