@@ -25,8 +25,9 @@ import (
 
 // The tenancy suite's layout: two IngressClasses, each with a proxy fleet
 // of its own (bindings[].proxy) behind its own HAProxy frontend, and two
-// tenant namespaces with an echo app each. Team A's Ingresses are created
-// first, so A owns its hosts; team B is the attacker.
+// tenant namespaces with an echo app each. Each class's binding has the
+// class's name, so its fleet is RELEASE-proxy-CLASS. Team A's Ingresses
+// are created first, so A owns its hosts; team B is the attacker.
 const (
 	teamA, teamB   = "team-a", "team-b"
 	echoA, echoB   = "echo-a", "echo-b"
