@@ -40,16 +40,26 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 	}
 
 	filter := NewClassFilter(in.IngressClasses, opts)
+	claims := NewClaimFilter(in.IngressClasses, opts)
 	ings := make([]*networkingv1.Ingress, 0, len(in.Ingresses))
+	claimants := make([]*networkingv1.Ingress, 0, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
-		if ing != nil && filter.Serves(ing) {
+		if ing == nil {
+			continue
+		}
+		if filter.Serves(ing) {
 			ings = append(ings, ing)
+		}
+		if claims.Serves(ing) {
+			claimants = append(claimants, ing)
 		}
 	}
 	slices.SortFunc(ings, olderFirst)
 	b.own = in.Ownership
 	if b.own == nil {
-		b.own = NewOwnership(ings, opts.HostOwnership)
+		// Every class of ours claims hosts, not only those this fleet
+		// serves (NewClaimFilter).
+		b.own = NewOwnership(claimants, opts.HostOwnership)
 	}
 	for _, ing := range ings {
 		b.addIngress(ing)

@@ -22,3 +22,25 @@ func namedClasses(opts Options) map[string]bool {
 func ownsController(opts Options, c *networkingv1.IngressClass) bool {
 	return len(opts.IngressClasses) == 0 && c.Spec.Controller == opts.ControllerName
 }
+
+// NewClaimFilter returns the filter of the Ingresses whose hosts count for
+// host ownership (NewOwnership): those of every class of ours, not only of
+// a fleet's own classes (Options.IngressClasses). A host then has the same
+// owner on every fleet, and for the controller's Events, status and DNS
+// records: a namespace cannot take another's host on a fleet that does not
+// serve the owner's class (team B's Ingress of the internal class for team
+// A's internet-facing host).
+func NewClaimFilter(classes []*networkingv1.IngressClass, opts Options) ClassFilter {
+	all := opts
+	all.IngressClasses = nil
+	f := NewClassFilter(classes, all)
+	if len(opts.IngressClasses) == 0 {
+		return f
+	}
+	fleet := NewClassFilter(classes, opts)
+	for n := range fleet.ours {
+		f.ours[n] = true
+	}
+	f.serveNoClass = f.serveNoClass || fleet.serveNoClass
+	return f
+}

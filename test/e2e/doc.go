@@ -5,7 +5,9 @@
 // `sluice controller` as a host process, `sluice proxy` and an echo app as
 // pods, and fixed-rate load through HAProxy while the cluster changes
 // underneath (rollouts, node drain, controller crash, scaling). The goal is
-// failed=0.
+// failed=0. TestTenancy (tenancy_*_test.go) is the exception: one tenant
+// attacks another through two proxy fleets installed with the chart, and
+// each case counts what leaked (leaked=0).
 //
 //	load (test/load) ─► HAProxy 127.0.0.1 ─► sluice proxy pods 10.244.x.y ─► echo pods
 //	                        ▲ runtime API

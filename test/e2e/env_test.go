@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -72,6 +74,13 @@ type env struct {
 	ctlEnv   []string            // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
 	backends []string            // extra HAProxy backends (no servers), set before startHAProxy
 	loadOpts func(*load.Options) // adjusts the load of every case (e.g. https through a TLS listener); nil: none
+
+	// frontends are extra HAProxy frontends, set before startHAProxy, each
+	// with a backend of its own name and no servers (a binding's
+	// controller or the test adds them); startHAProxy gives each a port
+	// on 127.0.0.1 in frontPorts.
+	frontends  []frontend
+	frontPorts map[string]int
 }
 
 func repoRoot(t *testing.T) string {
@@ -254,11 +263,49 @@ backend %s
 	for _, b := range e.backends {
 		cfg += fmt.Sprintf("backend %s\n    balance roundrobin\n", b)
 	}
+	e.frontPorts = map[string]int{}
+	for _, f := range e.frontends {
+		port := testenv.FreePort(e.t, "127.0.0.1")
+		e.frontPorts[f.name] = port
+		cfg += f.config(port)
+	}
 	path := filepath.Join(e.dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
 	e.haproxy = testenv.StartHAProxy(e.t, testenv.HAProxy{Config: path, Args: e.lbArgs, Socket: e.lbSock, LogDir: e.dir})
+}
+
+// frontend is an extra HAProxy frontend and its backend, both named name.
+type frontend struct {
+	name string
+	// tcp: TCP mode (TLS passes through to the servers), without health
+	// checks; else HTTP mode checking /healthz, as the main frontend.
+	tcp bool
+}
+
+func (f frontend) config(port int) string {
+	if f.tcp {
+		return fmt.Sprintf("frontend fe-%[1]s\n    mode tcp\n    bind 127.0.0.1:%[2]d\n    default_backend %[1]s\nbackend %[1]s\n    mode tcp\n    balance roundrobin\n", f.name, port)
+	}
+	return fmt.Sprintf("frontend fe-%[1]s\n    bind 127.0.0.1:%[2]d\n    default_backend %[1]s\nbackend %[1]s\n    balance roundrobin\n    option httpchk GET /healthz\n", f.name, port)
+}
+
+// lbCommand sends one command to HAProxy's runtime API and returns its
+// answer.
+func (e *env) lbCommand(cmd string) string {
+	e.t.Helper()
+	c, err := net.Dial("unix", e.lbSock)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(c, "%s\n", cmd); err != nil {
+		e.t.Fatal(err)
+	}
+	out, _ := io.ReadAll(c) // HAProxy closes after the answer
+	return string(out)
 }
 
 // startController runs `sluice controller` on the host with the admin
@@ -407,16 +454,31 @@ func (e *env) proxyDeployment() *appsv1.Deployment {
 }
 
 func echoObjects() []client.Object {
-	labels := map[string]string{"app": appName}
-	replicas := int32(3)
-	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
-	grace := int64(10)
 	class := "sluice"
 	prefix := networkingv1.PathTypePrefix
-	return []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNS}},
-		&appsv1.Deployment{
+	return append(echoApp(appNS, appName, 3, map[string]string{"app": appName}),
+		&networkingv1.Ingress{
 			ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: appName},
+			Spec: networkingv1.IngressSpec{
+				IngressClassName: &class,
+				Rules: []networkingv1.IngressRule{{Host: appHost, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{
+						Service: &networkingv1.IngressServiceBackend{Name: appName, Port: networkingv1.ServiceBackendPort{Name: "http"}}}}},
+				}}}},
+			},
+		})
+}
+
+// echoApp is namespace ns with an echo Deployment and its Service, both
+// called name; the pods carry labels and answer with their own name in
+// X-Echo-Name (so a response says which Service served it).
+func echoApp(ns, name string, replicas int32, labels map[string]string) []client.Object {
+	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
+	grace := int64(10)
+	return []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: appsv1.DeploymentSpec{
 				Replicas: &replicas,
 				Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -444,18 +506,8 @@ func echoObjects() []client.Object {
 			},
 		},
 		&corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: appName},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
-		},
-		&networkingv1.Ingress{
-			ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: appName},
-			Spec: networkingv1.IngressSpec{
-				IngressClassName: &class,
-				Rules: []networkingv1.IngressRule{{Host: appHost, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-					Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{
-						Service: &networkingv1.IngressServiceBackend{Name: appName, Port: networkingv1.ServiceBackendPort{Name: "http"}}}}},
-				}}}},
-			},
 		},
 	}
 }

@@ -104,6 +104,9 @@ type chartOptions struct {
 	// values override all the others (YAML; a values file merged over
 	// them, as helm does).
 	values string
+	// base, if set, replaces helmValues: the values made of HAProxy's
+	// runtime API address (tcp://HOST:PORT; "" with lb).
+	base func(runtimeAPI string) string
 }
 
 // installChart starts a cluster (its names after prefix) with a load
@@ -137,7 +140,11 @@ func installChart(t *testing.T, prefix string, opts chartOptions) *helmEnv {
 		}
 		e.startHAProxy()
 	}
-	h.values = h.writeValues("values.yaml", helmValues(runtimeAPI))
+	base := helmValues
+	if opts.base != nil {
+		base = opts.base
+	}
+	h.values = h.writeValues("values.yaml", base(runtimeAPI))
 	for i, v := range []string{lbValues, setupValues, opts.values} {
 		if v != "" {
 			h.extra = append(h.extra, h.writeValues(fmt.Sprintf("values-%d.yaml", i), v))
@@ -430,18 +437,9 @@ func (h *helmEnv) duplicates() []string {
 // haproxyServers lists the servers in HAProxy's backend.
 func (h *helmEnv) haproxyServers() []string {
 	h.t.Helper()
-	c, err := net.Dial("unix", h.lbSock)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(c, "show servers state %s\n", backend); err != nil {
-		h.t.Fatal(err)
-	}
-	out, _ := io.ReadAll(c) // HAProxy closes after the answer
+	out := h.lbCommand(fmt.Sprintf("show servers state %s", backend))
 	var servers []string
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
 		// Data lines: be_id be_name srv_id srv_name srv_addr ...
 		if len(f) > 4 && f[1] == backend {

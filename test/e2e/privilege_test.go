@@ -32,14 +32,11 @@ import (
 )
 
 // Namespaces of TestPrivilege besides the release's (proxyNS) and the
-// app's: a second binding namespace, a tenant with its own DNS domains,
-// and one that is neither, where `kubectl auth can-i --list` shows what a
-// service account holds cluster-wide.
-const (
-	teamA     = "team-a"
-	teamB     = "team-b"
-	elsewhere = "elsewhere"
-)
+// app's: a second binding namespace (teamA), a tenant with its own DNS
+// domains (teamB; both named with TestTenancy's), and one that is
+// neither, where `kubectl auth can-i --list` shows what a service account
+// holds cluster-wide.
+const elsewhere = "elsewhere"
 
 // TestPrivilege is issue 24's end-to-end proof of least privilege, with
 // sluice installed by `helm install` of deploy/helm/sluice into a

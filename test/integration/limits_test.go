@@ -3,19 +3,15 @@
 package integration
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"sluice.dev/sluice/test/testenv"
 )
 
 // TestClientLimits runs a real sluice proxy with short client timeouts and
@@ -46,61 +42,24 @@ func TestClientLimits(t *testing.T) {
 		attack func(t *testing.T, i int) bool
 	}{
 		{"slowloris", attackers, func(t *testing.T, _ int) bool {
-			conn := dialAttacker(t, addr)
-			if conn == nil {
-				return false
-			}
-			io.WriteString(conn, "GET / HTTP/1.1\r\nHost: limits.test\r\n")
-			go func() {
-				for _, b := range []byte("X-Slow: 1\r\nX-Slow: 2\r\nX-Slow: 3\r\nX-Slow: 4\r\n") {
-					if _, err := conn.Write([]byte{b}); err != nil {
-						return
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-			}()
-			return closedByProxy(conn)
+			return testenv.Slowloris(t, addr, "limits.test")
 		}},
 		{"slow-body", attackers, func(t *testing.T, _ int) bool {
-			conn := dialAttacker(t, addr)
-			if conn == nil {
-				return false
-			}
-			io.WriteString(conn, "POST / HTTP/1.1\r\nHost: limits.test\r\nContent-Length: 1000000\r\n\r\n0123456789")
-			br := bufio.NewReader(conn)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil || resp.StatusCode != http.StatusRequestTimeout {
-				t.Errorf("stalled body: %v %v, want 408", resp, err)
-				return false
-			}
-			_, err = io.Copy(io.Discard, br)
-			return err == nil || errors.Is(err, syscall.ECONNRESET)
+			return testenv.SlowBody(t, addr, "limits.test")
 		}},
 		{"slow-read", attackers, func(t *testing.T, _ int) bool {
-			conn := dialAttacker(t, addr)
+			conn := testenv.SlowReader(t, addr, "limits.test", fmt.Sprintf("/bytes/%d", 64<<20))
 			if conn == nil {
 				return false
 			}
-			// The default receive buffer: a tiny one makes the kernel
-			// deliver the rest, once read, by slow zero-window probes.
-			io.WriteString(conn, fmt.Sprintf("GET /bytes/%d HTTP/1.1\r\nHost: limits.test\r\n\r\n", 64<<20))
 			// Read nothing until the proxy counted every attacker's
 			// write timeout, then see whether the response was cut.
 			waitMetricAtLeast(t, sp, "sluice_client_timeouts_total", `timeout="write_idle"`, attackers)
-			n, closed := drain(conn)
+			n, closed := testenv.Drain(conn)
 			return closed && n < 64<<20
 		}},
 		{"conn-cap", connCap + attackers, func(t *testing.T, _ int) bool {
-			// Idle connections: beyond the cap they are reset at
-			// accept (maybe before the dial returns), the others
-			// closed by the header timeout.
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				return errors.Is(err, syscall.ECONNRESET)
-			}
-			t.Cleanup(func() { conn.Close() })
-			conn.SetDeadline(time.Now().Add(30 * time.Second)) // failsafe
-			return closedByProxy(conn)
+			return testenv.IdleConn(t, addr)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,34 +148,6 @@ func waitLimitsRoute(t *testing.T, addr string) {
 	}
 }
 
-func dialAttacker(t *testing.T, addr string) net.Conn {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Errorf("dialing: %v", err)
-		return nil
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(30 * time.Second)) // failsafe
-	return conn
-}
-
-// closedByProxy reads conn until the proxy closes it (whatever it sent
-// before) and reports whether it did; false on the failsafe deadline.
-func closedByProxy(conn net.Conn) bool {
-	if conn == nil {
-		return false
-	}
-	_, closed := drain(conn)
-	return closed
-}
-
-// drain reads conn to its end: the bytes read, and whether the proxy
-// closed it (EOF or reset).
-func drain(conn net.Conn) (int64, bool) {
-	n, err := io.Copy(io.Discard, conn)
-	return n, err == nil || errors.Is(err, syscall.ECONNRESET)
-}
-
 // waitMetricAtLeast polls the proxy's metric (summed over the series
 // whose labels contain label) until it reaches want.
 func waitMetricAtLeast(t *testing.T, sp *sluiceProxy, name, label string, want float64) {
@@ -245,17 +176,5 @@ func (sp *sluiceProxy) metricWith(name, label string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var sum float64
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, label) {
-			continue
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing %q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, nil
+	return testenv.MetricSum(string(b), name, label)
 }

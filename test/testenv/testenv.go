@@ -1,9 +1,10 @@
 // Package testenv holds what the slow tests share to run real parts on this
 // machine: free ports on loopback, child processes that are stopped by PID
 // when the test ends whatever its outcome, and HAProxy in the foreground
-// with its runtime API socket. Integration and e2e suites, the HAProxy
-// provider's integration tests and the BIND and cluster harnesses use it;
-// nothing outside tests does.
+// with its runtime API socket; and slow and hostile HTTP clients for the
+// tests of the proxy's client limits (attackers.go). Integration and e2e
+// suites, the HAProxy provider's integration tests and the BIND and
+// cluster harnesses use it; nothing outside tests does.
 package testenv
 
 import (
@@ -28,7 +29,8 @@ import (
 // on this shared machine, other load tests open thousands of connections
 // to loopback, and a port the kernel handed out as free (port 0) was
 // often some client's source port a moment later ("address already in
-// use"). It falls back to the kernel's choice.
+// use"). It falls back to the kernel's choice when 100 picks found none
+// (the range below is used up).
 //
 // A port is handed out at most once per test process: it is free only
 // until its test binds it, so two random picks of the same port (a test
@@ -47,12 +49,20 @@ func Port(host string) (int, error) {
 			return port, nil
 		}
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port on %s: %w", host, err)
+	// The kernel's choice, also handed out at most once: the range below
+	// may be used up in a long test process.
+	for range 100 {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return 0, fmt.Errorf("finding a free port on %s: %w", host, err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if given.take(port) {
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("finding a free port on %s: every one the kernel chose was handed out before", host)
 }
 
 // handedOut is the set of ports Port returned (or tried) in this process.

@@ -33,15 +33,42 @@ func TestStopEndsProcessByPID(t *testing.T) {
 	}
 }
 
-// No port is handed out twice in one process: 1000 random picks from the
-// ~12,000 ports below the ephemeral range would repeat one almost surely.
+// No port is handed out twice in one process: 300 random picks from the
+// ~12,000 ports below the ephemeral range would repeat one (97%). Not
+// more: a process running the tests 20 times (-count=20) must not use up
+// the range, which the other test checks.
 func TestPortNeverHandedOutTwice(t *testing.T) {
 	seen := map[int]bool{}
-	for range 1000 {
+	for range 300 {
 		p := FreePort(t, "127.0.0.1")
 		if seen[p] {
 			t.Fatalf("port %d handed out twice", p)
 		}
 		seen[p] = true
+	}
+}
+
+func TestMetricSum(t *testing.T) {
+	text := `# HELP sluice_client_timeouts_total x
+sluice_client_timeouts_total{timeout="read_header"} 3
+sluice_client_timeouts_total{timeout="write_idle"} 2
+sluice_client_timeouts_total_other 9
+sluice_endpoints_refused 4
+`
+	for _, tc := range []struct {
+		name, label string
+		want        float64
+	}{
+		{"sluice_client_timeouts_total", "", 5},
+		{"sluice_client_timeouts_total", `timeout="write_idle"`, 2},
+		{"sluice_endpoints_refused", "", 4},
+		{"sluice_missing", "", 0},
+	} {
+		if got, err := MetricSum(text, tc.name, tc.label); err != nil || got != tc.want {
+			t.Errorf("MetricSum(%s, %q) = %v, %v; want %v", tc.name, tc.label, got, err, tc.want)
+		}
+	}
+	if _, err := MetricSum("sluice_x nope\n", "sluice_x", ""); err == nil {
+		t.Error("MetricSum of an unparsable sample: no error")
 	}
 }
