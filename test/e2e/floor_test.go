@@ -48,33 +48,29 @@ import (
 // that gap (failed=0); the floor cases must show at least 1.
 func TestFloor(t *testing.T) {
 	// Four nodes, two per zone: a zone's node can be drained while its
-	// other node takes the replacement.
-	e := newClusterOf(t, "slf", cluster.Nodes(4, 2))
-	master := filepath.Join(e.dir, "haproxy-master.sock")
-	e.lbArgs = []string{"-W", "-S", master}
-	// Requests that reach a new HAProxy process before the controller has
-	// restored its servers wait (at most 1 s) instead of failing.
-	xfer := filepath.Join(e.dir, "haproxy-xfer.sock")
-	e.lbGlobal = "    lua-load " + filepath.Join(e.root, "deploy/haproxy/sluice-wait.lua") +
-		"\n    stats socket " + xfer + " mode 600 level admin expose-fd listeners"
-	e.lbBack = "    http-request lua.sluice_wait_servers " + backend
-	e.startHAProxy()
-	hook := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "127.0.0.1"))
-	e.ctlArgs = []string{"--haproxy-watch-interval=100ms",
-		"--eviction-webhook-address=" + hook, "--eviction-webhook-url=https://" + hook, "--eviction-webhook-create-configurations",
-		"--eviction-webhook-cert-dir=" + filepath.Join(e.dir, "webhook")}
-	e.startController()
-	t.Cleanup(e.stopController)
-
-	e.create(echoObjects()...)
-	e.binding(true)
-	e.create(e.proxyDeployment())
-	e.settled(appNS, appName, 2*time.Minute)
-	e.settled(proxyNS, proxyName, 2*time.Minute)
-	e.eventually(30*time.Second, "a request through HAProxy", func(context.Context) (bool, error) {
-		code, body, err := e.get()
-		return err == nil && code == 200 && strings.Contains(body, "echo"), err
+	// other node takes the replacement. sluice comes from its chart with
+	// the eviction webhook on: the API server calls the controller pods
+	// through the chart's Service, whichever replica it picks.
+	var master, xfer string
+	h := newChartEnv(t, "slf", chartOptions{
+		nodes: cluster.Nodes(4, 2),
+		haproxy: func(e *env) {
+			master = filepath.Join(e.dir, "haproxy-master.sock")
+			e.lbArgs = []string{"-W", "-S", master}
+			// Requests that reach a new HAProxy process before the
+			// controller has restored its servers wait (at most 1 s)
+			// instead of failing.
+			xfer = filepath.Join(e.dir, "haproxy-xfer.sock")
+			e.lbGlobal = "    lua-load " + filepath.Join(e.root, "deploy/haproxy/sluice-wait.lua") +
+				"\n    stats socket " + xfer + " mode 600 level admin expose-fd listeners"
+			e.lbBack = "    http-request lua.sluice_wait_servers " + backend
+		},
+		values: `controller:
+  extraArgs: [--haproxy-watch-interval=100ms]
+  evictionWebhook: {enabled: true}
+`,
 	})
+	e := h.env
 	e.eventually(30*time.Second, "every zone of the binding healthy", func(ctx context.Context) (bool, error) {
 		z, err := e.minZoneHealthy(ctx)
 		return z > 0, err
