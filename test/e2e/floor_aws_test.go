@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +21,6 @@ import (
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/aws/awsfake"
 	"sluice.dev/sluice/internal/targets"
-	"sluice.dev/sluice/test/testenv"
 )
 
 // TestFloorAWS rolls the proxies behind the fake NLB with cross-zone load
@@ -45,48 +43,51 @@ import (
 //     finally deletes zone-b's last pod; it must show that (failed>0 or
 //     min_zone_healthy=0).
 func TestFloorAWS(t *testing.T) {
-	e := newCluster(t, "sfa")
-	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	arn, err := f.AddTargetGroup(awsfake.TargetGroup{
-		Name: "sluice-floor", TargetType: "ip", Protocol: "TCP", Port: 8080,
-		HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
-		HealthyThreshold: 2, UnhealthyThreshold: 2,
-		DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
-		Tags:   map[string]string{aws.OwnedTag: "true"},
-		Listen: true, CrossZoneOff: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, ok := f.ZoneListener(arn, "zone-b")
-	if !ok {
-		t.Fatal("no zone-b node")
-	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.lbPort, err = strconv.Atoi(port); err != nil {
-		t.Fatal(err)
-	}
-	hook := testenv.FreeAddr(t, "127.0.0.1")
-	e.ctlArgs = []string{"--aws-endpoint", f.URL(),
-		"--eviction-webhook-address=" + hook, "--eviction-webhook-url=https://" + hook, "--eviction-webhook-create-configurations",
-		"--eviction-webhook-cert-dir=" + filepath.Join(e.dir, "webhook")}
-	e.ctlEnv = fakeAWSEnv()
-	e.startController()
-	t.Cleanup(e.stopController)
+	// sluice from its chart with the webhooks on (the API server calls the
+	// steering webhook through the chart's Service, whichever controller
+	// replica it picks); the test creates the aws binding.
+	var f *awsfake.Fake
+	var arn string
+	h := installChart(t, "sfa", chartOptions{lb: func(e *env) string {
+		var err error
+		f, err = awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}, Address: net.JoinHostPort(e.c.BridgeIP().String(), "0")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		arn, err = f.AddTargetGroup(awsfake.TargetGroup{
+			Name: "sluice-floor", TargetType: "ip", Protocol: "TCP", Port: 8080,
+			HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
+			HealthyThreshold: 2, UnhealthyThreshold: 2,
+			DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
+			Tags:   map[string]string{aws.OwnedTag: "true"},
+			Listen: true, CrossZoneOff: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, ok := f.ZoneListener(arn, "zone-b")
+		if !ok {
+			t.Fatal("no zone-b node")
+		}
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.lbPort, err = strconv.Atoi(port); err != nil {
+			t.Fatal(err)
+		}
+		return chartAWSValues(f.URL(), "--allowed-aws-target-groups="+arn) + `  evictionWebhook: {enabled: true}
+bindings: []
+ingressClasses: [{name: sluice, binding: aws}]
+`
+	}})
+	e := h.env
 
 	e.create(echoObjects()...)
 	e.awsBinding(arn)
-	e.create(e.proxyDeployment())
 	e.eventually(30*time.Second, "the zone steering webhook configured", func(ctx context.Context) (bool, error) {
-		_, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "sluice-zone-steer", metav1.GetOptions{})
-		return err == nil, nil
+		return e.webhooksReady(ctx), nil
 	})
 	e.settled(appNS, appName, 2*time.Minute)
 	e.settled(proxyNS, proxyName, 2*time.Minute)

@@ -366,8 +366,7 @@ func (e *env) drainZone(t *testing.T) int {
 	defer setFloor(1)
 	// Let the reconciler see the new floor (the webhook reads the spec).
 	e.eventually(30*time.Second, "the webhook configuration", func(ctx context.Context) (bool, error) {
-		_, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "sluice-eviction-floor", metav1.GetOptions{})
-		return err == nil, nil
+		return e.webhooksReady(ctx), nil
 	})
 	e.cordon(victim.Spec.NodeName, true)
 	evict := func() error {
@@ -409,4 +408,29 @@ func (e *env) drainZone(t *testing.T) int {
 	e.scale(proxyNS, proxyName, int32(len(live)))
 	e.settled(proxyNS, proxyName, 3*time.Minute)
 	return refused
+}
+
+// webhooksReady says whether the chart's zone-floor webhook configurations
+// exist and the controller has put its CA into every webhook of them (until
+// then the API server's calls fail and the webhooks fail open).
+func (e *env) webhooksReady(ctx context.Context) bool {
+	v, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "sluice-eviction-floor", metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	m, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "sluice-zone-steer", metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, w := range v.Webhooks {
+		if len(w.ClientConfig.CABundle) == 0 {
+			return false
+		}
+	}
+	for _, w := range m.Webhooks {
+		if len(w.ClientConfig.CABundle) == 0 {
+			return false
+		}
+	}
+	return len(v.Webhooks) > 0 && len(m.Webhooks) > 0
 }
