@@ -74,6 +74,7 @@ type env struct {
 	ctlEnv   []string            // extra controller environment (KEY=VALUE); AWS_* of the test process are dropped then
 	backends []string            // extra HAProxy backends (no servers), set before startHAProxy
 	loadOpts func(*load.Options) // adjusts the load of every case (e.g. https through a TLS listener); nil: none
+	holdNext bool                // the next case's load asks the echo pods to hold each answer (holdInFlight)
 
 	// frontends are extra HAProxy frontends, set before startHAProxy, each
 	// with a backend of its own name and no servers (a binding's

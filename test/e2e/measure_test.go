@@ -313,17 +313,10 @@ const (
 	twinHold = 200 * time.Millisecond
 )
 
-// holdInFlight makes the load of the following cases wait twinHold at the
-// backend (see twinHold); for the twins.
-func (e *env) holdInFlight() {
-	prev := e.loadOpts
-	e.loadOpts = func(o *load.Options) {
-		if prev != nil {
-			prev(o)
-		}
-		o.Paths = []string{"/?delay=" + twinHold.String()}
-	}
-}
+// holdInFlight makes the load of the next measured case (a twin) wait
+// twinHold at the backend (see twinHold); the cases after it get the
+// usual load again.
+func (e *env) holdInFlight() { e.holdNext = true }
 
 // measure runs action under one continuous fixed-rate load, from before
 // action starts until loadTail after it returned, and reports the load
@@ -344,6 +337,10 @@ func (e *env) measure(name string, action func()) caseResult {
 	}
 	if e.loadOpts != nil {
 		e.loadOpts(&o)
+	}
+	if e.holdNext {
+		e.holdNext = false
+		o.Paths = []string{"/?delay=" + twinHold.String()}
 	}
 	stop := make(chan struct{})
 	o.Stop = stop
