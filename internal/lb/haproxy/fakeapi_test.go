@@ -215,9 +215,9 @@ func (f *fakeAPI) exec(w []string) string {
 			sv.admin = 0
 			sv.status, sv.check = "UP 1/2", "INI"
 		case "state drain":
-			sv.admin = admForcedDrain
+			sv.admin, sv.since = admForcedDrain, 0 // an admin change resets it, as in HAProxy
 		case "state maint":
-			sv.admin = admForcedMaint
+			sv.admin, sv.since = admForcedMaint, 0
 		case "health down":
 			sv.status = "DOWN"
 		}

@@ -462,10 +462,11 @@ func (p *Provider) do(ctx context.Context, cmds []string, ok ...string) error {
 //   - a server taking traffic is set to "drain" (no new load-balanced
 //     traffic; sticky sessions and health checks continue);
 //   - a draining server with no sessions, or draining for longer than
-//     MaxDrain, is set to "maint" (nothing new at all) and deleted;
-//   - a server in maintenance is deleted once HAProxy agrees it has no
-//     connections left ("del server" refuses otherwise; that refusal is not
-//     an error, the target simply stays Draining with its connection count).
+//     MaxDrain, is set to "maint" (nothing new at all);
+//   - a server in maintenance for maintSettle is deleted once HAProxy
+//     agrees it has no connections left ("del server" refuses otherwise;
+//     that refusal is not an error, the target simply stays Draining with
+//     its connection count).
 func (p *Provider) Deregister(ctx context.Context, group string, ts []lb.Target) error {
 	addrs, current, err := p.prepare(ctx, group, ts)
 	if err != nil && (addrs == nil || fatal(err)) {
@@ -488,18 +489,31 @@ func (p *Provider) Deregister(ctx context.Context, group string, ts []lb.Target)
 	return errors.Join(errs...)
 }
 
+// maintSettle is how many seconds, as HAProxy counts them
+// (srv_time_since_last_change, whole seconds: 2 is more than one second),
+// a server stays in maintenance before "del server". HAProxy before the
+// fix of haproxy/haproxy#2298 (in 2.6.16 and 2.8.4; Debian 12 ships
+// 2.6.12) counts a stream's session back before the stream lets go of the
+// server, and a "del server" in that moment frees a server the stream
+// still points at: the process crashes. Seen in sluice's e2e tests when
+// drain, maint and delete came within a second. In maintenance nothing
+// new goes to the server, so a second there outlasts that moment.
+const maintSettle = 2
+
 func (p *Provider) deregister(ctx context.Context, group string, s server) error {
 	ref := group + "/" + s.name
 	switch {
 	case s.admin&admMaint != 0:
+		if s.since >= 0 && s.since < maintSettle {
+			return nil // deleted once settled in maintenance
+		}
 	case s.admin&admDrain != 0:
 		sessions := s.status.Connections
 		if sessions != 0 && (s.since < 0 || time.Duration(s.since)*time.Second < p.maxDrain) {
 			return nil // still draining
 		}
-		if err := p.do(ctx, []string{"set server " + ref + " state maint"}); err != nil {
-			return ignoreGone(err)
-		}
+		// Maintenance now, deleted by a later call (maintSettle).
+		return ignoreGone(p.do(ctx, []string{"set server " + ref + " state maint"}))
 	default:
 		return ignoreGone(p.do(ctx, []string{"set server " + ref + " state drain"}))
 	}

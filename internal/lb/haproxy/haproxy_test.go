@@ -102,13 +102,31 @@ func TestDeregisterSteps(t *testing.T) {
 	if s := state(); s.Reason != "drain" {
 		t.Fatalf("draining server with sessions moved on: %+v", s)
 	}
-	// Sessions gone: maint and deleted in one call.
+	// Sessions gone: maint, and kept there until it settled (maintSettle:
+	// HAProxy 2.6.12 can crash on a "del server" right after a stream
+	// let go of it).
 	f.update(func() { srv.scur = 0 })
+	for range 2 {
+		if err := p.Deregister(ctx, "be", tg); err != nil {
+			t.Fatal(err)
+		}
+		if s := f.server("be", name); s == nil || s.admin != admForcedMaint {
+			t.Fatalf("right after drain: %+v, want kept in maint", s)
+		}
+	}
+	f.update(func() { srv.since = maintSettle - 1 })
+	if err := p.Deregister(ctx, "be", tg); err != nil {
+		t.Fatal(err)
+	}
+	if f.server("be", name) == nil {
+		t.Fatal("deleted before it settled in maintenance")
+	}
+	f.update(func() { srv.since = maintSettle })
 	if err := p.Deregister(ctx, "be", tg); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := p.Targets(ctx, "be"); err != nil || len(st) != 0 {
-		t.Fatalf("after drain: %+v, %v", st, err)
+		t.Fatalf("after settling: %+v, %v", st, err)
 	}
 	// Idempotent once gone.
 	if err := p.Deregister(ctx, "be", tg); err != nil {

@@ -250,13 +250,21 @@ func TestIntegrationLifecycle(t *testing.T) {
 	if s.State != lb.Draining || s.Connections != 1 {
 		t.Fatalf("after deregister with a request in flight: %+v", s)
 	}
-	// The unhealthy one had no sessions: drained on the next call.
+	// The unhealthy one had no sessions: in maintenance on the next call,
+	// deleted once it settled there (maintSettle) by a later one.
 	if err := p.Deregister(ctx, "be", tg); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := statusOf(t, p, bad.addr); ok {
-		t.Fatal("idle target still listed after second deregister")
+	if s, ok := statusOf(t, p, bad.addr); ok && s.Reason != "maint" {
+		t.Fatalf("idle target after second deregister: %+v, want in maintenance", s)
 	}
+	waitFor(t, "the idle target deleted", func() bool {
+		if err := p.Deregister(ctx, "be", tg); err != nil {
+			t.Fatal(err)
+		}
+		_, ok := statusOf(t, p, bad.addr)
+		return !ok
+	})
 	s, _ = statusOf(t, p, good.addr)
 	if s.State != lb.Draining || s.Connections != 1 {
 		t.Fatalf("busy target after second deregister: %+v", s)
@@ -282,12 +290,16 @@ func TestIntegrationLifecycle(t *testing.T) {
 		s, ok := statusOf(t, p, good.addr)
 		return !ok || s.Connections == 0
 	})
-	if err := p.Deregister(ctx, "be", tg); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := p.Targets(ctx, "be"); err != nil || len(st) != 0 {
-		t.Fatalf("after drain: %+v %v", st, err)
-	}
+	waitFor(t, "the drained target deleted", func() bool {
+		if err := p.Deregister(ctx, "be", tg); err != nil {
+			t.Fatal(err)
+		}
+		st, err := p.Targets(ctx, "be")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(st) == 0
+	})
 }
 
 func TestIntegrationRestartAndErrors(t *testing.T) {
