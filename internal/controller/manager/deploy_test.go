@@ -109,10 +109,15 @@ func TestDeployManifests(t *testing.T) {
 	if !allows(pods.Rules, "", "pods", "watch") || !allows(pods.Rules, "", "pods/status", "patch") || allows(role.Rules, "", "pods", "watch") {
 		t.Error("pods not granted in the binding namespace, or granted cluster-wide")
 	}
+	// Bindings are read everywhere, written only in the binding namespaces.
+	if !allows(pods.Rules, "sluice.dev", "loadbalancerbindings", "patch") || !allows(pods.Rules, "sluice.dev", "loadbalancerbindings/status", "patch") ||
+		allows(role.Rules, "sluice.dev", "loadbalancerbindings", "patch") || allows(role.Rules, "sluice.dev", "loadbalancerbindings/status", "patch") {
+		t.Error("bindings not writable in the binding namespace, or writable cluster-wide")
+	}
 	for _, need := range []struct{ group, resource, verb string }{
 		{"", "nodes", "list"},
 		{"networking.k8s.io", "ingresses/status", "patch"}, {"networking.k8s.io", "ingressclasses", "watch"},
-		{"sluice.dev", "loadbalancerbindings", "patch"}, {"sluice.dev", "loadbalancerbindings/status", "patch"},
+		{"sluice.dev", "loadbalancerbindings", "watch"},
 		{"events.k8s.io", "events", "create"},
 	} {
 		if !allows(role.Rules, need.group, need.resource, need.verb) {
