@@ -86,13 +86,22 @@ func (e *env) tagBindingCase(f *awsfake.Fake, arn string) (action func(), extra 
 			e.t.Errorf("privilege-tag-binding: the platform's target group changed while only tenants' bindings were created: "+
 				"targets %v → %v, RegisterTargets +%d, DeregisterTargets +%d", before, after, reg, dereg)
 		}
+		// The refusals, counted from the bindings' conditions as the API
+		// server holds them now.
+		refused := map[string]int{}
 		for _, ns := range []string{tenantNoTag, tenantTagged} {
-			b := &v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws"}}
-			if err := e.cl.Delete(context.Background(), b); client.IgnoreNotFound(err) != nil {
+			b := v1alpha1.LoadBalancerBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws"}}
+			if err := e.cl.Get(context.Background(), client.ObjectKeyFromObject(&b), &b); err == nil {
+				if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+					refused[c.Reason]++
+				}
+			}
+			if err := e.cl.Delete(context.Background(), &b); client.IgnoreNotFound(err) != nil {
 				e.t.Errorf("deleting %s/aws: %v", ns, err)
 			}
 		}
-		return fmt.Sprintf("forbidden=1 group_conflict=1 targets_changed=%d register_calls=%d deregister_calls=%d", changed, reg, dereg)
+		return fmt.Sprintf("forbidden=%d group_conflict=%d targets_changed=%d register_calls=%d deregister_calls=%d",
+			refused["Forbidden"], refused["GroupConflict"], changed, reg, dereg)
 	}
 	return action, extra
 }
@@ -171,7 +180,11 @@ func (e *env) tenantIDSCase() (action func(), extra func() string) {
 		if err := e.cl.Delete(ctx, &x); client.IgnoreNotFound(err) != nil {
 			e.t.Errorf("deleting the tenant's IngressDaemonSet: %v", err)
 		}
-		return fmt.Sprintf("forbidden=1 objects_created=%d nodes_detached=%d targets_changed=%d", created, detached, changed)
+		forbidden := 0
+		if ok, _ := e.hasWarningEvent(ctx, tenantIDS, "IngressDaemonSet", idsName, "Forbidden"); ok {
+			forbidden = 1
+		}
+		return fmt.Sprintf("forbidden=%d objects_created=%d nodes_detached=%d targets_changed=%d", forbidden, created, detached, changed)
 	}
 	return action, extra
 }
