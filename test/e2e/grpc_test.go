@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,10 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/test/grpcecho"
+	"sluice.dev/sluice/test/load"
 )
 
 const (
@@ -101,6 +103,9 @@ func (e *env) brokenIngressEvents() {
 	e.summary(line)
 }
 
+// grpcRate is grpc-roll's fixed call rate.
+const grpcRate = 300
+
 // grpcRoll deploys the gRPC app and the proxies (with --h2c), binds the
 // proxies to HAProxy's TCP-mode backend, and restarts the app under load.
 func (e *env) grpcRoll() {
@@ -130,53 +135,63 @@ func (e *env) grpcRoll() {
 		e.t.Fatalf("every kind of call: %v", err)
 	}
 
-	var calls, failed, streams atomic.Int64
-	var mu sync.Mutex
-	var firstErrs []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				var err error
-				if (i+w)%10 == 0 {
-					streams.Add(1)
-					err = serverStream(ctx, cc, "5/20ms", 5)
-				} else {
-					_, err = grpcecho.Unary(ctx, cc, "x")
-				}
-				cancel()
-				calls.Add(1)
-				if err != nil {
-					failed.Add(1)
-					mu.Lock()
-					if len(firstErrs) < 5 {
-						firstErrs = append(firstErrs, err.Error())
-					}
-					mu.Unlock()
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+	// Open-loop load with the harness's generator: one call per slot of
+	// a fixed schedule, whatever earlier calls do; every tenth is a server
+	// stream. gRPC calls are POSTs that grpc-go could replay on a new
+	// connection when one closes before the call left the client
+	// (transparent retry): the connection for the load disables retries,
+	// so such a call fails and is counted instead.
+	lc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", e.grpcPort),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority(grpcHost),
+		grpc.WithDisableRetry())
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	defer lc.Close()
+	var streams atomic.Int64
+	stop := make(chan struct{})
+	o := load.Options{Rate: grpcRate, Stop: stop, Timeout: 20 * time.Second, MaxInFlight: 10000, SlowAfter: slowAfter,
+		Call: func(ctx context.Context, i int64) error {
+			var err error
+			if i%10 == 0 {
+				streams.Add(1)
+				err = serverStream(ctx, lc, "5/20ms", 5)
+			} else {
+				var got string
+				got, err = grpcecho.Unary(ctx, lc, "x")
+				if err == nil && !strings.HasPrefix(got, grpcApp) {
+					err = &load.CallError{Kind: load.KindCheck, Err: fmt.Errorf("answered by %q", got)}
+				}
+			}
+			if s, ok := status.FromError(err); ok && err != nil && s.Code() != codes.DeadlineExceeded {
+				return &load.CallError{Kind: load.KindGRPCStatus, Err: err}
+			}
+			return err
+		}}
+	done := make(chan struct{})
+	var res load.Result
+	var loadErr error
+	go func() {
+		defer close(done)
+		res, loadErr = load.Run(context.Background(), o)
+	}()
+	time.Sleep(3 * time.Second) // load before the roll: coverage, not synchronisation
 	e.restartDeployment(grpcNS, grpcApp)
 	e.settled(grpcNS, grpcApp, 3*time.Minute)
-	time.Sleep(5 * time.Second) // the last old pods' exits
+	time.Sleep(loadTail) // the last old pods' exits
 	close(stop)
-	wg.Wait()
-
-	e.summary(fmt.Sprintf("e2e grpc-roll: requests=%d failed=%d streams=%d", calls.Load(), failed.Load(), streams.Load()))
-	if failed.Load() > 0 {
-		e.t.Errorf("grpc-roll: %d of %d calls failed; first errors: %s", failed.Load(), calls.Load(), strings.Join(firstErrs, " | "))
+	<-done
+	if loadErr != nil {
+		e.t.Errorf("grpc-roll: load: %v", loadErr)
+	}
+	// posts: every call is a POST that is never sent twice (retries off).
+	e.summary(fmt.Sprintf("e2e grpc-roll: requests=%d failed=%d posts=%d retried=0 p99=%s max=%s slow=%d sent_ratio=%.3f streams=%d",
+		res.Sent, res.Failed, res.Sent, load.RoundDur(res.Latencies.P99), load.RoundDur(res.Latencies.Max), res.Slow, res.SentRatio, streams.Load()))
+	if res.Failed > 0 || res.Sent == 0 {
+		e.t.Errorf("grpc-roll: %d of %d calls failed: %v; first errors: %s", res.Failed, res.Sent, res.ByKind, strings.Join(res.Errors, " | "))
+	}
+	if res.Slow > 0 {
+		e.t.Errorf("grpc-roll: %d calls slower than %s (p99 %s, max %s)", res.Slow, slowAfter, res.Latencies.P99, res.Latencies.Max)
 	}
 }
 

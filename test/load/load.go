@@ -48,6 +48,7 @@ const (
 	KindTimeout       = "timeout"        // Options.Timeout elapsed
 	KindEOF           = "eof"            // connection closed before a full response
 	KindCheck         = "check"          // Options.Check rejected the response
+	KindGRPCStatus    = "grpc_status"    // an Options.Call ended with a gRPC status other than OK
 	KindDroppedClient = "dropped_client" // MaxInFlight requests were already running
 	KindCanceled      = "canceled"       // Run's context was canceled
 	KindOther         = "other"          // anything else
@@ -56,7 +57,7 @@ const (
 // kindOrder is the order kinds appear in Result.String.
 var kindOrder = []string{
 	KindStatus5xx, KindStatus4xx, KindReset, KindRefused, KindTimeout,
-	KindEOF, KindCheck, KindDroppedClient, KindCanceled, KindOther,
+	KindEOF, KindCheck, KindGRPCStatus, KindDroppedClient, KindCanceled, KindOther,
 }
 
 // maxErrorSamples bounds Result.Errors.
@@ -120,7 +121,26 @@ type Options struct {
 	SlowAfter time.Duration
 	// TLSConfig is used for https targets; nil verifies with system roots.
 	TLSConfig *tls.Config
+	// Call, if set, replaces the HTTP request: request i of the schedule
+	// is one Call(ctx, i), bounded by Timeout, on the same open-loop
+	// schedule, with the same counting and latency (for gRPC and other
+	// protocols). Target may then be empty: Call dials its own
+	// connections, and must keep to the ranges Run allows. A nil error is
+	// a success; an error is a failure of the kind a *CallError names, or
+	// as Run classifies transport errors. KeepAliveFraction, Paths, Host
+	// and Check are not used, and Posts stays 0.
+	Call func(ctx context.Context, i int64) error
 }
+
+// CallError is an error of Options.Call that names its kind of failure
+// (e.g. KindGRPCStatus).
+type CallError struct {
+	Kind string
+	Err  error
+}
+
+func (e *CallError) Error() string { return e.Kind + ": " + e.Err.Error() }
+func (e *CallError) Unwrap() error { return e.Err }
 
 // Latencies summarise the latency of succeeded requests, measured from each
 // request's scheduled start to the end of its body (so a lagging scheduler
@@ -213,6 +233,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 }
 
 func checkOptions(o *Options) (*url.URL, error) {
+	if o.Call != nil && o.Target == "" {
+		return nil, checkSchedule(o)
+	}
 	u, err := url.Parse(o.Target)
 	if err != nil {
 		return nil, fmt.Errorf("parsing target %q: %w", o.Target, err)
@@ -223,17 +246,31 @@ func checkOptions(o *Options) (*url.URL, error) {
 	if err := checkHost(u.Hostname()); err != nil {
 		return nil, fmt.Errorf("checking target %q: %w", o.Target, err)
 	}
+	if err := checkSchedule(o); err != nil {
+		return nil, err
+	}
+	for _, p := range o.Paths {
+		if !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("checking options: path %q must start with /", p)
+		}
+	}
+	return u, nil
+}
+
+// checkSchedule checks the options every kind of load needs and sets
+// their defaults.
+func checkSchedule(o *Options) error {
 	if o.Rate <= 0 {
-		return nil, fmt.Errorf("checking options: rate must be positive, got %d", o.Rate)
+		return fmt.Errorf("checking options: rate must be positive, got %d", o.Rate)
 	}
 	if o.Duration <= 0 && o.Requests <= 0 && o.Stop == nil {
-		return nil, errors.New("checking options: set Duration, Requests or Stop")
+		return errors.New("checking options: set Duration, Requests or Stop")
 	}
 	if o.Duration < 0 || o.Requests < 0 {
-		return nil, errors.New("checking options: Duration and Requests must not be negative")
+		return errors.New("checking options: Duration and Requests must not be negative")
 	}
 	if o.KeepAliveFraction < 0 || o.KeepAliveFraction > 1 {
-		return nil, fmt.Errorf("checking options: KeepAliveFraction %v outside 0..1", o.KeepAliveFraction)
+		return fmt.Errorf("checking options: KeepAliveFraction %v outside 0..1", o.KeepAliveFraction)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
@@ -247,12 +284,7 @@ func checkOptions(o *Options) (*url.URL, error) {
 	if len(o.Paths) == 0 {
 		o.Paths = []string{"/"}
 	}
-	for _, p := range o.Paths {
-		if !strings.HasPrefix(p, "/") {
-			return nil, fmt.Errorf("checking options: path %q must start with /", p)
-		}
-	}
-	return u, nil
+	return nil
 }
 
 // checkHost accepts "localhost" and IP addresses in the allowed ranges.
@@ -414,7 +446,7 @@ schedule:
 		}
 		sent++
 		keep := r.keepAlive(i)
-		post := keep && r.post(i)
+		post := keep && r.post(i) && r.o.Call == nil
 		if post {
 			r.posts.Add(1)
 		}
@@ -424,6 +456,10 @@ schedule:
 			go func() {
 				defer wg.Done()
 				defer func() { <-r.sem }()
+				if r.o.Call != nil {
+					r.call(ctx, i, at)
+					return
+				}
 				r.one(ctx, i, at, keep, post)
 			}()
 		default:
@@ -532,6 +568,32 @@ func (r *runner) one(ctx context.Context, i int64, at time.Duration, keep, post 
 		r.fail(at, kind, detail+" ["+method+"]")
 		return
 	}
+	r.succeed(at)
+}
+
+// call runs Options.Call for request i, scheduled at offset at, and
+// records its outcome.
+func (r *runner) call(ctx context.Context, i int64, at time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
+	defer cancel()
+	defer func() {
+		if r.onDone != nil {
+			r.onDone(i)
+		}
+	}()
+	if err := r.o.Call(ctx, i); err != nil {
+		kind := classify(ctx, err)
+		if ce := (*CallError)(nil); errors.As(err, &ce) && ce.Kind != "" {
+			kind = ce.Kind
+		}
+		r.fail(at, kind, err.Error())
+		return
+	}
+	r.succeed(at)
+}
+
+// succeed counts a succeeded request scheduled at offset at.
+func (r *runner) succeed(at time.Duration) {
 	lat := time.Since(r.start) - at
 	r.succeeded.Add(1)
 	if lat > r.o.SlowAfter {

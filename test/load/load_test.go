@@ -608,3 +608,54 @@ func TestFromEcho(t *testing.T) {
 		t.Fatalf("succeeded %d ByKind %v, want 10 and check=20", res.Succeeded, res.ByKind)
 	}
 }
+
+// TestCall: a Call replaces the HTTP request on the same schedule; its
+// failures are counted by the kind a CallError names, or as a transport
+// error, and a Call that outlives Timeout is a timeout.
+func TestCall(t *testing.T) {
+	var calls atomic.Int64
+	res := run(t, Options{Rate: 1000, Requests: 100, Timeout: 200 * time.Millisecond,
+		Call: func(ctx context.Context, i int64) error {
+			calls.Add(1)
+			switch {
+			case i%10 == 3:
+				return &CallError{Kind: KindGRPCStatus, Err: errors.New("code = Unavailable")}
+			case i%10 == 5:
+				return fmt.Errorf("reading: %w", io.ErrUnexpectedEOF)
+			case i == 7:
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		}})
+	if res.Sent != 100 || calls.Load() != 100 {
+		t.Fatalf("sent %d, called %d; want 100 each", res.Sent, calls.Load())
+	}
+	want := map[string]int64{KindGRPCStatus: 10, KindEOF: 10, KindTimeout: 1}
+	for k, n := range want {
+		if res.ByKind[k] != n {
+			t.Errorf("%s = %d, want %d (%v)", k, res.ByKind[k], n, res.ByKind)
+		}
+	}
+	if res.Failed != 21 || res.Posts != 0 {
+		t.Errorf("failed %d posts %d; want 21 and 0", res.Failed, res.Posts)
+	}
+	if !strings.Contains(res.String(), "grpc_status=10") {
+		t.Errorf("summary %q lacks grpc_status=10", res.String())
+	}
+}
+
+// TestCallChecksSchedule: a Call without a target still needs a rate and
+// a bound, and a target, when given, is still checked.
+func TestCallChecksSchedule(t *testing.T) {
+	call := func(context.Context, int64) error { return nil }
+	for name, o := range map[string]Options{
+		"no rate":        {Requests: 1, Call: call},
+		"no bound":       {Rate: 1, Call: call},
+		"foreign target": {Target: "http://192.0.2.1:80", Rate: 1, Requests: 1, Call: call},
+	} {
+		if _, err := Run(context.Background(), o); err == nil {
+			t.Errorf("%s: Run accepted %+v", name, o)
+		}
+	}
+}
