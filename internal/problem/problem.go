@@ -80,3 +80,22 @@ func (a *Announcer) Announce(current []Problem) []Problem {
 	slices.SortFunc(fresh, Compare)
 	return fresh
 }
+
+// Latest remembers the message last announced for each key, for a
+// reconciler that announces one problem per object at a time (a binding
+// or IngressDaemonSet it may not act on): the Event is sent when the
+// message changes, not on every resync. Safe for concurrent use; the zero
+// value is ready.
+type Latest[K comparable] struct {
+	m sync.Map
+}
+
+// Changed records msg for key and reports whether it differs from the
+// message recorded before (true for the first one).
+func (l *Latest[K]) Changed(key K, msg string) bool {
+	prev, loaded := l.m.Swap(key, msg)
+	return !loaded || prev != msg
+}
+
+// Forget drops key's message: the next one is new again.
+func (l *Latest[K]) Forget(key K) { l.m.Delete(key) }

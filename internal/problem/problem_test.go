@@ -35,3 +35,28 @@ func TestString(t *testing.T) {
 		}
 	}
 }
+
+func TestLatest(t *testing.T) {
+	var l Latest[string]
+	for i, step := range []struct {
+		key, msg string
+		forget   bool
+		want     bool
+	}{
+		{key: "a", msg: "x", want: true},
+		{key: "a", msg: "x", want: false}, // a resync
+		{key: "b", msg: "x", want: true},  // per key
+		{key: "a", msg: "y", want: true},  // a new cause
+		{key: "a", msg: "x", want: true},  // the old cause is new again
+		{key: "a", forget: true},
+		{key: "a", msg: "x", want: true}, // forgotten
+	} {
+		if step.forget {
+			l.Forget(step.key)
+			continue
+		}
+		if got := l.Changed(step.key, step.msg); got != step.want {
+			t.Errorf("step %d: Changed(%q, %q) = %v, want %v", i, step.key, step.msg, got, step.want)
+		}
+	}
+}

@@ -48,33 +48,9 @@ func TestAWS(t *testing.T) {
 	var f *awsfake.Fake
 	var arn string
 	h := installChart(t, "sla", chartOptions{lb: func(e *env) string {
-		var err error
-		f, err = awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}, Address: net.JoinHostPort(e.c.BridgeIP().String(), "0")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = f.Close() })
-		arn, err = f.AddTargetGroup(awsfake.TargetGroup{
-			Name: "sluice-e2e", TargetType: "ip", Protocol: "TCP", Port: 8080,
-			HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
-			HealthyThreshold: 2, UnhealthyThreshold: 2,
-			DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
-			// The cluster and frontend tags let a binding named "aws" find it
-			// by tag: privilege-tag-binding shows a tenant's cannot.
-			Tags:   map[string]string{aws.OwnedTag: "true", aws.ClusterTag: awsTagCluster, aws.FrontendTag: "aws"},
-			Listen: true,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr, _ := f.Listener(arn)
-		_, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.lbPort, err = strconv.Atoi(port); err != nil {
-			t.Fatal(err)
-		}
+		// The cluster and frontend tags let a binding named "aws" find the
+		// group by tag: privilege-tag-binding shows a tenant's cannot.
+		f, arn = e.fakeNLB("sluice-e2e", map[string]string{aws.OwnedTag: "true", aws.ClusterTag: awsTagCluster, aws.FrontendTag: "aws"}, "")
 		// The tenants' namespaces exist before the chart's Roles in them.
 		e.createNamespaces(tenantNoTag, tenantTagged)
 		return chartAWSValues(f.URL(), awsAllowListArgs(arn)...) + fmt.Sprintf(`  bindingNamespaces: [%s, %s, %s]
@@ -241,6 +217,47 @@ func (e *env) abandonStuckBinding(f *awsfake.Fake, arn string) string {
 		e.t.Errorf("the target group holds %d targets after the binding was abandoned, want the %d it held", left, before)
 	}
 	return fmt.Sprintf("blocked=%d abandoned=%d gone_after=%.2fs targets_left=%d", blockedCount, abandoned, gone.Seconds(), left)
+}
+
+// fakeNLB starts the AWS fake on the cluster bridge (the controller pods
+// reach its API there) with one TCP target group of the proxies' port,
+// named name and tagged tags, that listens like an NLB, and points the
+// load at it: at its single listener, or, when zone is set, at the node of
+// that zone with cross-zone load balancing off. The fake is closed when
+// the test ends.
+func (e *env) fakeNLB(name string, tags map[string]string, zone string) (*awsfake.Fake, string) {
+	t := e.t
+	t.Helper()
+	f, err := awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}, Address: net.JoinHostPort(e.c.BridgeIP().String(), "0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	arn, err := f.AddTargetGroup(awsfake.TargetGroup{
+		Name: name, TargetType: "ip", Protocol: "TCP", Port: 8080,
+		HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
+		HealthyThreshold: 2, UnhealthyThreshold: 2,
+		DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
+		Tags: tags, Listen: true, CrossZoneOff: zone != "",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, ok := f.Listener(arn)
+	if zone != "" {
+		addr, ok = f.ZoneListener(arn, zone)
+	}
+	if !ok {
+		t.Fatalf("the fake NLB has no listener (zone %q)", zone)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.lbPort, err = strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	return f, arn
 }
 
 func healthyTargets(f *awsfake.Fake, arn string) int {

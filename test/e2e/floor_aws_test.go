@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,34 +47,7 @@ func TestFloorAWS(t *testing.T) {
 	var f *awsfake.Fake
 	var arn string
 	h := installChart(t, "sfa", chartOptions{lb: func(e *env) string {
-		var err error
-		f, err = awsfake.New(awsfake.Options{Speed: awsSpeed, Zones: []string{"zone-a", "zone-b"}, Address: net.JoinHostPort(e.c.BridgeIP().String(), "0")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = f.Close() })
-		arn, err = f.AddTargetGroup(awsfake.TargetGroup{
-			Name: "sluice-floor", TargetType: "ip", Protocol: "TCP", Port: 8080,
-			HealthCheckPath: "/healthz", HealthCheckInterval: 10 * time.Second,
-			HealthyThreshold: 2, UnhealthyThreshold: 2,
-			DeregistrationDelay: 30 * time.Second, NewConnectionWindow: 10 * time.Second,
-			Tags:   map[string]string{aws.OwnedTag: "true"},
-			Listen: true, CrossZoneOff: true,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr, ok := f.ZoneListener(arn, "zone-b")
-		if !ok {
-			t.Fatal("no zone-b node")
-		}
-		_, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.lbPort, err = strconv.Atoi(port); err != nil {
-			t.Fatal(err)
-		}
+		f, arn = e.fakeNLB("sluice-floor", map[string]string{aws.OwnedTag: "true"}, "zone-b")
 		return chartAWSValues(f.URL(), "--allowed-aws-target-groups="+arn) + `  evictionWebhook: {enabled: true}
 bindings: []
 ingressClasses: [{name: sluice, binding: aws}]

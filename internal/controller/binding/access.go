@@ -192,10 +192,9 @@ func (r *Reconciler) forbid(ctx context.Context, b *v1alpha1.LoadBalancerBinding
 
 // announceForbidden logs and Events a forbidden binding once per cause.
 func (r *Reconciler) announceForbidden(b *v1alpha1.LoadBalancerBinding, key types.NamespacedName, cause error) {
-	if prev, ok := r.forbidden.Load(key); ok && prev == cause.Error() {
+	if !r.forbidden.Changed(key, cause.Error()) {
 		return
 	}
-	r.forbidden.Store(key, cause.Error())
 	r.log.Warn("binding forbidden", "binding", key, "err", cause)
 	r.event(b, nil, corev1.EventTypeWarning, ReasonForbidden, "Configure", cause.Error())
 }

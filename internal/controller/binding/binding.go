@@ -21,7 +21,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +39,7 @@ import (
 	state "sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/lb"
 	"sluice.dev/sluice/internal/lb/aws"
+	"sluice.dev/sluice/internal/problem"
 	"sluice.dev/sluice/internal/targets"
 )
 
@@ -128,7 +128,7 @@ type Reconciler struct {
 	// forbidden: the cause last announced for each binding refused by
 	// Access (types.NamespacedName → string), so that its Event is not
 	// repeated where its Forbidden condition cannot be written.
-	forbidden sync.Map
+	forbidden problem.Latest[types.NamespacedName]
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -169,7 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.opts.Access.Check(&b); err != nil {
 		return r.forbid(ctx, &b, err)
 	}
-	r.forbidden.Delete(req.NamespacedName)
+	r.forbidden.Forget(req.NamespacedName)
 	if b.DeletionTimestamp != nil {
 		return r.finalize(ctx, &b)
 	}

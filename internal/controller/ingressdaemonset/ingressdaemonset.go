@@ -20,7 +20,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -38,6 +37,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/snapshot"
 	"sluice.dev/sluice/internal/nodes"
+	"sluice.dev/sluice/internal/problem"
 	"sluice.dev/sluice/internal/targets"
 )
 
@@ -85,7 +85,7 @@ type Reconciler struct {
 	// forbidden: the cause last announced for each refused
 	// IngressDaemonSet (owner → string), so that its Event is not repeated
 	// where its Forbidden condition cannot be written.
-	forbidden sync.Map
+	forbidden problem.Latest[string]
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -129,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := r.opts.Check(ids.Namespace); err != nil {
 			return reconcile.Result{}, r.forbid(ctx, &ids, err)
 		}
-		r.forbidden.Delete(owner(&ids))
+		r.forbidden.Forget(owner(&ids))
 	}
 	log := r.log.With("ingressdaemonset", req.String())
 	var nodeList corev1.NodeList
@@ -423,8 +423,7 @@ func (r *Reconciler) forbid(ctx context.Context, ids *v1alpha1.IngressDaemonSet,
 		return nil
 	}
 	key := owner(ids)
-	if prev, ok := r.forbidden.Load(key); (old == nil || old.Reason != ReasonForbidden) && (!ok || prev != cause.Error()) {
-		r.forbidden.Store(key, cause.Error())
+	if (old == nil || old.Reason != ReasonForbidden) && r.forbidden.Changed(key, cause.Error()) {
 		r.log.Warn("ingressdaemonset forbidden", "ingressdaemonset", key, "err", cause)
 		r.event(ids, corev1.EventTypeWarning, ReasonForbidden, "Configure", "%s", cause.Error())
 	}
@@ -461,8 +460,7 @@ func (r *Reconciler) finalize(ctx context.Context, ids *v1alpha1.IngressDaemonSe
 		// nodes are reattached; the finalizer is the operator's.
 		key := owner(ids)
 		msg := "the controller may not write IngressDaemonSets in this namespace: its nodes are reattached, remove the finalizer " + Finalizer + " by hand"
-		if prev, ok := r.forbidden.Load(key); !ok || prev != msg {
-			r.forbidden.Store(key, msg)
+		if r.forbidden.Changed(key, msg) {
 			r.log.Warn("ingressdaemonset finalizer left", "ingressdaemonset", key, "err", err)
 			r.event(ids, corev1.EventTypeWarning, ReasonForbidden, "Finalize", "%s", msg)
 		}

@@ -359,77 +359,71 @@ func TestForbiddenNamespace(t *testing.T) {
 	}
 }
 
-// TestForbiddenWithoutWriteAccess: where the controller may not write
-// IngressDaemonSets (the chart grants it only in the allowed namespaces),
-// a refused one gets its Event once and no error loop.
-func TestForbiddenWithoutWriteAccess(t *testing.T) {
-	ctx := context.Background()
-	writes := 0
-	c := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).
-		WithStatusSubresource(&v1alpha1.IngressDaemonSet{}, &appsv1.Deployment{}).
-		WithObjects(newIDS(), node("a", "10.0.0.1")).
-		WithInterceptorFuncs(interceptor.Funcs{
-			SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
-				writes++
-				return apierrors.NewForbidden(schema.GroupResource{Group: "sluice.dev", Resource: "ingressdaemonsets/status"}, key.Name, errors.New("RBAC"))
-			},
-		}).Build()
-	rec := &controllertest.Recorder{}
-	r, err := ingressdaemonset.New(ingressdaemonset.Options{Client: c, Recorder: rec, Check: func(string) error {
-		return errors.New("namespace not allowed")
-	}})
-	if err != nil {
-		t.Fatal(err)
+// TestWithoutWriteAccess: where the controller may not write an
+// IngressDaemonSet (the chart grants it only in the allowed namespaces),
+// the object is reported once (a Forbidden Event), without an error loop:
+// a refused one whose status cannot be written, and a deleted one whose
+// finalizer can no longer be removed (its namespace left the allowed ones).
+func TestWithoutWriteAccess(t *testing.T) {
+	forbidden := func(resource, name string) error {
+		return apierrors.NewForbidden(schema.GroupResource{Group: "sluice.dev", Resource: resource}, name, errors.New("RBAC"))
 	}
-	for range 3 {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
-			t.Fatalf("reconcile with the status write forbidden: %v", err)
-		}
-	}
-	if writes == 0 {
-		t.Error("no status write tried: the test cannot tell a refused write from none")
-	}
-	if n := rec.Count("*v1alpha1.IngressDaemonSet "+key.String(), ingressdaemonset.ReasonForbidden); n != 1 {
-		t.Errorf("%d Forbidden Events, want 1 (%v)", n, rec.Events())
-	}
-}
-
-// TestFinalizerLeftWithoutWriteAccess: a deleted IngressDaemonSet whose
-// finalizer the controller may no longer remove (its namespace left the
-// allowed ones) is reported once, not retried for ever.
-func TestFinalizerLeftWithoutWriteAccess(t *testing.T) {
-	ctx := context.Background()
-	ids := newIDS()
-	ids.Finalizers = []string{ingressdaemonset.Finalizer}
+	deleted := newIDS()
+	deleted.Finalizers = []string{ingressdaemonset.Finalizer}
 	now := metav1.Now()
-	ids.DeletionTimestamp = &now
-	refused := 0
-	c := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).
-		WithStatusSubresource(&v1alpha1.IngressDaemonSet{}, &appsv1.Deployment{}).
-		WithObjects(ids, node("a", "10.0.0.1")).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
+	deleted.DeletionTimestamp = &now
+	for _, tc := range []struct {
+		name  string
+		ids   *v1alpha1.IngressDaemonSet
+		check func(string) error
+		// funcs refuse the write under test and count the refusals.
+		funcs func(tried *int) interceptor.Funcs
+	}{{
+		name:  "status of a refused IngressDaemonSet",
+		ids:   newIDS(),
+		check: func(string) error { return errors.New("namespace not allowed") },
+		funcs: func(tried *int) interceptor.Funcs {
+			return interceptor.Funcs{SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+				*tried++
+				return forbidden("ingressdaemonsets/status", key.Name)
+			}}
+		},
+	}, {
+		name: "finalizer of a deleted IngressDaemonSet",
+		ids:  deleted,
+		funcs: func(tried *int) interceptor.Funcs {
+			return interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
 				if _, ok := obj.(*v1alpha1.IngressDaemonSet); ok {
-					refused++
-					return apierrors.NewForbidden(schema.GroupResource{Group: "sluice.dev", Resource: "ingressdaemonsets"}, obj.GetName(), errors.New("RBAC"))
+					*tried++
+					return forbidden("ingressdaemonsets", obj.GetName())
 				}
 				return c.Update(ctx, obj, o...)
-			},
-		}).Build()
-	rec := &controllertest.Recorder{}
-	r, err := ingressdaemonset.New(ingressdaemonset.Options{Client: c, Recorder: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
-			t.Fatalf("reconcile with the finalizer's removal forbidden: %v", err)
-		}
-	}
-	if refused == 0 {
-		t.Error("no finalizer removal tried: the test cannot tell a refused write from none")
-	}
-	if n := rec.Count("*v1alpha1.IngressDaemonSet "+key.String(), ingressdaemonset.ReasonForbidden); n != 1 {
-		t.Errorf("%d Forbidden Events, want 1 (%v)", n, rec.Events())
+			}}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			tried := 0
+			c := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).
+				WithStatusSubresource(&v1alpha1.IngressDaemonSet{}, &appsv1.Deployment{}).
+				WithObjects(tc.ids, node("a", "10.0.0.1")).
+				WithInterceptorFuncs(tc.funcs(&tried)).Build()
+			rec := &controllertest.Recorder{}
+			r, err := ingressdaemonset.New(ingressdaemonset.Options{Client: c, Recorder: rec, Check: tc.check})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+					t.Fatalf("reconcile with the write forbidden: %v", err)
+				}
+			}
+			if tried == 0 {
+				t.Error("no write tried: the test cannot tell a refused write from none")
+			}
+			if n := rec.Count("*v1alpha1.IngressDaemonSet "+key.String(), ingressdaemonset.ReasonForbidden); n != 1 {
+				t.Errorf("%d Forbidden Events, want 1 (%v)", n, rec.Events())
+			}
+		})
 	}
 }
