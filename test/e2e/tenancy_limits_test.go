@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -196,14 +195,5 @@ func (l *legitClient) request() error {
 // scrapeLabelled sums the samples of name whose labels contain label on a
 // proxy's admin address.
 func scrapeLabelled(addr, name, label string) (float64, error) {
-	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + addr + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	return testenv.MetricSum(string(b), name, label)
+	return testenv.ScrapeSum("http://"+addr+"/metrics", name, label)
 }

@@ -167,14 +167,5 @@ func waitMetricAtLeast(t *testing.T, sp *sluiceProxy, name, label string, want f
 // metricWith sums the samples of name whose labels contain label (as it
 // is written on /metrics, e.g. `timeout="write_idle"`).
 func (sp *sluiceProxy) metricWith(name, label string) (float64, error) {
-	resp, err := http.Get(sp.admin("/metrics"))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	return testenv.MetricSum(string(b), name, label)
+	return testenv.ScrapeSum(sp.admin("/metrics"), name, label)
 }

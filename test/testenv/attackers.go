@@ -114,6 +114,22 @@ func IdleConn(t testing.TB, addr string) bool {
 	return closed
 }
 
+// ScrapeSum fetches the Prometheus text exposition at url (a /metrics
+// endpoint) and sums the samples of name whose labels contain label, as
+// MetricSum does.
+func ScrapeSum(url, name, label string) (float64, error) {
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", url, err)
+	}
+	return MetricSum(string(b), name, label)
+}
+
 // MetricSum sums the samples of metric name in a Prometheus text
 // exposition whose labels contain label (as written, e.g.
 // `timeout="write_idle"`; "" for any).

@@ -37,26 +37,9 @@ func chartConfigurations() (*admissionregistrationv1.ValidatingWebhookConfigurat
 // they are missing it retries, and serves meanwhile.
 func TestServerPatchesCABundleOnly(t *testing.T) {
 	h, _ := twoZones(t)
-	var creates, updates, patches, gets atomic.Int32
+	var calls apiCalls
 	v, m := chartConfigurations()
-	c := ct.NewClient(interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, o ...client.GetOption) error {
-			gets.Add(1)
-			return c.Get(ctx, key, obj, o...)
-		},
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.CreateOption) error {
-			creates.Add(1)
-			return c.Create(ctx, obj, o...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
-			updates.Add(1)
-			return c.Update(ctx, obj, o...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
-			patches.Add(1)
-			return c.Patch(ctx, obj, p, o...)
-		},
-	})
+	c := ct.NewClient(calls.funcs())
 	addr := freeAddr(t)
 	s, err := New(Options{Address: addr, Hosts: []string{"127.0.0.1"}, Service: "sluice-system/sluice-controller-webhook",
 		ConfigName: v.Name, SteerConfigName: m.Name, Client: c, Handler: h, Steer: http.NotFoundHandler()})
@@ -69,19 +52,19 @@ func TestServerPatchesCABundleOnly(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	// Missing: reads fail (NotFound) and are retried; nothing is created.
-	waitFor(t, "a failed read", func() bool { return gets.Load() > 0 })
+	waitFor(t, "a failed read", func() bool { return calls.gets.Load() > 0 })
 	if err := errors.Join(c.Create(ctx, v.DeepCopy()), c.Create(ctx, m.DeepCopy())); err != nil {
 		t.Fatal(err)
 	}
-	created := creates.Load() // the two above
+	created := calls.creates.Load() // the two above
 	var gotV admissionregistrationv1.ValidatingWebhookConfiguration
 	var gotM admissionregistrationv1.MutatingWebhookConfiguration
 	waitFor(t, "the caBundles", func() bool {
 		return c.Get(ctx, client.ObjectKey{Name: v.Name}, &gotV) == nil && len(gotV.Webhooks[0].ClientConfig.CABundle) > 0 &&
 			c.Get(ctx, client.ObjectKey{Name: m.Name}, &gotM) == nil && len(gotM.Webhooks[0].ClientConfig.CABundle) > 0
 	})
-	if created != 2 || updates.Load() != 0 || patches.Load() != 2 {
-		t.Errorf("creates %d (want the test's 2), updates %d (want 0), patches %d (want 2)", created, updates.Load(), patches.Load())
+	if created != 2 || calls.updates.Load() != 0 || calls.patches.Load() != 2 {
+		t.Errorf("creates %d (want the test's 2), updates %d (want 0), patches %d (want 2)", created, calls.updates.Load(), calls.patches.Load())
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(gotV.Webhooks[0].ClientConfig.CABundle) || !reflect.DeepEqual(gotV.Webhooks[0].ClientConfig.CABundle, gotM.Webhooks[0].ClientConfig.CABundle) {
@@ -131,5 +114,32 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s within 30s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// apiCalls counts a fake client's calls by verb.
+type apiCalls struct {
+	gets, creates, updates, patches atomic.Int32
+}
+
+// funcs pass every call through and count it.
+func (a *apiCalls) funcs() interceptor.Funcs {
+	return interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, o ...client.GetOption) error {
+			a.gets.Add(1)
+			return c.Get(ctx, key, obj, o...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.CreateOption) error {
+			a.creates.Add(1)
+			return c.Create(ctx, obj, o...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
+			a.updates.Add(1)
+			return c.Update(ctx, obj, o...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
+			a.patches.Add(1)
+			return c.Patch(ctx, obj, p, o...)
+		},
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,21 +142,8 @@ func TestReplicasShareTheCABundle(t *testing.T) {
 // (CreateConfigurations: no Update per recheck).
 func TestRecheckWritesNothingUnchanged(t *testing.T) {
 	h, _ := twoZones(t)
-	var gets, updates, creates atomic.Int32
-	c := ct.NewClient(interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, o ...client.GetOption) error {
-			gets.Add(1)
-			return c.Get(ctx, key, obj, o...)
-		},
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.CreateOption) error {
-			creates.Add(1)
-			return c.Create(ctx, obj, o...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
-			updates.Add(1)
-			return c.Update(ctx, obj, o...)
-		},
-	})
+	var calls apiCalls
+	c := ct.NewClient(calls.funcs())
 	addr := freeAddr(t)
 	s, err := New(Options{Address: addr, Hosts: []string{"127.0.0.1"}, URL: "https://" + addr, Client: c, Handler: h,
 		Steer: http.NotFoundHandler(), CreateConfigurations: true, RecheckEvery: 10 * time.Millisecond})
@@ -168,10 +154,10 @@ func TestRecheckWritesNothingUnchanged(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
 	defer func() { cancel(); <-done }()
-	waitFor(t, "both configurations created", func() bool { return creates.Load() == 2 })
-	after := gets.Load()
-	waitFor(t, "ten rechecks", func() bool { return gets.Load() >= after+20 })
-	if n := updates.Load(); n != 0 {
+	waitFor(t, "both configurations created", func() bool { return calls.creates.Load() == 2 })
+	after := calls.gets.Load()
+	waitFor(t, "ten rechecks", func() bool { return calls.gets.Load() >= after+20 })
+	if n := calls.updates.Load(); n != 0 {
 		t.Errorf("%d updates on rechecks of unchanged configurations, want 0", n)
 	}
 }
