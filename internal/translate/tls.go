@@ -44,7 +44,7 @@ func (b *builder) keyPair(namespace, name string) keyPair {
 
 func parseSecret(nsName string, s *corev1.Secret) keyPair {
 	if s == nil {
-		return keyPair{reason: "SecretNotFound", message: "secret " + nsName + " not found"}
+		return keyPair{reason: "SecretNotFound", message: "secret " + nsName + " not found: create it (type " + string(corev1.SecretTypeTLS) + ", keys " + corev1.TLSCertKey + " and " + corev1.TLSPrivateKeyKey + ") or fix the secretName"}
 	}
 	if s.Type != corev1.SecretTypeTLS {
 		return keyPair{reason: "InvalidSecret", message: "secret " + nsName + " is not of type " + string(corev1.SecretTypeTLS)}
@@ -111,7 +111,7 @@ func (b *builder) addTLS(ing *networkingv1.Ingress, ruleHosts []string) (claimed
 		}
 		kp := b.keyPair(ing.Namespace, t.SecretName)
 		if kp.reason != "" && !b.opts.SecretsUnread {
-			b.problem(ing, kp.reason, where+": "+kp.message+"; its hosts get the default certificate")
+			b.problem(ing, kp.reason, where+": "+kp.message+"; until then its hosts get the proxy's default certificate (--default-certificate, else one the proxy generated, which clients do not trust)")
 		}
 		source := ing.Namespace + "/" + t.SecretName
 		for _, h := range hosts {

@@ -26,6 +26,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/lbcache"
+	"sluice.dev/sluice/internal/controller/notices"
 	"sluice.dev/sluice/internal/lb"
 	lbfake "sluice.dev/sluice/internal/lb/fake"
 )
@@ -285,3 +286,45 @@ func States(p *lbfake.Provider, group string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Notices stands in for notices.Writer: Sync records, on Recorder, a
+// notice new in its scope as an Event, and a notice of the scope's last
+// Sync that is gone as a Normal Resolved Event; standing notices record
+// nothing (the real writer's refreshes are its own package's tests).
+type Notices struct {
+	Recorder *Recorder
+
+	mu   sync.Mutex
+	last map[string]map[notices.Notice]client.Object // notices without their Object
+}
+
+// Sync implements the reconcilers' Notifier.
+func (n *Notices) Sync(_ context.Context, scope string, current []notices.Notice) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.last == nil {
+		n.last = map[string]map[notices.Notice]client.Object{}
+	}
+	now := map[notices.Notice]client.Object{}
+	for _, c := range current {
+		k := c
+		k.Object = nil
+		if now[k] != nil {
+			continue
+		}
+		now[k] = c.Object
+		if n.last[scope][k] == nil {
+			n.Recorder.Eventf(c.Object, nil, c.Type, c.Reason, "", "%s", c.Message)
+		}
+	}
+	for k, o := range n.last[scope] {
+		if now[k] == nil && k.Type == corev1.EventTypeWarning {
+			n.Recorder.Eventf(o, nil, corev1.EventTypeNormal, notices.ReasonResolved, "", "resolved: %s: %s", k.Reason, k.Message)
+		}
+	}
+	n.last[scope] = now
+	return nil
+}
+
+// Refresh implements the reconcilers' Notifier: never.
+func (n *Notices) Refresh() time.Duration { return 0 }

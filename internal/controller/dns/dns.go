@@ -39,6 +39,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
+	"sluice.dev/sluice/internal/controller/notices"
 	model "sluice.dev/sluice/internal/dns"
 	"sluice.dev/sluice/internal/translate"
 )
@@ -46,6 +47,11 @@ import (
 // Recorder emits Kubernetes Events (events.k8s.io EventRecorder).
 type Recorder interface {
 	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Notifier keeps the Events of standing problems (notices.Writer).
+type Notifier interface {
+	Sync(ctx context.Context, scope string, current []notices.Notice) error
 }
 
 // Options configures a Reconciler.
@@ -87,8 +93,14 @@ type Options struct {
 	Serving ingressstatus.ServingOptions
 	// Interval between reconciles when nothing changes. Default 1m.
 	Interval time.Duration
-	// Recorder emits Events on Ingresses. Nil: none.
+	// Recorder emits the Normal Events on Ingresses (published, deleted,
+	// dry run) and failed changes, once per change. Nil: none.
 	Recorder Recorder
+	// Notices keeps the Warning Events of standing problems on Ingresses
+	// (a foreign record, a host refused): one per Ingress, reason and
+	// message, refreshed while the problem stands, resolved when it
+	// clears. Nil: logged only.
+	Notices Notifier
 	// Registerer receives the metrics. Nil: not registered.
 	Registerer prometheus.Registerer
 	// Logger: nil discards.
@@ -152,7 +164,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	wants, problems := model.Desired(srcs, model.DesiredOptions{Zones: zones, TTL: r.ttl(), Aliases: r.opts.Aliases,
 		AllowApex: r.opts.AllowApex, Namespaces: r.opts.NamespaceDomains})
-	r.reportProblems(ings, problems)
+	r.reportProblems(ctx, ings, problems)
 
 	now := r.opts.Now()
 	next := now.Add(r.opts.Interval)
@@ -317,7 +329,7 @@ func (r *Reconciler) syncZone(ctx context.Context, z model.Zone, all []model.Wan
 			}
 		}
 	}
-	r.reportStatuses(z, ings, plan.Statuses, failed)
+	r.reportStatuses(ctx, z, ings, plan.Statuses, failed)
 	return res, err
 }
 
@@ -391,23 +403,28 @@ func (r *Reconciler) providerError(op string, err error) error {
 
 func (r *Reconciler) ttl() int64 { return int64(r.opts.TTL / time.Second) }
 
-// reportProblems emits an Event on each Ingress a problem names, when the
-// problem is new or its message changed.
-func (r *Reconciler) reportProblems(ings map[model.Ref]*networkingv1.Ingress, problems []model.Problem) {
-	keys := map[string]bool{}
+// reportProblems keeps a Warning Event on each Ingress a problem names
+// while the problem stands.
+func (r *Reconciler) reportProblems(ctx context.Context, ings map[model.Ref]*networkingv1.Ingress, problems []model.Problem) {
+	var current []notices.Notice
 	for _, p := range problems {
 		for _, ref := range p.Ingress {
-			key := "host " + p.Host + " " + ref.String()
-			keys[key] = true
-			r.report(key, ings[ref], corev1.EventTypeWarning, p.Kind, p.Message)
+			r.log.Info("dns", "reason", p.Kind, "ingress", ref.String(), "message", p.Message)
+			if ing := ings[ref]; ing != nil {
+				current = append(current, notices.Notice{Object: ing, Type: corev1.EventTypeWarning, Reason: p.Kind, Message: p.Message})
+			}
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range r.reported {
-		if strings.HasPrefix(k, "host ") && !keys[k] {
-			delete(r.reported, k) // solved: report again if it comes back
-		}
+	r.notify(ctx, "dns-hosts", current)
+}
+
+// notify syncs the standing problems of scope.
+func (r *Reconciler) notify(ctx context.Context, scope string, current []notices.Notice) {
+	if r.opts.Notices == nil {
+		return
+	}
+	if err := r.opts.Notices.Sync(ctx, scope, current); err != nil {
+		r.log.Warn("writing DNS problem Events (tried again on the next reconcile)", "err", err)
 	}
 }
 
@@ -416,9 +433,11 @@ func (r *Reconciler) reportProblems(ings map[model.Ref]*networkingv1.Ingress, pr
 // every name of the zone that is wanted or ours, so a name it no longer
 // holds (deleted, or never ours) is forgotten: the map stays as large as
 // the zones' names.
-func (r *Reconciler) reportStatuses(z model.Zone, ings map[model.Ref]*networkingv1.Ingress, sts []model.Status, failed map[string]error) {
+func (r *Reconciler) reportStatuses(ctx context.Context, z model.Zone, ings map[model.Ref]*networkingv1.Ingress, sts []model.Status, failed map[string]error) {
 	prefix := "name " + z.Name + " "
 	keys := make(map[string]bool, len(sts))
+	var foreign []notices.Notice // standing: names held by a foreign record
+	defer func() { r.notify(ctx, "dns-zone "+z.Name, foreign) }()
 	defer func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -447,7 +466,10 @@ func (r *Reconciler) reportStatuses(z model.Zone, ings map[model.Ref]*networking
 			r.report(key, ing, corev1.EventTypeNormal, "DNSPublished", fmt.Sprintf("%s points at the load balancer of this Ingress's class", st.Name))
 		case model.StateConflict:
 			r.metrics.foreign.Inc()
-			r.report(key, ing, corev1.EventTypeWarning, model.ProblemForeignRecord, st.Message)
+			r.report(key, nil, corev1.EventTypeWarning, model.ProblemForeignRecord, st.Message) // logged once
+			if ing != nil {
+				foreign = append(foreign, notices.Notice{Object: ing, Type: corev1.EventTypeWarning, Reason: model.ProblemForeignRecord, Message: st.Message})
+			}
 		case model.StateUnwanted:
 			r.report(key, ing, corev1.EventTypeNormal, model.ProblemDeletionPending, st.Message)
 		case model.StateDeleting:

@@ -57,6 +57,7 @@ func (e *env) restart() {
 	e.rec, e.reg = &ct.Recorder{}, prometheus.NewRegistry()
 	o := e.opts
 	o.Client, o.Provider, o.Recorder, o.Registerer, o.Now = e.c, e.p, e.rec, e.reg, e.clock.Now
+	o.Notices = &ct.Notices{Recorder: e.rec}
 	r, err := dnsctl.New(o)
 	if err != nil {
 		e.t.Fatal(err)
@@ -231,6 +232,33 @@ func TestForeignRecordUntouched(t *testing.T) {
 	}
 	if v := metric(t, e.reg, "sluice_dns_names", dns.StateConflict); v != 1 {
 		t.Errorf("conflict names = %v, want 1", v)
+	}
+}
+
+// TestTwoForeignRecordsTwoEvents: an Ingress claiming two names held by
+// foreign records gets a ForeignRecord Event for each (issue 28: they
+// merged into one, which one being a race), once while they stand, and a
+// Resolved Event for the one whose foreign record goes.
+func TestTwoForeignRecordsTwoEvents(t *testing.T) {
+	e := newEnv(t, ingress("web", "one.example.com", "two.example.com"), lbBinding("192.0.2.10"))
+	for _, n := range []string{"one.example.com", "two.example.com"} {
+		e.p.Set(zone, dns.Record{Name: n, Type: dns.TypeA, TTL: 300, Values: []string{"203.0.113.5"}})
+	}
+	e.mustReconcile()
+	e.mustReconcile()
+	notes := map[string]bool{}
+	for _, ev := range e.rec.Events() {
+		if ev.Reason == dns.ProblemForeignRecord {
+			notes[ev.Note] = true
+		}
+	}
+	if len(notes) != 2 || e.rec.Count("*v1.Ingress app/web", dns.ProblemForeignRecord) != 2 {
+		t.Fatalf("ForeignRecord Events %+v, want one for each name", e.rec.Events())
+	}
+	e.p.Delete(zone, "two.example.com", dns.TypeA)
+	e.mustReconcile()
+	if n := e.rec.Count("*v1.Ingress app/web", "Resolved"); n != 1 {
+		t.Errorf("%d Resolved Events after the foreign record of two.example.com went, want 1: %+v", n, e.rec.Events())
 	}
 }
 

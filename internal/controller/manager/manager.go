@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,6 +38,7 @@ import (
 	"sluice.dev/sluice/internal/controller/ingressstatus"
 	"sluice.dev/sluice/internal/controller/lbcache"
 	"sluice.dev/sluice/internal/controller/managedlb"
+	"sluice.dev/sluice/internal/controller/notices"
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/problems"
 	"sluice.dev/sluice/internal/controller/snapshot"
@@ -233,9 +235,18 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	instance, err := os.Hostname() // the pod's name
+	if err != nil {
+		return nil, fmt.Errorf("finding the controller's instance name: %w", err)
+	}
+	standing, err := notices.New(notices.Options{Client: mgr.GetClient(), Controller: "sluice-controller",
+		Instance: instance, Action: problems.EventAction})
+	if err != nil {
+		return nil, err
+	}
 	probs, err := problems.New(problems.Options{
 		Client:                   mgr.GetClient(),
-		Recorder:                 recorder,
+		Notices:                  standing,
 		IngressClass:             o.IngressClass,
 		HostOwnership:            o.HostOwnership,
 		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
@@ -268,6 +279,11 @@ func New(o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if o.DNS != nil {
+		dnsNotices, err := notices.New(notices.Options{Client: mgr.GetClient(), Controller: "sluice-controller",
+			Instance: instance, Action: "DNS"})
+		if err != nil {
+			return nil, err
+		}
 		dr, err := dnsctl.New(dnsctl.Options{
 			Client:           mgr.GetClient(),
 			Provider:         o.DNS.Provider,
@@ -284,6 +300,7 @@ func New(o Options) (ctrl.Manager, error) {
 			NamespaceDomains: o.DNS.NamespaceDomains,
 			Serving:          serving,
 			Recorder:         recorder,
+			Notices:          dnsNotices,
 			Registerer:       ctrlmetrics.Registry,
 			Logger:           o.Logger.With("controller", "dns"),
 		})

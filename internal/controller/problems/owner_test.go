@@ -27,7 +27,7 @@ func TestTenancyEvents(t *testing.T) {
 	} {
 		c := ct.NewClient(interceptor.Funcs{}, ingress("owner", "web", nil, 1), squat, service("web"))
 		rec := &ct.Recorder{}
-		r, err := New(Options{Client: c, Recorder: rec, HostOwnership: tc.mode, DefaultBackendNamespaces: []string{"platform"}})
+		r, err := New(Options{Client: c, Notices: &ct.Notices{Recorder: rec}, HostOwnership: tc.mode, DefaultBackendNamespaces: []string{"platform"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,22 +2,23 @@
 // leader (not on every proxy replica) it runs the proxies' own pure
 // translation over the cluster's Ingresses, IngressClasses, Services and
 // TLS Secrets and EndpointSlices, and emits a Warning Event on the Ingress
-// for every problem that is new since the last run: a rejected rule, an
-// invalid annotation and why, a conflict naming the Ingress that wins, a
-// missing Service, port or Secret, a bad certificate, endpoints refused
-// (not a Pod of the Service's namespace, or a special address), an Ingress
-// of which nothing is served.
+// for every problem it finds: a rejected rule, an invalid annotation and
+// why, a conflict naming the Ingress that wins, a missing Service, port or
+// Secret, a bad certificate, endpoints refused (not a Pod of the Service's
+// namespace, or a special address), an Ingress of which nothing is served.
 //
-//	Ingresses, IngressClasses, Services, Secrets, EndpointSlices ─► translate.BuildCached (pure) ─► problem.Announcer ─► Events
+//	Ingresses, IngressClasses, Services, Secrets, EndpointSlices ─► translate.BuildCached (pure) ─► notices.Writer ─► Events
 //
 // Every change runs the whole translation (it is the same work each proxy
 // does on every change, and the cluster-wide view is what decides
 // conflicts), with the parsed TLS Secrets kept between runs as the proxies
 // keep them (translate.KeyPairCache): a change parses only the Secrets
-// that changed. The Announcer makes each problem an Event once per change:
-// resyncs and unrelated changes announce nothing; a problem that is fixed
-// and comes back is announced again. A new leader announces the problems
-// it finds once.
+// that changed. The notices writer (internal/controller/notices) keeps
+// one Event per Ingress, reason and message while the problem stands:
+// written when it appears, refreshed before the API server's Event TTL
+// (the reconciler runs again at least that often), and followed by a
+// Normal Resolved Event when it clears. Resyncs and unrelated changes
+// write nothing new.
 package problems
 
 import (
@@ -28,26 +29,36 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"sluice.dev/sluice/internal/controller/notices"
 	"sluice.dev/sluice/internal/problem"
 	"sluice.dev/sluice/internal/translate"
 )
 
-// Recorder emits Kubernetes Events (the events.k8s.io EventRecorder).
-type Recorder interface {
-	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+// Notifier keeps the Events of standing problems (notices.Writer).
+type Notifier interface {
+	// Sync makes scope's Events say current (see notices.Writer.Sync).
+	Sync(ctx context.Context, scope string, current []notices.Notice) error
+	// Refresh is how often Sync must run for standing problems to stay
+	// visible; 0 for never.
+	Refresh() time.Duration
 }
 
-var _ Recorder = events.EventRecorder(nil)
+var _ Notifier = (*notices.Writer)(nil)
+
+// retryWrites is how soon Events that could not be written are tried again.
+const retryWrites = 30 * time.Second
+
+// Scope is the notices scope of the Ingress problems.
+const Scope = "ingress-problems"
 
 // Options configures a Reconciler.
 type Options struct {
@@ -55,8 +66,8 @@ type Options struct {
 	// and, with ReadSecrets, Secrets (the manager's cache holds only TLS
 	// Secrets). Required.
 	Client client.Reader
-	// Recorder emits the Events. Required.
-	Recorder Recorder
+	// Notices writes the Events. Required.
+	Notices Notifier
 	// IngressClass and ControllerName select the Ingresses, as for the
 	// proxies. Defaults "sluice" and translate.ControllerName.
 	IngressClass, ControllerName string
@@ -81,9 +92,8 @@ type Options struct {
 // Reconciler announces translation problems as Events. Every request
 // reconciles the whole cluster; the request's name does not matter.
 type Reconciler struct {
-	opts      Options
-	log       *slog.Logger
-	announcer problem.Announcer
+	opts Options
+	log  *slog.Logger
 
 	mu       sync.Mutex              // serializes builds: the cache is not safe for concurrent use
 	keyPairs *translate.KeyPairCache // parsed TLS Secrets of earlier builds
@@ -93,8 +103,8 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // New returns a Reconciler.
 func New(o Options) (*Reconciler, error) {
-	if o.Client == nil || o.Recorder == nil {
-		return nil, errors.New("creating ingress-problems reconciler: Client and Recorder are required")
+	if o.Client == nil || o.Notices == nil {
+		return nil, errors.New("creating ingress-problems reconciler: Client and Notices are required")
 	}
 	o.IngressClass = cmp.Or(o.IngressClass, translate.DefaultIngressClass)
 	o.ControllerName = cmp.Or(o.ControllerName, translate.ControllerName)
@@ -102,7 +112,7 @@ func New(o Options) (*Reconciler, error) {
 	return &Reconciler{opts: o, log: o.Logger, keyPairs: translate.NewKeyPairCache()}, nil
 }
 
-// EventAction is the action of the Events emitted.
+// EventAction is the action of the Events written.
 const EventAction = "Translate"
 
 // Reconcile implements reconcile.Reconciler.
@@ -121,18 +131,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, ing := range in.Ingresses {
 		ingresses[types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}] = ing
 	}
-	fresh := r.announcer.Announce(onIngresses(ps))
-	for _, p := range fresh {
-		ing := ingresses[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
-		if ing == nil {
-			continue
+	ps = onIngresses(ps)
+	current := make([]notices.Notice, 0, len(ps))
+	for _, p := range ps {
+		if ing := ingresses[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ing != nil {
+			current = append(current, notices.Notice{Object: ing, Type: corev1.EventTypeWarning, Reason: p.Reason, Message: p.Message})
 		}
-		r.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, p.Reason, EventAction, "%s", p.Message)
 	}
-	if len(fresh) > 0 {
-		r.log.Info("announced ingress problems", "new", len(fresh), "total", len(ps))
+	res := reconcile.Result{RequeueAfter: r.opts.Notices.Refresh()}
+	if err := r.opts.Notices.Sync(ctx, Scope, current); err != nil {
+		// Tried again soon; the problems are also in the proxies' logs
+		// and metrics.
+		r.log.Warn("writing ingress problem Events", "err", err)
+		return reconcile.Result{RequeueAfter: retryWrites}, nil
 	}
-	return reconcile.Result{}, nil
+	return res, nil
 }
 
 // onIngresses keeps the problems of Ingresses, the objects users wrote

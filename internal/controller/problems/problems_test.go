@@ -41,8 +41,8 @@ func service(name string) *corev1.Service {
 }
 
 // TestEventsOncePerChange: each problem is an Event on its Ingress once;
-// a resync announces nothing; a fix and a new problem announce only the
-// new one.
+// a resync announces nothing; a fix and a new problem announce the new one
+// and the fixed one as resolved.
 func TestEventsOncePerChange(t *testing.T) {
 	ctx := context.Background()
 	c := ct.NewClient(interceptor.Funcs{},
@@ -50,7 +50,7 @@ func TestEventsOncePerChange(t *testing.T) {
 		ingress("new", "missing", map[string]string{"sluice.dev/retries": "many"}, 2),
 		service("web"))
 	rec := &ct.Recorder{}
-	r, err := New(Options{Client: c, Recorder: rec})
+	r, err := New(Options{Client: c, Notices: &ct.Notices{Recorder: rec}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +100,10 @@ func TestEventsOncePerChange(t *testing.T) {
 	}
 	run()
 	fresh := rec.Events()[n:]
-	if len(fresh) != 1 || fresh[0].Reason != "ServiceNotFound" || !strings.HasSuffix(fresh[0].Object, "default/old") {
-		t.Errorf("after the change: %v, want one ServiceNotFound on default/old", fresh)
+	if len(fresh) != 2 || fresh[0].Reason != "ServiceNotFound" || !strings.HasSuffix(fresh[0].Object, "default/old") ||
+		fresh[1].Reason != "Resolved" || fresh[1].Type != corev1.EventTypeNormal || !strings.HasSuffix(fresh[1].Object, "default/new") ||
+		!strings.Contains(fresh[1].Note, "InvalidAnnotation") {
+		t.Errorf("after the change: %v, want one ServiceNotFound on default/old and InvalidAnnotation resolved on default/new", fresh)
 	}
 }
 
@@ -118,7 +120,7 @@ func TestSecretChangesSeenThroughTheCache(t *testing.T) {
 		Data: map[string][]byte{corev1.TLSCertKey: []byte("not a certificate"), corev1.TLSPrivateKeyKey: key}}
 	c := ct.NewClient(interceptor.Funcs{}, tlsIng, service("web"), secret)
 	rec := &ct.Recorder{}
-	r, err := New(Options{Client: c, Recorder: rec, ReadSecrets: true})
+	r, err := New(Options{Client: c, Notices: &ct.Notices{Recorder: rec}, ReadSecrets: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +159,8 @@ func TestSecretChangesSeenThroughTheCache(t *testing.T) {
 		t.Fatalf("cache holds %d Secrets, want 1", r.keyPairs.Len())
 	}
 	setCert(crt)
-	if got := run(); len(got) != 0 {
-		t.Fatalf("fixed certificate: events %v, want none", got)
+	if got := run(); len(got) != 1 || got[0].Reason != "Resolved" || !strings.Contains(got[0].Note, "InvalidSecret") {
+		t.Fatalf("fixed certificate: events %v, want InvalidSecret resolved", got)
 	}
 	setCert([]byte("broken again"))
 	if got := run(); invalid(got) != 1 {
@@ -184,7 +186,7 @@ func TestSecretsNotRead(t *testing.T) {
 		return c.List(ctx, list, opts...)
 	}}, tlsIng, certOnly, service("web"))
 	rec := &ct.Recorder{}
-	r, err := New(Options{Client: c, Recorder: rec})
+	r, err := New(Options{Client: c, Notices: &ct.Notices{Recorder: rec}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +230,7 @@ func TestRefusedEndpointsAnnounced(t *testing.T) {
 	} {
 		c := ct.NewClient(interceptor.Funcs{}, ingress("shop", "web", nil, 1), service("web"), slice.DeepCopy())
 		rec := &ct.Recorder{}
-		r, err := New(Options{Client: c, Recorder: rec, AllowEndpointsWithoutPod: tc.withoutPod})
+		r, err := New(Options{Client: c, Notices: &ct.Notices{Recorder: rec}, AllowEndpointsWithoutPod: tc.withoutPod})
 		if err != nil {
 			t.Fatal(err)
 		}
