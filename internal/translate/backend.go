@@ -173,7 +173,7 @@ func (b *builder) resolve(key serviceKey) resolved {
 	svc := b.services[nsName]
 	switch {
 	case svc == nil:
-		return resolved{reason: "ServiceNotFound", message: "service " + nsName + " not found; the route answers 503"}
+		return resolved{reason: "ServiceNotFound", message: "service " + nsName + " not found; the route answers 503 until it exists (create it, or fix the backend's service name)"}
 	case svc.Spec.Type == corev1.ServiceTypeExternalName:
 		return resolved{reason: "UnsupportedService", message: "service " + nsName + " is of type ExternalName, which is not supported; the route answers 503"}
 	}
@@ -186,7 +186,7 @@ func (b *builder) resolve(key serviceKey) resolved {
 		}
 	}
 	if sp == nil {
-		return resolved{reason: "ServicePortNotFound", message: "service " + nsName + " has no port " + key.port + "; the route answers 503"}
+		return resolved{reason: "ServicePortNotFound", message: "service " + nsName + " has no port " + key.port + "; the route answers 503 (name one of its ports, by number or name)"}
 	}
 	eps, refused := endpointsOf(b.slices[nsName], sp.Name, b.opts)
 	res := resolved{endpoints: eps, refusedCount: len(refused)}

@@ -166,3 +166,27 @@ func compareAddress(a, b v1alpha1.LoadBalancerAddress) int {
 	return cmp.Or(cmp.Compare(a.IP, b.IP), cmp.Compare(a.Hostname, b.Hostname),
 		cmp.Compare(a.CanonicalHostedZoneID, b.CanonicalHostedZoneID), cmp.Compare(a.LoadBalancerARN, b.LoadBalancerARN))
 }
+
+// ClassName is the class ing is in and where that came from:
+// "spec.ingressClassName", "annotation kubernetes.io/ingress.class" or
+// "default class" ("" when there is none).
+func (s *Serving) ClassName(ing *networkingv1.Ingress) (name, from string) {
+	switch {
+	case ing.Spec.IngressClassName != nil:
+		from = "spec.ingressClassName"
+	case hasKey(ing.Annotations, annotationIngressClass):
+		from = "annotation " + annotationIngressClass
+	default:
+		from = "default class"
+	}
+	return s.className(ing), from
+}
+
+// BindingsOf returns the live bindings that serve class name (see
+// Serving).
+func (s *Serving) BindingsOf(name string) []*v1alpha1.LoadBalancerBinding { return s.bindingsOf(name) }
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
