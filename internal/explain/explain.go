@@ -225,7 +225,7 @@ func (r *report) binding(s State, b *v1alpha1.LoadBalancerBinding, depth int) {
 	if c := conds[v1alpha1.ConditionDeletionBlocked]; c != nil && c.Status == metav1.ConditionTrue {
 		r.bad(d, fmt.Sprintf("binding %s/%s cannot finish its deletion: %s", b.Namespace, b.Name, c.Message), "deletion blocked: %s", c.Reason)
 	}
-	if b.Status.LastError != "" {
+	if b.Status.LastError != "" && !slices.ContainsFunc(b.Status.Conditions, func(c metav1.Condition) bool { return strings.Contains(c.Message, b.Status.LastError) }) {
 		r.bad(d, fmt.Sprintf("binding %s/%s: last provider error: %s", b.Namespace, b.Name, b.Status.LastError), "last error: %s", b.Status.LastError)
 	}
 	t := b.Status.Targets

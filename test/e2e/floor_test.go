@@ -122,6 +122,8 @@ func TestFloor(t *testing.T) {
 			c, err := e.bindingCondition(ctx, v1alpha1.ConditionHeld)
 			return c.Status == metav1.ConditionTrue, err
 		})
+		// Issue 28: `sluice explain` names the hold as the cause.
+		e.explainCase("held-binding", []string{"binding", proxyNS + "/haproxy"}, "binding sluice-system/haproxy is held (DeregistrationHeld")
 		time.Sleep(5 * time.Second) // held: traffic keeps flowing
 	})
 	if cs.wants("floor-selector-held") {

@@ -48,10 +48,15 @@ const (
 //     is left behind, nothing duplicated; the load runs once sluice is
 //     back (an uninstall takes the proxies away, so it cannot run during).
 func TestHelm(t *testing.T) {
-	h := newChartEnv(t, "slh", chartOptions{})
+	// Any runtime API is allowed (the default allows only the chart's
+	// bindings'): explain-unreachable-provider adds a binding whose load
+	// balancer is nowhere. TestPrivilege covers the allow-lists.
+	h := newChartEnv(t, "slh", chartOptions{values: "controller:\n  allowedHAProxyRuntimeAPIs: ['*']\n"})
 	e := h.env
 
 	cs := newCases(e)
+	// Issue 28: `sluice explain` names the cause of each broken chain.
+	e.explainCases(cs)
 	cs.run("helm-upgrade", func() {
 		h.helm("upgrade", release, h.chart, "-n", proxyNS, "-f", h.values, "--set", "proxy.logLevel=debug")
 		e.settled(proxyNS, proxyName, 4*time.Minute)
