@@ -285,3 +285,11 @@ func (c *controllerConfig) webhook() *admission.Options {
 	}
 	return o
 }
+
+// deprecations are the deprecated spellings the command line used.
+func (c *controllerConfig) deprecations() []string {
+	if c == nil {
+		return nil
+	}
+	return c.warnings
+}

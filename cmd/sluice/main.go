@@ -76,8 +76,7 @@ func usage(w io.Writer) {
 // "commit <sha>", "go go1.26.8"), or one JSON object with --output json.
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	var output string
-	fs := newFlagSet("sluice version", stderr)
-	fs.StringVar(&output, "output", "text", "output format: text (one line each: version, commit, Go version) or json")
+	fs := versionFlags(&output, stderr)
 	if err := fs.parse(args); err != nil {
 		return usageError(stderr, "version", err)
 	}
@@ -92,4 +91,11 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "version", fmt.Errorf("--output must be text or json, not %q", output))
 	}
 	return 0
+}
+
+// versionFlags declares `sluice version`'s flags.
+func versionFlags(output *string, stderr io.Writer) *flagSet {
+	fs := newFlagSet("sluice version", stderr)
+	fs.StringVar(output, "output", "text", "output format: text (one line each: version, commit, Go version) or json")
+	return fs
 }

@@ -144,3 +144,11 @@ func serveNodeHealth(c *nodeHealthConfig, log *slog.Logger) error {
 	defer cancel()
 	return srv.Shutdown(sctx)
 }
+
+// deprecations are the deprecated spellings the command line used.
+func (c *nodeHealthConfig) deprecations() []string {
+	if c == nil {
+		return nil
+	}
+	return c.warnings
+}

@@ -576,3 +576,11 @@ func goCollector() prometheus.Collector {
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/gc/`)},
 	))
 }
+
+// deprecations are the deprecated spellings the command line used.
+func (c *proxyConfig) deprecations() []string {
+	if c == nil {
+		return nil
+	}
+	return c.warnings
+}
