@@ -108,12 +108,14 @@ func (fs *flagSet) usage() {
 			fmt.Fprintf(w, " %s", typ)
 		}
 		fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(help, "\n", "\n    \t"))
+		if fs.aliases[f.Name] != "" {
+			fmt.Fprintln(w)
+			return
+		}
 		if !slices.Contains([]string{"", "0", "0s", "false", "[]"}, f.DefValue) {
 			fmt.Fprintf(w, " (default %q)", f.DefValue)
 		}
-		if fs.aliases[f.Name] == "" {
-			fmt.Fprintf(w, " [$%s]", envName(f.Name))
-		}
+		fmt.Fprintf(w, " [$%s]", envName(f.Name))
 		fmt.Fprintln(w)
 	})
 }

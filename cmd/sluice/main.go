@@ -68,7 +68,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'sluice <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Run 'sluice <command> -h' for a command's flags. Every flag can also be set as the")
+	fmt.Fprintln(w, "environment variable SLUICE_<FLAG> (--drain-max-wait: SLUICE_DRAIN_MAX_WAIT); the command line wins.")
 }
 
 // runVersion runs `sluice version` (also `sluice --version`): the release
