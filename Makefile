@@ -2,11 +2,15 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
+# VERSION: a release's semantic version (make release VERSION=0.2.0), else
+# the git description (v0.2.0-3-gabc1234-dirty); stamped into the binary
+# with the commit (internal/version, `sluice version`).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X sluice.dev/sluice/internal/version.Version=$(VERSION) -X sluice.dev/sluice/internal/version.Commit=$(COMMIT)
 FUZZTIME ?= 15s
 
-.PHONY: all build run run-manifests test test-unit test-race fuzz lint bench bench-quick generate helm image image-test clean
+.PHONY: all build run run-manifests test test-unit test-race fuzz lint bench bench-quick generate helm image image-test release clean
 
 all: build
 
@@ -57,6 +61,12 @@ image:
 	scripts/install-deps.sh image
 	scripts/image.sh
 
+## release: VERSION=x.y.z: the binary, the image archive, the packaged chart and SHA256SUMS in dist/
+release:
+	@if [ "$(origin VERSION)" != "command line" ] && [ "$(origin VERSION)" != "environment" ]; then echo "make release needs VERSION=x.y.z" >&2; exit 2; fi
+	scripts/install-deps.sh image
+	VERSION=$(VERSION) scripts/release.sh
+
 ## image-test: build the image and run it with podman (skips where podman cannot run containers)
 image-test:
 	scripts/install-deps.sh image
@@ -67,4 +77,4 @@ helm:
 	@scripts/helm.sh
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

@@ -195,9 +195,10 @@ if [[ " ${PROXIES[*]} " != *" sluice "* ]]; then
 	:
 elif [[ -n ${BENCH_SLUICE:-} ]]; then
 	cp "$BENCH_SLUICE" "$tmp/bin/sluice" || die "BENCH_SLUICE=$BENCH_SLUICE: cannot copy"
-	log "using the prebuilt $BENCH_SLUICE ($("$tmp/bin/sluice" version 2>/dev/null || echo unknown version))"
+	log "using the prebuilt $BENCH_SLUICE ($("$tmp/bin/sluice" version 2>/dev/null | head -1 || echo unknown version))"
 else
-	go build -o "$tmp/bin/sluice" ./cmd/sluice ||
+	go build -ldflags "-X sluice.dev/sluice/internal/version.Version=$(git describe --tags --always --dirty 2>/dev/null || echo dev) -X sluice.dev/sluice/internal/version.Commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+		-o "$tmp/bin/sluice" ./cmd/sluice ||
 		die "cmd/sluice does not build; set BENCH_SLUICE to a prebuilt binary, or BENCH_PROXIES='haproxy nginx' to bench the others"
 fi
 B=$tmp/bin

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,12 +15,14 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"sluice.dev/sluice/internal/controller/admission"
 	"sluice.dev/sluice/internal/controller/binding"
 	"sluice.dev/sluice/internal/controller/manager"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
+	"sluice.dev/sluice/internal/version"
 )
 
 // controllerConfig is everything `sluice controller` is told on its command line.
@@ -58,15 +59,17 @@ type controllerConfig struct {
 	dns                      dnsConfig
 	tenancy                  tenancyFlags
 	access                   binding.Access
+	accessFlags              accessFlags
+	// warnings name the deprecated spellings the command line used.
+	warnings []string
 }
 
-func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, error) {
-	c := &controllerConfig{}
-	fs := flag.NewFlagSet("sluice controller", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// flags declares `sluice controller`'s flags into c.
+func (c *controllerConfig) flags(stderr io.Writer) *flagSet {
+	fs := newFlagSet("sluice controller", stderr)
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
-	fs.StringVar(&c.metricsAddress, "metrics-address", ":9091", `address for /metrics ("0" disables)`)
-	fs.StringVar(&c.healthAddress, "health-address", ":9092", `address for /healthz and /readyz ("0" disables)`)
+	fs.StringVar(&c.metricsAddress, "metrics-address", ":9091", `address for /metrics (empty disables; "0", the old spelling, too)`)
+	fs.StringVar(&c.healthAddress, "health-address", ":9092", `address for /healthz and /readyz (empty disables; "0", the old spelling, too)`)
 	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass whose Ingresses get status.loadBalancer")
 	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "as the proxies' flag: endpoints without a targetRef are used, so not reported (Event EndpointsRefused) as refused")
 	fs.BoolVar(&c.readTLSSecrets, "read-tls-secrets", false, "read the Ingresses' TLS Secrets (needs get, list and watch on secrets in every namespace with Ingresses) so that a missing or invalid one is an Event on its Ingress; off: the controller reads no Secret, and the proxies report Secret problems in their logs and metrics")
@@ -78,7 +81,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.DurationVar(&c.fastPollInterval, "fast-poll-interval", time.Second, "how often a binding's targets are read while any is initial, unhealthy or draining")
 	fs.DurationVar(&c.haproxyCheckInterval, "haproxy-check-interval", time.Second, "health-check interval of the HAProxy servers sluice adds")
 	fs.DurationVar(&c.haproxyMaxDrain, "haproxy-max-drain", 60*time.Second, "longest an HAProxy server stays in drain while it still has sessions")
-	fs.DurationVar(&c.haproxyWatchInterval, "haproxy-watch-interval", 250*time.Millisecond, "how often HAProxy's runtime API is asked whether a reload or restart forgot sluice's servers, which are then restored in their last state (negative: off)")
+	fs.DurationVar(&c.haproxyWatchInterval, "haproxy-watch-interval", 250*time.Millisecond, "how often HAProxy's runtime API is asked whether a reload or restart forgot sluice's servers, which are then restored in their last state (0: off; a negative value, the old spelling, too)")
 	fs.StringVar(&c.webhookAddress, "eviction-webhook-address", "", `address of the zone floor's webhooks, eviction and zone steering of new pods (HTTPS, e.g. ":9443"; "": off)`)
 	fs.StringVar(&c.webhookCertDir, "eviction-webhook-cert-dir", "", "directory keeping the webhook's generated CA and serving certificate (default: memory, new at each start)")
 	fs.StringVar(&c.webhookService, "eviction-webhook-service", "", "Service in front of the controller that the API server calls: namespace/name[:port]")
@@ -89,20 +92,40 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.BoolVar(&c.ingressDaemonSets, "ingress-daemonsets", true, "run the IngressDaemonSet controller (needs RBAC to write Deployments, DaemonSets and PodDisruptionBudgets in --ingressdaemonset-namespaces and to annotate Nodes)")
 	fs.StringVar(&c.awsEndpoint, "aws-endpoint", "", "ELBv2 API endpoint URL for every region (tests, the awsfake); default: AWS's regional endpoint")
 	fs.StringVar(&c.awsCluster, "aws-cluster", "", "cluster name for AWS target group discovery: a binding that lists no targetGroupARNs uses the groups tagged sluice.dev/cluster=NAME and sluice.dev/frontend=<binding name>")
-	var accessF accessFlags
-	accessF.register(fs)
+	c.accessFlags.register(fs.FlagSet)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.namespace, "namespace", "", "the controller's namespace: its bindings serve IngressClasses without binding parameters (default: $POD_NAMESPACE, the service account's namespace, else --leader-election-namespace)")
 	fs.StringVar(&c.nodeHealthImage, "node-health-image", "sluice", "image of IngressDaemonSets' health checkers (`sluice node-health`) that name none")
-	c.dns.register(fs)
-	c.tenancy.register(fs)
-	if err := fs.Parse(args); err != nil {
+	c.dns.register(fs.FlagSet)
+	c.tenancy.register(fs.FlagSet)
+	return fs
+}
+
+func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, error) {
+	c := &controllerConfig{}
+	fs := c.flags(stderr)
+	if err := fs.parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	// "" turns a listener off; "0" did before and still does.
+	for _, a := range []struct {
+		name string
+		addr *string
+	}{{"--metrics-address", &c.metricsAddress}, {"--health-address", &c.healthAddress}} {
+		if *a.addr == "0" {
+			fs.deprecate(`%s="0" is deprecated and goes in the next release: an empty value turns the listener off`, a.name)
+			*a.addr = ""
+		}
+	}
+	if c.haproxyWatchInterval < 0 {
+		fs.deprecate("a negative --haproxy-watch-interval is deprecated and goes in the next release: 0 turns restoring off")
+		c.haproxyWatchInterval = 0
+	}
+	c.warnings = fs.warnings
 	c.metricsAddress, c.healthAddress, c.webhookAddress = listenAddress(c.metricsAddress), listenAddress(c.healthAddress), listenAddress(c.webhookAddress)
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
@@ -137,7 +160,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	// The controller's own namespace (--namespace, the pod's, else the
 	// leader-election namespace) is the default of --binding-namespaces
 	// and --ingressdaemonset-namespaces.
-	access, err := accessF.parse(func() string { return controllerNamespace(c.namespace, c.leaderElectionNamespace) })
+	access, err := c.accessFlags.parse(func() string { return controllerNamespace(c.namespace, c.leaderElectionNamespace) })
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +173,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 // gates and drain handshake, and publishes Ingress status.
 func runController(args []string, stdout, stderr io.Writer) int {
 	c, err := parseControllerFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice controller: %v\n", err)
-		return 2
+		return usageError(stderr, "controller", err)
 	}
 	log := newLogger(c.logFormat, c.logLevel, stderr)
+	logDeprecated(log, c.warnings)
 	if err := serveController(c, log); err != nil {
 		log.Error("sluice controller failed", "error", err)
 		return 1
@@ -196,12 +216,12 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		LeaderElection:           c.leaderElect,
 		LeaderElectionNamespace:  c.leaderElectionNamespace,
 		LeaderElectionID:         c.leaderElectionID,
-		MetricsAddress:           c.metricsAddress,
-		HealthAddress:            c.healthAddress,
+		MetricsAddress:           offAddress(c.metricsAddress),
+		HealthAddress:            offAddress(c.healthAddress),
 		SyncPeriod:               c.resyncPeriod,
 		FastRequeue:              c.fastPollInterval,
 		SlowRequeue:              c.pollInterval,
-		HAProxy:                  haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain, WatchInterval: c.haproxyWatchInterval},
+		HAProxy:                  haproxy.Options{CheckInterval: c.haproxyCheckInterval, MaxDrain: c.haproxyMaxDrain, WatchInterval: watchInterval(c.haproxyWatchInterval)},
 		AWS:                      aws.Options{Endpoint: c.awsEndpoint},
 		AWSCluster:               c.awsCluster,
 		EvictionWebhook:          c.webhook(),
@@ -213,7 +233,10 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("sluice controller starting", "namespace", namespace, "dnsProvider", c.dns.provider, "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
+	if err := ctrlmetrics.Registry.Register(version.Collector()); err != nil {
+		return fmt.Errorf("registering sluice_build_info: %w", err)
+	}
+	log.Info("sluice controller starting", "version", version.Get().Version, "namespace", namespace, "dnsProvider", c.dns.provider, "ingressClass", c.ingressClass, "leaderElect", c.leaderElect,
 		"metrics", c.metricsAddress, "health", c.healthAddress, "awsEndpoint", c.awsEndpoint, "awsCluster", c.awsCluster,
 		"bindingNamespaces", c.access.Namespaces, "ingressDaemonSets", c.ingressDaemonSets, "ingressDaemonSetNamespaces", c.access.IngressDaemonSets, "readTLSSecrets", c.readTLSSecrets, "allowedHAProxyRuntimeAPIs", c.access.HAProxyRuntimeAPIs, "allowedAWSTargetGroups", c.access.AWSTargetGroups)
 	if err := mgr.Start(ctx); err != nil {
@@ -221,6 +244,24 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 	}
 	log.Info("sluice controller stopped")
 	return nil
+}
+
+// offAddress is a listener address for the manager, where "0" (not "")
+// turns a listener off.
+func offAddress(addr string) string {
+	if addr == "" {
+		return "0"
+	}
+	return addr
+}
+
+// watchInterval is --haproxy-watch-interval for the HAProxy provider,
+// where a negative interval (not 0) turns restoring off.
+func watchInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // webhook turns the --eviction-webhook-* flags into the webhook's options
@@ -243,4 +284,12 @@ func (c *controllerConfig) webhook() *admission.Options {
 		o.Hosts = []string{name + "." + ns + ".svc", name + "." + ns + ".svc.cluster.local"}
 	}
 	return o
+}
+
+// deprecations are the deprecated spellings the command line used.
+func (c *controllerConfig) deprecations() []string {
+	if c == nil {
+		return nil
+	}
+	return c.warnings
 }

@@ -23,7 +23,7 @@ import (
 // dnsConfig is the DNS part of `sluice controller`'s command line.
 type dnsConfig struct {
 	provider       string
-	zones          stringList
+	zones          listFlag
 	ownerID        string
 	policy         string
 	ttl            time.Duration
@@ -57,27 +57,34 @@ func (n *namespaceDomains) String() string {
 	return strings.Join(out, " ")
 }
 
+// Set takes one or more NAMESPACE=DOMAIN[,DOMAIN...] entries in one
+// comma-separated list: an element with "=" starts the next namespace
+// ("a=x.example,y.example,b=z.example"), as one environment variable needs.
 func (n *namespaceDomains) Set(v string) error {
-	ns, patterns, err := dns.ParseNamespaceDomains(v)
-	if err != nil {
-		return err
+	var entries []string
+	for _, e := range strings.Split(v, ",") {
+		if len(entries) == 0 || strings.Contains(e, "=") {
+			entries = append(entries, e)
+			continue
+		}
+		entries[len(entries)-1] += "," + e
 	}
-	if n.d == nil {
-		n.d = dns.NamespaceDomains{}
+	for _, e := range entries {
+		ns, patterns, err := dns.ParseNamespaceDomains(e)
+		if err != nil {
+			return err
+		}
+		if n.d == nil {
+			n.d = dns.NamespaceDomains{}
+		}
+		n.d.Add(ns, patterns)
 	}
-	n.d.Add(ns, patterns)
 	return nil
 }
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
 func (d *dnsConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.provider, "dns-provider", "none", "DNS records for Ingress hosts: none, rfc2136 or route53")
-	fs.Var(&d.zones, "dns-zone", "a zone to manage (repeatable): a domain (rfc2136, route53) or a hosted-zone ID (route53)")
+	fs.Var(&d.zones, "dns-zone", "zones to manage (comma-separated, or repeated): each a domain (rfc2136, route53) or a hosted-zone ID (route53)")
 	fs.StringVar(&d.ownerID, "dns-owner-id", "", "owner ID written into every ownership TXT record; required when --dns-provider is not none")
 	fs.StringVar(&d.policy, "dns-policy", "sync", "which changes DNS may make: sync (create, update, delete), upsert-only or create-only")
 	fs.DurationVar(&d.ttl, "dns-ttl", 60*time.Second, "TTL of the records sluice writes")
@@ -92,7 +99,7 @@ func (d *dnsConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.keyFile, "dns-ownership-key-file", "", "file of base64 keys (one a line, at least 16 bytes each) that sign ownership TXT records: the first signs, all verify (rotation); required when --dns-provider is not none")
 	fs.BoolVar(&d.adoptUnsigned, "dns-adopt-unsigned", false, "re-sign the unsigned ownership records of this --dns-owner-id that a wanted host holds (once, when upgrading from unsigned records; then turn it off)")
 	fs.BoolVar(&d.allowApex, "dns-allow-apex", false, "publish hosts that are the apex of a managed zone (default: refused with an ApexNotAllowed Event)")
-	fs.Var(&d.namespaces, "dns-namespace-domains", `NAMESPACE=DOMAIN[,DOMAIN...]: the hosts the Ingresses of NAMESPACE may publish ("a.example.com" that name, "*.a.example.com" every name below it); repeatable, one namespace each; once given, namespaces not listed publish nothing (default: any host in the zones)`)
+	fs.Var(&d.namespaces, "dns-namespace-domains", `NAMESPACE=DOMAIN[,DOMAIN...]: the hosts the Ingresses of NAMESPACE may publish ("a.example.com" that name, "*.a.example.com" every name below it); repeatable, or several in one comma-separated list (an element with "=" starts the next namespace: a=x.example,b=y.example); once given, namespaces not listed publish nothing (default: any host in the zones)`)
 }
 
 // ownerIDPattern keeps owner IDs out of the ownership record's syntax.

@@ -110,7 +110,7 @@ func TestDNSOwnershipKeyFile(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for file, want := range map[string]string{good: "", bad: "at least 16", filepath.Join(dir, "missing"): "reading --dns-ownership-key-file"} {
-		d := dnsConfig{provider: "rfc2136", zones: stringList{"example.com"}, ownerID: "a", rfc2136Server: "127.0.0.1:53", keyFile: file}
+		d := dnsConfig{provider: "rfc2136", zones: listFlag{"example.com"}, ownerID: "a", rfc2136Server: "127.0.0.1:53", keyFile: file}
 		o, err := d.options(context.Background(), log)
 		switch {
 		case want == "" && (err != nil || o.Keys.Len() != 2):

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,32 +30,29 @@ import (
 // (internal/explain). Exit status: 0 when nothing is broken, 1 when a
 // cause was found, 2 for a usage or read error.
 func runExplain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sluice explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	var c explainConfig
+	fs := c.flags(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice explain ingress|binding NAMESPACE/NAME [flags]")
-		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "arguments: ingress|binding NAMESPACE/NAME")
+		fs.usage()
 	}
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, else the in-cluster configuration")
-	controllerNS := fs.String("controller-namespace", "sluice-system", "the controller's namespace (the chart's release namespace): its bindings serve the IngressClasses that name none")
-	class := fs.String("ingress-class", "sluice", "the proxies' --ingress-class")
-	output := fs.String("output", "text", `"text" or "json"`)
-	timeout := fs.Duration("timeout", 30*time.Second, "how long the reads may take")
-	// Flags may follow the arguments (sluice explain ingress a/b --output json).
+	kubeconfig, controllerNS, class, output, timeout := &c.kubeconfig, &c.controllerNS, &c.class, &c.output, &c.timeout
+	// Flags may follow the arguments (sluice explain ingress a/b --output
+	// json); the environment fills what the command line left alone.
 	var pos []string
 	rest := args
-	for len(rest) > 0 {
+	for {
 		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
+			return usageError(stderr, "explain", err)
 		}
 		if fs.NArg() == 0 {
 			break
 		}
 		pos = append(pos, fs.Arg(0))
 		rest = fs.Args()[1:]
+	}
+	if err := fs.parse(nil); err != nil {
+		return usageError(stderr, "explain", err)
 	}
 	if len(pos) != 2 || (pos[0] != "ingress" && pos[0] != "binding") || *output != "text" && *output != "json" {
 		fs.Usage()
@@ -101,6 +96,23 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// explainConfig is `sluice explain`'s flags.
+type explainConfig struct {
+	kubeconfig, controllerNS, class, output string
+	timeout                                 time.Duration
+}
+
+// flags declares `sluice explain`'s flags into c.
+func (c *explainConfig) flags(stderr io.Writer) *flagSet {
+	fs := newFlagSet("sluice explain", stderr)
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, else the in-cluster configuration")
+	fs.StringVar(&c.controllerNS, "controller-namespace", "sluice-system", "the controller's namespace (the chart's release namespace): its bindings serve the IngressClasses that name none")
+	fs.StringVar(&c.class, "ingress-class", "sluice", "the proxies' --ingress-class")
+	fs.StringVar(&c.output, "output", "text", `"text" or "json"`)
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long the reads may take")
+	return fs
 }
 
 // explainClient is a client with the caller's kubeconfig (the usual

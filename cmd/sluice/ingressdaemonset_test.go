@@ -28,7 +28,7 @@ func TestHealthCheckerArgs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sluice node-health %v: %v", args[1:], err)
 	}
-	if c.listen != ":10080" || c.namespace != "edge-ns" || c.nodeName != "node-1" ||
+	if c.healthAddress != ":10080" || c.namespace != "edge-ns" || c.nodeName != "node-1" ||
 		c.rules.DetachAnnotation != v1alpha1.DefaultDetachAnnotation || c.rules.DetachValue != "true" ||
 		c.rules.UpdatePendingAnnotation != v1alpha1.AnnotationUpdatePending || c.selector.String() != v1alpha1.LabelIngressDaemonSet+"=edge" {
 		t.Fatalf("parsed %+v", c)

@@ -6,20 +6,19 @@
 //	sluice node-health  per-node health check of instance-mode load balancers (host network)
 //	sluice remove-bindings  deletes a release's bindings and waits for their finalizer (Helm pre-delete hook)
 //	sluice explain     walks an Ingress's or binding's chain and names the cause of what is broken
-//	sluice version     prints the version
+//	sluice version     prints the version, commit and Go version (also: sluice --version)
 //
 // This file only dispatches; each role's flags and wiring live in its own file.
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
-)
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+	"sluice.dev/sluice/internal/version"
+)
 
 type command struct {
 	name    string
@@ -71,20 +70,35 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'sluice <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Run 'sluice <command> -h' for a command's flags. Every flag can also be set as the")
+	fmt.Fprintln(w, "environment variable SLUICE_<FLAG> (--drain-max-wait: SLUICE_DRAIN_MAX_WAIT); the command line wins.")
 }
 
+// runVersion runs `sluice version` (also `sluice --version`): the release
+// version, the commit and the Go version, one per line ("sluice 0.2.0",
+// "commit <sha>", "go go1.26.8"), or one JSON object with --output json.
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-		fmt.Fprintf(stdout, "sluice %s %s\n", v, bi.GoVersion)
-		return 0
+	var output string
+	fs := versionFlags(&output, stderr)
+	if err := fs.parse(args); err != nil {
+		return usageError(stderr, "version", err)
 	}
-	fmt.Fprintf(stdout, "sluice %s\n", v)
+	i := version.Get()
+	switch output {
+	case "text":
+		fmt.Fprintf(stdout, "sluice %s\ncommit %s\ngo %s\n", i.Version, i.Commit, i.GoVersion)
+	case "json":
+		b, _ := json.Marshal(i) // three strings: cannot fail
+		fmt.Fprintf(stdout, "%s\n", b)
+	default:
+		return usageError(stderr, "version", fmt.Errorf("--output must be text or json, not %q", output))
+	}
 	return 0
+}
+
+// versionFlags declares `sluice version`'s flags.
+func versionFlags(output *string, stderr io.Writer) *flagSet {
+	fs := newFlagSet("sluice version", stderr)
+	fs.StringVar(output, "output", "text", "output format: text (one line each: version, commit, Go version) or json")
+	return fs
 }

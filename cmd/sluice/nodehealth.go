@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,49 +18,60 @@ import (
 	"k8s.io/klog/v2"
 
 	"sluice.dev/sluice/internal/nodehealth"
+	"sluice.dev/sluice/internal/version"
 )
 
 // nodeHealthConfig is `sluice node-health`'s flags.
 type nodeHealthConfig struct {
-	listen     string
-	kubeconfig string
-	nodeName   string
-	namespace  string
-	selector   labels.Selector
-	rules      nodehealth.Rules
-	logFormat  string
-	logLevel   string
+	healthAddress string
+	kubeconfig    string
+	nodeName      string
+	namespace     string
+	selector      labels.Selector
+	rules         nodehealth.Rules
+	logFormat     string
+	logLevel      string
+	selectorFlag  string
+	// warnings name the deprecated spellings the command line used.
+	warnings []string
 }
 
-func parseNodeHealthFlags(args []string, stderr io.Writer) (*nodeHealthConfig, error) {
-	c := &nodeHealthConfig{}
-	fs := flag.NewFlagSet("sluice node-health", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.listen, "listen", ":10254", "address of the health endpoint (host network: the load balancer's health-check port, e.g. the IngressDaemonSet's healthCheckNodePort)")
+// flags declares `sluice node-health`'s flags into c.
+func (c *nodeHealthConfig) flags(stderr io.Writer) *flagSet {
+	fs := newFlagSet("sluice node-health", stderr)
+	fs.StringVar(&c.healthAddress, "health-address", ":10254", "address of the health endpoint (host network: the load balancer's health-check port, e.g. the IngressDaemonSet's healthCheckNodePort); required")
+	fs.alias("listen", "health-address")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
 	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API spec.nodeName)")
 	fs.StringVar(&c.namespace, "namespace", "", "namespace of the ingress replicas (default: this pod's namespace)")
-	sel := fs.String("selector", "", "label selector of the ingress replicas (required)")
+	fs.StringVar(&c.selectorFlag, "selector", "", "label selector of the ingress replicas (required)")
 	fs.StringVar(&c.rules.DetachAnnotation, "detach-annotation", nodehealth.DefaultDetachAnnotation, "node annotation that marks the node as being detached from the load balancer (empty: no check)")
 	fs.StringVar(&c.rules.DetachValue, "detach-value", nodehealth.DefaultDetachValue, "value of --detach-annotation that means detaching (empty: any value)")
 	fs.StringVar(&c.rules.UpdatePendingAnnotation, "update-pending-annotation", nodehealth.DefaultUpdatePendingAnnotation, "node annotation whose value (anything but empty or \"false\") means the node's replicas are about to be replaced (empty: no check)")
 	fs.IntVar(&c.rules.MinReady, "min-ready", 0, "replicas that must be ready (ContainersReady): 0 means every replica on the node")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+func parseNodeHealthFlags(args []string, stderr io.Writer) (*nodeHealthConfig, error) {
+	c := &nodeHealthConfig{}
+	fs := c.flags(stderr)
+	if err := fs.parse(args); err != nil {
 		return nil, err
 	}
+	c.warnings = fs.warnings
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
 	if c.nodeName == "" {
 		return nil, errors.New("--node-name (or $NODE_NAME) is required")
 	}
-	if *sel == "" {
+	if c.selectorFlag == "" {
 		return nil, errors.New("--selector is required")
 	}
 	var err error
-	if c.selector, err = labels.Parse(*sel); err != nil {
+	if c.selector, err = labels.Parse(c.selectorFlag); err != nil {
 		return nil, fmt.Errorf("--selector: %w", err)
 	}
 	if c.namespace = controllerNamespace(c.namespace, ""); c.namespace == "" {
@@ -70,8 +80,9 @@ func parseNodeHealthFlags(args []string, stderr io.Writer) (*nodeHealthConfig, e
 	if c.rules.MinReady < 0 {
 		return nil, fmt.Errorf("--min-ready must not be negative, not %d", c.rules.MinReady)
 	}
-	if _, _, err := net.SplitHostPort(c.listen); err != nil {
-		return nil, fmt.Errorf("--listen: %w", err)
+	c.healthAddress = listenAddress(c.healthAddress)
+	if _, _, err := net.SplitHostPort(c.healthAddress); err != nil {
+		return nil, fmt.Errorf("--health-address: %w", err)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
@@ -86,14 +97,11 @@ func parseNodeHealthFlags(args []string, stderr io.Writer) (*nodeHealthConfig, e
 // instance-mode load balancers (internal/nodehealth has the contract).
 func runNodeHealth(args []string, stdout, stderr io.Writer) int {
 	c, err := parseNodeHealthFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice node-health: %v\n", err)
-		return 2
+		return usageError(stderr, "node-health", err)
 	}
 	log := newLogger(c.logFormat, c.logLevel, stderr)
+	logDeprecated(log, c.warnings)
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	if err := serveNodeHealth(c, log); err != nil {
 		log.Error("sluice node-health failed", "error", err)
@@ -118,21 +126,29 @@ func serveNodeHealth(c *nodeHealthConfig, log *slog.Logger) error {
 		Rules: c.rules, Resync: 10 * time.Minute, Logger: log,
 	})
 	checker.Start(ctx)
-	ln, err := net.Listen("tcp", c.listen)
+	ln, err := net.Listen("tcp", c.healthAddress)
 	if err != nil {
-		return fmt.Errorf("binding %s: %w", c.listen, err)
+		return fmt.Errorf("binding %s: %w", c.healthAddress, err)
 	}
 	srv := &http.Server{Handler: checker, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("sluice node-health started", "version", version, "listen", ln.Addr(), "node", c.nodeName,
+	log.Info("sluice node-health started", "version", version.Get().Version, "address", ln.Addr(), "node", c.nodeName,
 		"namespace", c.namespace, "selector", c.selector.String())
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serving %s: %w", c.listen, err)
+		return fmt.Errorf("serving %s: %w", c.healthAddress, err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// deprecations are the deprecated spellings the command line used.
+func (c *nodeHealthConfig) deprecations() []string {
+	if c == nil {
+		return nil
+	}
+	return c.warnings
 }

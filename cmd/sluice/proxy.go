@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +33,7 @@ import (
 	"sluice.dev/sluice/internal/source/kube"
 	"sluice.dev/sluice/internal/source/manifests"
 	"sluice.dev/sluice/internal/translate"
+	"sluice.dev/sluice/internal/version"
 )
 
 // proxyConfig is everything `sluice proxy` is told on its command line.
@@ -54,8 +54,9 @@ type proxyConfig struct {
 	httpsAddress string
 	adminAddress string
 
-	trustedProxies []netip.Prefix
-	proxyProtocol  bool
+	trustedProxiesFlag string
+	trustedProxies     []netip.Prefix
+	proxyProtocol      bool
 
 	readHeaderTimeout time.Duration
 	idleTimeout       time.Duration
@@ -90,25 +91,27 @@ type proxyConfig struct {
 	accessLog  bool
 
 	allowEncodedSlashes bool
+
+	// warnings name the deprecated spellings the command line used.
+	warnings []string
 }
 
-func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
-	c := &proxyConfig{}
-	fs := flag.NewFlagSet("sluice proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// flags declares `sluice proxy`'s flags into c.
+func (c *proxyConfig) flags(stderr io.Writer) *flagSet {
+	fs := newFlagSet("sluice proxy", stderr)
 	fs.StringVar(&c.manifests, "manifests", "", "read Ingress, IngressClass, Service, EndpointSlice and Secret objects from the YAML files in this directory instead of the Kubernetes API")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
 	fs.StringVar(&c.watchNamespace, "watch-namespace", "", "only read Ingresses, Services, EndpointSlices and Secrets in these comma-separated namespaces (default: all namespaces; IngressClasses are always read cluster-wide)")
 	fs.Var(&c.ingressClasses, "ingress-class", "IngressClass this proxy serves (repeatable, or a comma-separated list): Ingresses of other classes get no route (404). Unset: the class \"sluice\" and every IngressClass whose spec.controller is "+translate.ControllerName+" (one fleet for all classes; logged at startup)")
 	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "also use EndpointSlice endpoints without a targetRef (selector-less Services whose slices are written by hand); endpoints whose targetRef is not a Pod of the Service's namespace stay refused")
 	fs.BoolVar(&c.allowLoopbackEndpoints, "allow-loopback-endpoints", false, "use endpoints at loopback addresses (127.0.0.0/8, ::1): backends on the proxy's own host; only with --manifests")
-	c.tenancy.register(fs)
+	c.tenancy.register(fs.FlagSet)
 	fs.BoolVar(&c.sslRedirect, "ssl-redirect", false, `redirect plain-HTTP requests to hosts that have TLS (from their owner's spec.tls) to HTTPS with a 308, for Ingresses without the sluice.dev/ssl-redirect annotation (off by default, as the Ingress conformance suite expects)`)
 	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name (unset, missing or invalid: a self-signed certificate generated at start)")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
 	fs.StringVar(&c.httpsAddress, "https-address", ":8443", "address for TLS traffic (empty disables)")
-	fs.StringVar(&c.adminAddress, "admin-address", ":9090", "address for /healthz, /readyz and /metrics")
-	trusted := fs.String("trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-* headers and PROXY protocol headers are trusted")
+	fs.StringVar(&c.adminAddress, "admin-address", ":9090", "address for /healthz, /readyz and /metrics (empty disables)")
+	fs.StringVar(&c.trustedProxiesFlag, "trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-* headers and PROXY protocol headers are trusted")
 	fs.BoolVar(&c.proxyProtocol, "proxy-protocol", false, "accept PROXY protocol v1/v2 headers on the traffic listeners (from --trusted-proxies only)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed for a request's header to arrive, from the connection's accept or the request's first byte (HAProxy's timeout http-request; slowloris clients are cut by it)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle client keep-alive connection (HTTP/1.1 or HTTP/2) is kept; longer than the load balancer's own idle timeout (ALB: 60s) so that the load balancer, not the proxy, closes idle connections and never sends on one the proxy is closing")
@@ -140,9 +143,16 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.BoolVar(&c.splice, "splice-bodies", false, "copy large Content-Length response bodies from the pod's connection to a plain-HTTP client's with splice(2) (less proxy CPU, more for the receiving client on loopback); needs --write-idle-timeout=0, since a splice cannot move the write deadline as bytes go")
 	fs.BoolVar(&c.allowEncodedSlashes, "allow-encoded-slashes", false, "pass an encoded slash, backslash or dot (%2F, %5C, %2E) or a literal backslash in a request path to the pod unchanged (path rules see it decoded and normalised); false: refuse such requests with 400")
 	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
+	c := &proxyConfig{}
+	fs := c.flags(stderr)
+	if err := fs.parse(args); err != nil {
 		return nil, err
 	}
+	c.warnings = fs.warnings
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
@@ -154,7 +164,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	if slices.Contains(c.namespaces, "*") {
 		c.namespaces = nil
 	}
-	if c.trustedProxies, err = parseCIDRs(*trusted); err != nil {
+	if c.trustedProxies, err = parseCIDRs(c.trustedProxiesFlag); err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	if c.manifests != "" && c.kubeconfig != "" {
@@ -271,14 +281,11 @@ func newLogger(format, level string, w io.Writer) *slog.Logger {
 
 func runProxy(args []string, stdout, stderr io.Writer) int {
 	c, err := parseProxyFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice proxy: %v\n", err)
-		return 2
+		return usageError(stderr, "proxy", err)
 	}
 	log := newLogger(c.logFormat, c.logLevel, stderr)
+	logDeprecated(log, c.warnings)
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	if err := serveProxy(c, log); err != nil {
 		log.Error("sluice proxy failed", "error", err)
@@ -301,7 +308,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.Collector())
 
 	var (
 		src     rebuild.Source
@@ -321,7 +328,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		cfg.UserAgent = "sluice-proxy/" + version
+		cfg.UserAgent = "sluice-proxy/" + version.Get().Version
 		if client, err = kubernetes.NewForConfig(cfg); err != nil {
 			return fmt.Errorf("creating Kubernetes client: %w", err)
 		}
@@ -455,7 +462,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 	go func() { loopErr <- loop.Run(ctx) }()
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(ctx, sigs) }()
-	log.Info("sluice proxy started", "version", version, "http", c.httpAddress, "https", c.httpsAddress, "admin", c.adminAddress)
+	log.Info("sluice proxy started", "version", version.Get().Version, "http", c.httpAddress, "https", c.httpsAddress, "admin", c.adminAddress)
 
 	select {
 	case err := <-runErr:
@@ -568,4 +575,12 @@ func goCollector() prometheus.Collector {
 		collectors.MetricsScheduler,
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/gc/`)},
 	))
+}
+
+// deprecations are the deprecated spellings the command line used.
+func (c *proxyConfig) deprecations() []string {
+	if c == nil {
+		return nil
+	}
+	return c.warnings
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -33,21 +31,12 @@ import (
 // deregistering its targets (sluice.dev/abandon-targets), for a provider
 // that is gone or unreachable for good.
 func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sluice remove-bindings", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
-	namespace := fs.String("namespace", "", "namespace of the bindings (default: the pod's namespace)")
-	selector := fs.String("selector", "", "label selector of the bindings to remove (required)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the bindings to be gone")
-	abandon := fs.Bool("abandon", false, "let the deleted bindings go without deregistering their targets (annotates each "+
-		v1alpha1.AnnotationAbandonTargets+"=<generation>): the targets stay in the load balancer for you to remove; "+
-		"for a provider that is unreachable for good (a binding reporting DeletionBlocked)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	var c removeBindingsConfig
+	fs := c.flags(stderr)
+	if err := fs.parse(args); err != nil {
+		return usageError(stderr, "remove-bindings", err)
 	}
+	kubeconfig, namespace, selector, timeout, abandon := &c.kubeconfig, &c.namespace, &c.selector, &c.timeout, &c.abandon
 	ns := *namespace
 	if ns == "" {
 		ns = controllerNamespace("", "")
@@ -81,6 +70,26 @@ func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// removeBindingsConfig is `sluice remove-bindings`'s flags.
+type removeBindingsConfig struct {
+	kubeconfig, namespace, selector string
+	timeout                         time.Duration
+	abandon                         bool
+}
+
+// flags declares `sluice remove-bindings`'s flags into c.
+func (c *removeBindingsConfig) flags(stderr io.Writer) *flagSet {
+	fs := newFlagSet("sluice remove-bindings", stderr)
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: in-cluster configuration")
+	fs.StringVar(&c.namespace, "namespace", "", "namespace of the bindings (default: the pod's namespace)")
+	fs.StringVar(&c.selector, "selector", "", "label selector of the bindings to remove (required)")
+	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "how long to wait for the bindings to be gone")
+	fs.BoolVar(&c.abandon, "abandon", false, "let the deleted bindings go without deregistering their targets (annotates each "+
+		v1alpha1.AnnotationAbandonTargets+"=<generation>): the targets stay in the load balancer for you to remove; "+
+		"for a provider that is unreachable for good (a binding reporting DeletionBlocked)")
+	return fs
 }
 
 func bindingClient(kubeconfig string) (client.Client, error) {

@@ -264,7 +264,7 @@ func containerSecurity(port int32) *corev1.SecurityContext {
 func NodeHealthArgs(ids *v1alpha1.IngressDaemonSet, key, value string) []string {
 	return []string{
 		"node-health",
-		"--listen=:" + strconv.Itoa(int(ids.Spec.HealthCheckNodePort)),
+		"--health-address=:" + strconv.Itoa(int(ids.Spec.HealthCheckNodePort)),
 		"--namespace=" + ids.Namespace,
 		"--selector=" + v1alpha1.LabelIngressDaemonSet + "=" + ids.Name,
 		"--detach-annotation=" + key,

@@ -331,14 +331,14 @@ func (e *env) startController() {
 		// value of a flag wins).
 		"--allowed-haproxy-runtime-apis=*", "--allowed-aws-target-groups=*")
 	cmd.Args = append(cmd.Args, e.ctlArgs...)
-	if e.ctlEnv != nil {
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "AWS_") {
-				cmd.Env = append(cmd.Env, kv)
-			}
+	// The test run's SLUICE_ variables (SLUICE_KUBECONFIG) would be read
+	// as flags; with ctlEnv, AWS_ variables are the suite's own.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") && (e.ctlEnv == nil || !strings.HasPrefix(kv, "AWS_")) {
+			cmd.Env = append(cmd.Env, kv)
 		}
-		cmd.Env = append(cmd.Env, e.ctlEnv...)
 	}
+	cmd.Env = append(cmd.Env, e.ctlEnv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -27,6 +28,13 @@ func (e *env) explain(args ...string) (string, int) {
 	e.t.Helper()
 	cmd := exec.Command(e.sluice, append(append([]string{"explain"}, args...),
 		"--kubeconfig", e.c.Kubeconfig(), "--controller-namespace", proxyNS)...)
+	// The run's own SLUICE_ variables (SLUICE_KUBECONFIG, ...) would set
+	// the command's flags.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

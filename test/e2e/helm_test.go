@@ -18,6 +18,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,7 +47,12 @@ const (
 //     finishes it (the line prints the handover time);
 //   - helm-reinstall: `helm uninstall`, then `helm install` again: nothing
 //     is left behind, nothing duplicated; the load runs once sluice is
-//     back (an uninstall takes the proxies away, so it cannot run during).
+//     back (an uninstall takes the proxies away, so it cannot run during);
+//   - release-install: `make release`'s chart (scripts/release.sh, the
+//     chart part, VERSION=0.2.0) replaces the source tree's: uninstall,
+//     `helm install` of dist/sluice-0.2.0.tgz with no image tag, so every
+//     pod runs ghcr.io/sluice-dev/sluice:0.2.0 (the cluster maps that
+//     image to the test's binary); the load runs through it.
 func TestHelm(t *testing.T) {
 	// Any runtime API is allowed (the default allows only the chart's
 	// bindings'): explain-unreachable-provider adds a binding whose load
@@ -87,6 +93,92 @@ func TestHelm(t *testing.T) {
 			return fmt.Sprintf("left_behind=%d duplicated=%d", len(left), len(dup))
 		})
 	}
+	if cs.wants("release-install") {
+		const version = "0.2.0"
+		pkg := h.releaseChart(version)
+		h.helm("uninstall", release, "-n", proxyNS, "--wait", "--timeout", "5m")
+		if left := h.leftovers(); len(left) > 0 {
+			t.Errorf("after helm uninstall, left behind: %q", left)
+		}
+		noTag := h.writeValues("values-release.yaml", "image: {tag: \"\"}\n")
+		h.helm(append(append([]string{"install", release, pkg, "-n", proxyNS}, h.valueFiles()...), "-f", noTag)...)
+		h.ready()
+		images := h.releaseImages()
+		for _, img := range images {
+			if img != "ghcr.io/sluice-dev/sluice:"+version {
+				t.Errorf("a pod of the release runs %s, not the release's image (tag %s)", img, version)
+			}
+		}
+		cs.runNoted("release-install", func() string {
+			// sluice_build_info on the leading controller's metrics and
+			// on each proxy's admin port.
+			addrs := []string{h.leader().addr}
+			live, _, err := h.pods(context.Background(), proxyNS, proxyName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range live {
+				addrs = append(addrs, net.JoinHostPort(p.Status.PodIP, "9090"))
+			}
+			info := 0
+			for _, a := range addrs {
+				if hasBuildInfo(a) {
+					info++
+				}
+			}
+			if info != len(addrs) {
+				t.Errorf("sluice_build_info on %d of %d metrics endpoints (%v)", info, len(addrs), addrs)
+			}
+			return fmt.Sprintf("chart=%s pods=%d build_info=%d/%d", filepath.Base(pkg), len(images), info, len(addrs))
+		})
+	}
+}
+
+// releaseChart runs scripts/release.sh for the chart only (the local
+// cluster runs binaries, not images) and returns the packaged chart.
+func (h *helmEnv) releaseChart(version string) string {
+	h.t.Helper()
+	dist := filepath.Join(h.dir, "dist")
+	cmd := exec.Command(filepath.Join(h.root, "scripts/release.sh"))
+	cmd.Env = append(os.Environ(), "VERSION="+version, "SLUICE_RELEASE_PARTS=chart", "DIST="+dist)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		h.t.Fatalf("scripts/release.sh: %v\n%s", err, out)
+	}
+	return filepath.Join(dist, "sluice-"+version+".tgz")
+}
+
+// hasBuildInfo says whether the metrics at addr carry sluice_build_info.
+func hasBuildInfo(addr string) bool {
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + addr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return err == nil && strings.Contains(string(body), "\nsluice_build_info{")
+}
+
+// releaseImages lists the image of every container of the release's
+// running pods.
+func (h *helmEnv) releaseImages() []string {
+	h.t.Helper()
+	var pods corev1.PodList
+	if err := h.cl.List(context.Background(), &pods, client.InNamespace(proxyNS), client.MatchingLabels{"app.kubernetes.io/instance": release}); err != nil {
+		h.t.Fatal(err)
+	}
+	var images []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			images = append(images, c.Image)
+		}
+	}
+	if len(images) == 0 {
+		h.t.Fatal("no pod of the release")
+	}
+	return images
 }
 
 // chartOptions vary the cluster, load balancer and values of

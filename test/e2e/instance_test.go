@@ -142,7 +142,7 @@ func nodeHealthObjects() []client.Object {
 						HostNetwork:        true,
 						Containers: []corev1.Container{{
 							Name: "node-health", Image: "ghcr.io/sluice-dev/sluice:0.1.0",
-							Args: []string{"node-health", fmt.Sprintf("--listen=$(POD_IP):%d", nodeHealthPort),
+							Args: []string{"node-health", fmt.Sprintf("--health-address=$(POD_IP):%d", nodeHealthPort),
 								"--selector=app.kubernetes.io/name=" + nodeProxyName},
 							Env: []corev1.EnvVar{podEnv("NODE_NAME", "spec.nodeName"), podEnv("POD_NAMESPACE", "metadata.namespace"), podEnv("POD_IP", "status.podIP")},
 						}},

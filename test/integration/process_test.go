@@ -35,10 +35,12 @@ func logDir(t *testing.T) string {
 // it failed).
 func start(t *testing.T, dir, name, path string, args ...string) *testenv.Process {
 	t.Helper()
-	// A proxy that finds POD_NAME would watch a Pod through an API server.
+	// A proxy that finds POD_NAME would watch a Pod through an API server;
+	// SLUICE_ variables of the test run (SLUICE_KUBECONFIG) would be read
+	// as flags.
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "POD_NAME=") && !strings.HasPrefix(kv, "POD_NAMESPACE=") {
+		if !strings.HasPrefix(kv, "POD_NAME=") && !strings.HasPrefix(kv, "POD_NAMESPACE=") && !strings.HasPrefix(kv, "SLUICE_") {
 			env = append(env, kv)
 		}
 	}
