@@ -32,7 +32,7 @@ const (
 	// edge, proxy.kind IngressDaemonSet.
 	idsName     = "sluice-proxy-edge"
 	idsLabel    = "sluice-proxy-edge" // app.kubernetes.io/name of the per-node proxies
-	idsPort     = 18080         // the proxies' traffic port on every node's address
+	idsPort     = 18080               // the proxies' traffic port on every node's address
 	idsAdmin    = 19090
 	idsHealth   = 10080 // healthCheckNodePort: sluice node-health
 	idsNodeRole = "sluice.dev/test-edge"
