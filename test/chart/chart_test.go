@@ -196,7 +196,6 @@ func TestBadValues(t *testing.T) {
 	for _, tc := range []struct {
 		set, want string
 	}{
-		{"proxy.kind=IngressDaemonSet", "not yet available"},
 		{"proxy.kind=StatefulSet", "/proxy/kind"},
 		{"proxy.provider=nginx", "/proxy/provider"},
 		{"controller.allowedHAProxyRuntimeAPIs[0]=10.0.0.1:9999", "allowedHAProxyRuntimeAPIs"},
@@ -288,11 +287,15 @@ func TestValuesDocumented(t *testing.T) {
 	}
 }
 
+// wholeValues are maps documented as one value (Kubernetes objects).
+var wholeValues = []string{"metrics.grafanaDashboard.labels", "controller.resources", "proxy.resources", "ingressClasses",
+	"controller.podSecurityContext", "controller.securityContext", "proxy.podSecurityContext", "proxy.securityContext"}
+
 // leaves lists the dotted paths of values.yaml: maps are descended into
 // unless empty (an empty map or list is a value users fill).
 func leaves(prefix string, v any, out *[]string) {
 	m, ok := v.(map[string]any)
-	if !ok || len(m) == 0 || prefix == "metrics.grafanaDashboard.labels" || prefix == "controller.resources" || prefix == "proxy.resources" || prefix == "ingressClasses" {
+	if !ok || len(m) == 0 || slices.Contains(wholeValues, prefix) {
 		*out = append(*out, prefix)
 		return
 	}

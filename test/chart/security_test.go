@@ -35,6 +35,9 @@ type features struct {
 	watch      []string // proxy.watchNamespaces
 	bindings   bool     // the chart creates bindings (and the uninstall Job)
 	secrets    bool     // controller.readTLSSecrets
+	nodeHealth bool     // the chart's own IngressDaemonSet: node-health bound
+	// ctlSA and proxySA name the accounts the RBAC binds ("": the chart's).
+	ctlSA, proxySA string
 }
 
 func combinations() []features {
@@ -44,8 +47,12 @@ func combinations() []features {
 			namespaces: []string{"sluice-system", "team-a"}, ids: true},
 		{name: "webhooks", args: []string{"--set", "controller.evictionWebhook.enabled=true,controller.bindingNamespaces={team-a,team-b}"},
 			namespaces: []string{"team-a", "team-b"}, webhooks: true},
-		{name: "dns", args: []string{"--set", "controller.extraArgs={--dns-provider=rfc2136,--dns-zone=example.com,--dns-owner-id=x,--rfc2136-server=10.0.0.1:53}"},
+		{name: "dns", args: []string{"--set", "controller.dns.provider=rfc2136,controller.dns.zones={example.com},controller.dns.ownerID=x,controller.dns.ownershipKeySecret.name=k," +
+			"controller.dns.rfc2136.server=10.0.0.1:53,controller.dns.rfc2136.tsigKeyName=sluice,controller.dns.rfc2136.tsigSecret.name=tsig"},
 			namespaces: []string{"sluice-system"}},
+		{name: "ids-chart", args: []string{"-f", "testdata/ingressdaemonset.values.yaml"}, namespaces: []string{"sluice-system"}, ids: true, nodeHealth: true, bindings: true},
+		{name: "service-accounts", args: []string{"--set", "controller.serviceAccount.create=false,controller.serviceAccount.name=platform,proxy.serviceAccount.name=edge,proxy.watchNamespaces={apps}"},
+			namespaces: []string{"sluice-system"}, watch: []string{"apps"}, ctlSA: "platform", proxySA: "edge"},
 		{name: "aws", args: []string{"-f", "testdata/aws.values.yaml"}, namespaces: []string{"sluice-system"}, bindings: true},
 		{name: "ingressdaemonsets-elsewhere", args: []string{"--set", "controller.ingressDaemonSets.enabled=true,controller.ingressDaemonSets.namespaces={edge},controller.bindingNamespaces={sluice-system,edge}"},
 			namespaces: []string{"sluice-system", "edge"}, ids: true, idsIn: []string{"edge"}},
@@ -73,7 +80,13 @@ func expected(f features) map[grant]bool {
 		}
 	}
 	read := []string{"get", "list", "watch"}
-	const ctl, proxy = "sluice-controller", "sluice-proxy"
+	ctl, proxy := "sluice-controller", "sluice-proxy"
+	if f.ctlSA != "" {
+		ctl = f.ctlSA
+	}
+	if f.proxySA != "" {
+		proxy = f.proxySA
+	}
 	// Every install.
 	add(ctl, "cluster", "networking.k8s.io", []string{"ingresses", "ingressclasses"}, read)
 	add(ctl, "cluster", "networking.k8s.io", []string{"ingresses/status"}, []string{"update", "patch"})
@@ -143,6 +156,13 @@ func expected(f features) map[grant]bool {
 		add(proxy, scope, "discovery.k8s.io", []string{"endpointslices"}, read)
 	}
 	add(proxy, "ns/sluice-system", "", []string{"pods"}, read)
+	// The health checkers of the chart's IngressDaemonSet: their node, and
+	// the per-node Deployments and pods of the release namespace.
+	if f.nodeHealth {
+		add("sluice-node-health", "cluster", "", []string{"nodes"}, read)
+		add("sluice-node-health", "ns/sluice-system", "", []string{"pods"}, read)
+		add("sluice-node-health", "ns/sluice-system", "apps", []string{"deployments"}, read)
+	}
 	// The uninstall Job deletes the release's bindings.
 	if f.bindings {
 		add("sluice-remove-bindings", "ns/sluice-system", "sluice.dev", []string{"loadbalancerbindings"}, []string{"get", "list", "delete", "patch"})
@@ -330,7 +350,7 @@ func TestPodSecurity(t *testing.T) {
 			pods := 0
 			for _, o := range objects(t, f.args...) {
 				switch o["kind"] {
-				case "Deployment", "DaemonSet", "Job", "StatefulSet", "Pod":
+				case "Deployment", "DaemonSet", "Job", "StatefulSet", "Pod", "IngressDaemonSet":
 				default:
 					continue
 				}
@@ -341,7 +361,10 @@ func TestPodSecurity(t *testing.T) {
 					t.Errorf("%s: pod securityContext %v", name, path(spec, "securityContext"))
 				}
 				for _, k := range []string{"hostNetwork", "hostPID", "hostIPC"} {
-					if path(spec, k) == true {
+					// An IngressDaemonSet's proxies serve node targets on the
+					// host network: the one thing beyond the profile, as for
+					// its health checkers (README, Security).
+					if path(spec, k) == true && !(k == "hostNetwork" && o["kind"] == "IngressDaemonSet") {
 						t.Errorf("%s: %s", name, k)
 					}
 				}

@@ -91,8 +91,8 @@ func TestDNS(t *testing.T) {
 	if _, err := os.Stat("/usr/sbin/named"); err != nil {
 		t.Skip("named (bind9) not installed")
 	}
-	// sluice from its chart, DNS through controller.dns.* with the TSIG
-	// key and the ownership key from Secrets; BIND on the cluster bridge,
+	// sluice from its chart, DNS through controller.dns.* alone (no
+	// extraArgs) with the TSIG key and the ownership key from Secrets; BIND on the cluster bridge,
 	// where the controller pods reach it. No proxies: the bindings only
 	// give their classes an address.
 	var bind *bindtest.Server
@@ -114,19 +114,19 @@ func TestDNS(t *testing.T) {
 bindings: []
 ingressClasses: [{name: internal, binding: internal}, {name: internet, binding: internet}]
 controller:
-  extraArgs: ["--dns-interval=%s"]
   dns:
     provider: rfc2136
     zones: [%s, %s]
     ownerID: e2e
     ttl: 5s
+    interval: %s
     deleteDelay: %s
     ownershipKeySecret: {name: sluice-dns-ownership, key: keys}
     rfc2136:
       server: %q
       tsigKeyName: %s
       tsigSecret: {name: sluice-tsig, key: secret}
-`, dnsInterval, corpZone, publicZone, dnsDelay, bind.Addr, bindtest.KeyName)
+`, corpZone, publicZone, dnsInterval, dnsDelay, bind.Addr, bindtest.KeyName)
 		},
 	})
 	e := h.env
@@ -306,7 +306,7 @@ func (h *helmEnv) route53Case(t *testing.T, s *sampler, run func(string, func(*d
 	}
 	f.SetFaults(awsfake.Faults{Throttle: 0.5})
 	// helm upgrade to Route53: the controller pods roll to the new flags.
-	h.extra = append(h.extra, h.writeValues("values-route53.yaml", chartAWSValues(f.URL(), "--route53-endpoint="+f.URL(), "--dns-interval="+dnsInterval.String())+`  dns:
+	h.extra = append(h.extra, h.writeValues("values-route53.yaml", chartAWSValues(f.URL(), "--route53-endpoint="+f.URL())+`  dns:
     provider: route53
     zones: [aws.test]
 `))

@@ -28,9 +28,11 @@ import (
 )
 
 const (
-	idsName     = "edge"
-	idsLabel    = "sluice-edge" // app.kubernetes.io/name of the per-node proxies
-	idsPort     = 18080         // the proxies' traffic port on every node's address
+	// idsName is the chart's IngressDaemonSet: the proxy fleet of binding
+	// edge, proxy.kind IngressDaemonSet.
+	idsName     = "sluice-proxy-edge"
+	idsLabel    = "sluice-proxy-edge" // app.kubernetes.io/name of the per-node proxies
+	idsPort     = 18080               // the proxies' traffic port on every node's address
 	idsAdmin    = 19090
 	idsHealth   = 10080 // healthCheckNodePort: sluice node-health
 	idsNodeRole = "sluice.dev/test-edge"
@@ -53,31 +55,51 @@ const (
 // being cordoned (the controller detaches it and removes its replicas)
 // and losing the label.
 func TestIngressDaemonSet(t *testing.T) {
-	// sluice from its chart with IngressDaemonSets on and no proxy
-	// Deployment: the test creates the binding and the IngressDaemonSet;
-	// the controller pods create the per-node Deployments under the
-	// chart's RBAC. A tenant namespace is a binding namespace, not an
-	// IngressDaemonSet one (privilege-tenant-ids); it exists before the
-	// chart's Roles in it.
+	// sluice from its chart, the proxies as the chart's IngressDaemonSet
+	// (the fleet of binding edge, proxy.kind IngressDaemonSet, which also
+	// turns the controller's IngressDaemonSets on): the chart renders the
+	// object, the binding of node targets checked on node-health and the
+	// health checkers' ServiceAccount and RBAC; the controller pods create
+	// the per-node Deployments under the chart's RBAC. A tenant namespace
+	// is a binding namespace, not an IngressDaemonSet one
+	// (privilege-tenant-ids); it exists before the chart's Roles in it.
 	h := installChart(t, "sli", chartOptions{nodes: cluster.Nodes(4, 2),
 		setup: func(e *env) string {
 			e.createNamespaces(tenantIDS)
 			return ""
 		},
-		values: fmt.Sprintf(`proxy: {replicas: 0}
-bindings: []
-ingressClasses: [{name: sluice, binding: edge}]
+		base: func(runtimeAPI string) string {
+			return fmt.Sprintf(`image: {repository: ghcr.io/sluice-dev/sluice, tag: e2e}
+listenOnPodIP: true
 controller:
+  logFormat: text
+  logLevel: debug
   bindingNamespaces: [%s, %s]
-  ingressDaemonSets: {enabled: true}
-`, proxyNS, tenantIDS)})
+proxy:
+  httpsPort: 0
+  drainMaxWaitSeconds: 30
+  shutdownTimeoutSeconds: 10
+  terminationMarginSeconds: 20
+  logFormat: text
+ingressClasses: [{name: sluice, binding: edge}]
+bindings:
+  - name: edge
+    provider:
+      haproxy: {runtimeAPI: %q, backend: %s}
+    publish: [{ip: 127.0.0.1}]
+    proxy:
+      kind: IngressDaemonSet
+      nodeSelector: {%s: "true"}
+      httpPort: %d
+      adminPort: %d
+      ingressDaemonSet: {podsPerNode: 2, healthCheckNodePort: %d}
+`, proxyNS, tenantIDS, runtimeAPI, backend, idsNodeRole, idsPort, idsAdmin, idsHealth)
+		}})
 	e := h.env
 	e.create(echoObjects()...)
 	for _, n := range []string{"node-1", "node-2", "node-3"} {
 		e.labelNode(n, idsNodeRole, "true")
 	}
-	e.create(nodeHealthBinding()...)
-	e.create(e.idsBinding(), e.ingressDaemonSet())
 	e.settled(appNS, appName, 2*time.Minute)
 	e.idsSettled(3)
 	e.eventually(30*time.Second, "a request through HAProxy", func(context.Context) (bool, error) {
@@ -176,24 +198,9 @@ func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
 	return append(out, corev1.EnvVar{Name: name, Value: value})
 }
 
-// idsBinding registers the nodes running the per-node proxies in HAProxy,
-// health-checked on sluice node-health's port.
-func (e *env) idsBinding() *v1alpha1.LoadBalancerBinding {
-	check := int32(idsHealth)
-	return &v1alpha1.LoadBalancerBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge"},
-		Spec: v1alpha1.LoadBalancerBindingSpec{
-			Selector:        metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": idsLabel}},
-			Port:            intstr.FromInt32(idsPort),
-			TargetType:      v1alpha1.TargetInstance,
-			HealthCheckPort: &check,
-			Provider:        v1alpha1.ProviderSpec{HAProxy: &v1alpha1.HAProxyProvider{RuntimeAPI: e.runtimeAPI(), Backend: backend}},
-			Publish:         []v1alpha1.PublishAddress{{IP: "127.0.0.1"}},
-		},
-	}
-}
-
-// proxyTemplate is the proxies' pod template on the host network: both
+// proxyTemplate is a pod template like the chart's IngressDaemonSet's,
+// written by hand (for the tenant's IngressDaemonSet of
+// privilege-tenant-ids and the DaemonSet twin): on the host network, both
 // replicas of a node listen on the node's address with SO_REUSEPORT. It
 // lists no readiness gate: on a detached node no target exists to turn it
 // True; the IngressDaemonSet controller waits for the node target itself.
@@ -219,6 +226,8 @@ func (e *env) proxyTemplate() corev1.PodTemplateSpec {
 	return tmpl
 }
 
+// ingressDaemonSet is an IngressDaemonSet like the chart's (the tenant's
+// copy, and the twin's health checker, are built from it).
 func (e *env) ingressDaemonSet() *v1alpha1.IngressDaemonSet {
 	two := int32(2)
 	return &v1alpha1.IngressDaemonSet{

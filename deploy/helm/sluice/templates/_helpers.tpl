@@ -96,3 +96,91 @@ securityContext:
   runAsNonRoot: true
   seccompProfile: {type: RuntimeDefault}
 {{- end -}}
+
+{{/* ServiceAccount names: the value's name, else the chart's name when it
+creates the account, else "default". The chart's RBAC binds to these. */}}
+{{- define "sluice.controller.serviceAccountName" -}}
+{{- $sa := .Values.controller.serviceAccount -}}
+{{- if $sa.name -}}{{ $sa.name }}{{- else if $sa.create -}}{{ include "sluice.controller.name" . }}{{- else -}}default{{- end -}}
+{{- end -}}
+{{/* Argument: dict root, proxy (a fleet's proxy values). */}}
+{{- define "sluice.proxy.serviceAccountName" -}}
+{{- $sa := .proxy.serviceAccount | default dict -}}
+{{- if $sa.name -}}{{ $sa.name }}{{- else if $sa.create -}}{{ include "sluice.proxy.name" .root }}{{- else -}}default{{- end -}}
+{{- end -}}
+{{- define "sluice.nodeHealth.serviceAccountName" -}}
+{{- $sa := .Values.nodeHealth.serviceAccount -}}
+{{- if $sa.name -}}{{ $sa.name }}{{- else if $sa.create -}}{{ include "sluice.fullname" . }}-node-health{{- else -}}default{{- end -}}
+{{- end -}}
+
+{{/* The controller ServiceAccount's annotations:
+controller.serviceAccount.annotations over the deprecated
+controller.serviceAccountAnnotations. */}}
+{{- define "sluice.controller.serviceAccountAnnotations" -}}
+{{- $a := merge (deepCopy (.Values.controller.serviceAccount.annotations | default dict)) (.Values.controller.serviceAccountAnnotations | default dict) -}}
+{{- if $a }}{{ toYaml $a }}{{ end -}}
+{{- end -}}
+
+{{/* sluice.proxy.serviceAccounts: a YAML list of {name, create,
+annotations}, one per ServiceAccount the proxy fleets run under (most
+often one, shared). Two fleets naming one account must agree on it. */}}
+{{- define "sluice.proxy.serviceAccounts" -}}
+{{- $root := . -}}
+{{- $byName := dict -}}
+{{- range $fleet := include "sluice.fleets" . | fromYamlArray -}}
+{{- $p := include "sluice.fleet.values" (dict "root" $root "fleet" $fleet) | fromYaml -}}
+{{- $name := include "sluice.proxy.serviceAccountName" (dict "root" $root "proxy" $p) -}}
+{{- $sa := dict "name" $name "create" (and $p.serviceAccount $p.serviceAccount.create (ne $name "default")) "annotations" (($p.serviceAccount | default dict).annotations | default dict) -}}
+{{- with get $byName $name -}}
+{{- if ne (toYaml .) (toYaml $sa) -}}
+{{- fail (printf "proxy fleets share the ServiceAccount %s with different serviceAccount.create or annotations: give each its own serviceAccount.name" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $byName $name $sa -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $k := keys $byName | sortAlpha -}}{{- $out = append $out (get $byName $k) -}}{{- end -}}
+{{ toYaml $out }}
+{{- end -}}
+
+{{/* IngressDaemonSets are on with controller.ingressDaemonSets.enabled or
+when a proxy fleet is one: "true" or "". */}}
+{{- define "sluice.ids.enabled" -}}
+{{- if or .Values.controller.ingressDaemonSets.enabled (include "sluice.fleets.ids" .) -}}true{{- end -}}
+{{- end -}}
+{{/* sluice.fleets.ids: "true" when a proxy fleet is an IngressDaemonSet. */}}
+{{- define "sluice.fleets.ids" -}}
+{{- $root := . -}}
+{{- $on := false -}}
+{{- range $fleet := include "sluice.fleets" . | fromYamlArray -}}
+{{- $p := include "sluice.fleet.values" (dict "root" $root "fleet" $fleet) | fromYaml -}}
+{{- if eq $p.kind "IngressDaemonSet" -}}{{- $on = true -}}{{- end -}}
+{{- end -}}
+{{- if $on -}}true{{- end -}}
+{{- end -}}
+
+{{/* sluice.pod.common: the pod spec fields every component takes from its
+values (.v, with the root .root) as YAML, "" if none: image pull secrets,
+priority class, host network, security context. */}}
+{{- define "sluice.pod.common" -}}
+{{- $d := dict -}}
+{{- with .root.Values.imagePullSecrets }}{{ $_ := set $d "imagePullSecrets" . }}{{ end -}}
+{{- with .v.priorityClassName }}{{ $_ := set $d "priorityClassName" . }}{{ end -}}
+{{- if .hostNetwork }}{{ $_ := set $d "hostNetwork" true }}{{ $_ := set $d "dnsPolicy" "ClusterFirstWithHostNet" }}{{ end -}}
+{{- with .v.podSecurityContext }}{{ $_ := set $d "securityContext" . }}{{ end -}}
+{{- if $d }}{{ toYaml $d }}{{ end -}}
+{{- end -}}
+
+{{/* sluice.pod.labels: a component's pod labels, its podLabels under the
+chart's own (.labels, YAML), which win. */}}
+{{- define "sluice.pod.labels" -}}
+{{- toYaml (merge (fromYaml .labels) (deepCopy (.v.podLabels | default dict))) }}
+{{- end -}}
+
+{{/* sluice.pod.placement: nodeSelector, tolerations, affinity of the
+values given, as YAML ("" if none). */}}
+{{- define "sluice.pod.placement" -}}
+{{- $d := dict -}}
+{{- range $k := list "nodeSelector" "tolerations" "affinity" }}{{ with get $ $k }}{{ $_ := set $d $k . }}{{ end }}{{ end -}}
+{{- if $d }}{{ toYaml $d }}{{ end -}}
+{{- end -}}
