@@ -89,6 +89,8 @@ type proxyConfig struct {
 	maxStreams int
 	splice     bool
 	accessLog  bool
+	// accessLogFields: --access-log-fields (nil: the default fields).
+	accessLogFields listFlag
 
 	allowEncodedSlashes bool
 
@@ -137,6 +139,7 @@ func (c *proxyConfig) flags(stderr io.Writer) *flagSet {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", false, "log one line per request")
+	fs.Var(&c.accessLogFields, "access-log-fields", "the access log's fields, comma-separated, in a fixed order (default: all but query; durations in seconds): "+strings.Join(proxy.AccessLogFieldNames(), ","))
 	fs.BoolVar(&c.reusePort, "reuse-port", false, "set SO_REUSEPORT on every listener (traffic and admin), so several proxies on one host network share the ports (per-node replicas); set net.ipv4.tcp_migrate_req=1 on the node so a stopping replica's queued connections move to another")
 	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, as gRPC clients use) on the plain-HTTP listener")
 	fs.IntVar(&c.maxStreams, "upstream-max-streams-per-connection", 100, "most concurrent requests on one HTTP/2 connection to a pod (h2c, grpc, grpcs backends); more open another connection")
@@ -166,6 +169,9 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	}
 	if c.trustedProxies, err = parseCIDRs(c.trustedProxiesFlag); err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if err := proxy.CheckAccessLogFields(c.accessLogFields); err != nil {
+		return nil, fmt.Errorf("--access-log-fields: %w", err)
 	}
 	if c.manifests != "" && c.kubeconfig != "" {
 		return nil, errors.New("--manifests and --kubeconfig are exclusive")
@@ -367,6 +373,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		Registerer:              reg,
 		Logger:                  log,
 		AccessLog:               accessLog,
+		AccessLogFields:         c.accessLogFields,
 		RequestID:               c.requestID,
 		MaxStreamsPerConnection: c.maxStreams,
 		SpliceBodies:            c.splice,

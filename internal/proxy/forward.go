@@ -73,9 +73,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			p.record(r, rv, o, start)
 			return
 		}
-		if p.access != nil {
-			sent = time.Now()
-		}
+		sent = time.Now()
 		ep.u.inflight.Add(1)
 		var res *http.Response
 		var hc *h1conn
@@ -85,9 +83,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		} else {
 			res, err = ep.pool.roundTripper(again && rb == nil).RoundTrip(outbound(r, ep.pool.scheme, ep.u.addr, body, rb))
 		}
-		o := outcome{upstream: ep.u.addr, retries: attempt}
-		if p.access != nil {
-			o.upstreamTime = time.Since(sent)
+		o := outcome{upstream: ep.u.addr, retries: attempt, upstreamTime: time.Since(sent)}
+		if err == nil {
+			bv.m.upstream.Observe(o.upstreamTime.Seconds())
 		}
 		if err == nil {
 			ep.u.succeeded()

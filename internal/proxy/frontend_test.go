@@ -113,7 +113,7 @@ func TestRequestID(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !seen[entry["request_id"].(string)] || entry["user_agent"] != "test-agent" || entry["protocol"] != "HTTP/1.1" ||
-		entry["retries"] != 0.0 || entry["upstream_time"] == nil {
+		entry["retries"] != 0.0 || entry["upstream_seconds"] == nil {
 		t.Errorf("access log %s", line)
 	}
 

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"errors"
+	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -45,6 +47,12 @@ type metrics struct {
 	queued         *prometheus.CounterVec
 	queueTimeouts  *prometheus.CounterVec
 	tunnelIdle     prometheus.Counter
+	// responses count requests by Ingress, method and exact status;
+	// responseBytes and upstreamSeconds are the body sizes sent and the
+	// endpoints' time to response headers.
+	responses       *prometheus.CounterVec
+	responseBytes   *prometheus.HistogramVec
+	upstreamSeconds *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -91,7 +99,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Upgraded connections (WebSocket and other protocol switches) closed because no byte went either way for --tunnel-idle-timeout.",
 		}),
 	}
+	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "responses_total",
+		Help: "HTTP requests handled by the proxy, by Ingress, method (GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, CONNECT, TRACE, else OTHER) and exact status code (499: the client went away first).",
+	}, []string{"ingress", "method", "code"})
+	m.responseBytes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "sluice", Name: "response_size_bytes",
+		Help:    "Response body bytes sent to clients, by Ingress.",
+		Buckets: prometheus.ExponentialBuckets(64, 4, 10), // 64 B .. 16 MiB
+	}, []string{"ingress"})
+	m.upstreamSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "sluice", Name: "upstream_response_duration_seconds",
+		Help:    "Time from sending a request to a pod endpoint to its response headers, by Service (the proxy's own part is sluice_request_duration_seconds minus this).",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"service"})
 	if reg != nil {
+		m.responses = register(reg, m.responses)
+		m.responseBytes = register(reg, m.responseBytes)
+		m.upstreamSeconds = register(reg, m.upstreamSeconds)
 		m.requests = register(reg, m.requests)
 		m.duration = register(reg, m.duration)
 		m.upstreamErrors = register(reg, m.upstreamErrors)
@@ -130,14 +155,54 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 type routeMetrics struct {
 	requests [5]prometheus.Counter
 	duration prometheus.Observer
+	bytes    prometheus.Observer
+	// byCode holds the sluice_responses_total children of the route's
+	// (method, code) pairs, created on first use (key: methodCode).
+	byCode  sync.Map
+	ingress string
 }
 
-func (m *metrics) route(ingress, service string) routeMetrics {
-	var rm routeMetrics
+// Methods with their own value of the "method" label; others are OTHER.
+var methodNames = [...]string{"OTHER", "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"}
+
+// methodCode is the key of a (method, status) pair: the method's index in
+// methodNames times 1000 plus the status (0 for one outside 100..599).
+func methodCode(method string, status int) int {
+	mi := 0
+	for i, n := range methodNames[1:] {
+		if method == n {
+			mi = i + 1
+			break
+		}
+	}
+	if status < 100 || status > 599 {
+		status = 0
+	}
+	return mi*1000 + status
+}
+
+// response counts one response of the route.
+func (rm *routeMetrics) response(m *metrics, method string, status int, bytes int64) {
+	k := methodCode(method, status)
+	c, ok := rm.byCode.Load(k)
+	if !ok {
+		code := "other"
+		if k%1000 != 0 {
+			code = strconv.Itoa(k % 1000)
+		}
+		c, _ = rm.byCode.LoadOrStore(k, m.responses.WithLabelValues(rm.ingress, methodNames[k/1000], code))
+	}
+	c.(prometheus.Counter).Inc()
+	rm.bytes.Observe(float64(bytes))
+}
+
+func (m *metrics) route(ingress, service string) *routeMetrics {
+	rm := &routeMetrics{ingress: ingress}
 	for i, c := range codeClasses {
 		rm.requests[i] = m.requests.WithLabelValues(ingress, service, c)
 	}
 	rm.duration = m.duration.WithLabelValues(ingress, service)
+	rm.bytes = m.responseBytes.WithLabelValues(ingress)
 	return rm
 }
 
@@ -148,8 +213,10 @@ func (rv *routeView) metrics(m *metrics) *routeMetrics {
 		return rm
 	}
 	rm := m.route(rv.ingress, rv.service)
-	rv.m.Store(&rm)
-	return &rm
+	if rv.m.CompareAndSwap(nil, rm) {
+		return rm
+	}
+	return rv.m.Load()
 }
 
 // backendMetrics are the label children of one service, resolved in
@@ -163,6 +230,7 @@ type backendMetrics struct {
 	dials         prometheus.Counter
 	queued        prometheus.Counter
 	queueTimeouts prometheus.Counter
+	upstream      prometheus.Observer
 }
 
 func (m *metrics) backend(service string) backendMetrics {
@@ -178,6 +246,7 @@ func (m *metrics) backend(service string) backendMetrics {
 	bm.dials = m.dials.WithLabelValues(service)
 	bm.queued = m.queued.WithLabelValues(service)
 	bm.queueTimeouts = m.queueTimeouts.WithLabelValues(service)
+	bm.upstream = m.upstreamSeconds.WithLabelValues(service)
 	return bm
 }
 
@@ -193,6 +262,10 @@ func (m *metrics) forget(old, cur *view) {
 	if cur != nil {
 		pairs, services = cur.pairs, cur.services
 	}
+	ingresses := make(map[string]struct{}, len(pairs))
+	for k := range pairs {
+		ingresses[k[0]] = struct{}{}
+	}
 	for k := range old.pairs {
 		if _, ok := pairs[k]; ok || k == ([2]string{}) {
 			continue
@@ -201,6 +274,10 @@ func (m *metrics) forget(old, cur *view) {
 			m.requests.DeleteLabelValues(k[0], k[1], c)
 		}
 		m.duration.DeleteLabelValues(k[0], k[1])
+		if _, ok := ingresses[k[0]]; !ok {
+			m.responses.DeletePartialMatch(prometheus.Labels{"ingress": k[0]})
+			m.responseBytes.DeleteLabelValues(k[0])
+		}
 	}
 	for svc := range old.services {
 		if _, ok := services[svc]; ok {
@@ -217,6 +294,7 @@ func (m *metrics) forget(old, cur *view) {
 		m.dials.DeleteLabelValues(svc)
 		m.queued.DeleteLabelValues(svc)
 		m.queueTimeouts.DeleteLabelValues(svc)
+		m.upstreamSeconds.DeleteLabelValues(svc)
 	}
 }
 

@@ -112,6 +112,10 @@ type Options struct {
 	Logger *slog.Logger
 	// AccessLog, when non-nil, gets one line per request.
 	AccessLog *slog.Logger
+	// AccessLogFields chooses the access log's fields (AccessLogFieldNames);
+	// nil: DefaultAccessLogFields. New panics on an unknown one: callers
+	// check them with CheckAccessLogFields.
+	AccessLogFields []string
 	// RequestID gives every request an X-Request-Id, passed upstream and
 	// returned to the client: a trusted peer's valid one is kept, any
 	// other is replaced by a generated one. Off: the header passes as it
@@ -127,11 +131,12 @@ type Options struct {
 // current routing table. Create it with New; it answers 503 until the first
 // Update.
 type Proxy struct {
-	opts   Options
-	log    *slog.Logger
-	access *slog.Logger
-	m      *metrics
-	view   atomic.Pointer[view]
+	opts         Options
+	log          *slog.Logger
+	access       *slog.Logger
+	accessFields accessFields
+	m            *metrics
+	view         atomic.Pointer[view]
 	// now, when set, replaces the clock of passive health (tests).
 	now func() time.Time
 	// bufs holds *[]byte buffers for copying bodies.
@@ -204,6 +209,11 @@ func New(o Options) *Proxy {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	fields, err := parseAccessFields(o.AccessLogFields)
+	if err != nil {
+		panic(err) // the caller's check (CheckAccessLogFields) was skipped
+	}
+	p.accessFields = fields
 	p.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	p.brs.New = func() any { return bufio.NewReaderSize(nil, 4<<10) }
 	p.bws.New = func() any { return bufio.NewWriterSize(nil, 4<<10) }
@@ -353,7 +363,7 @@ type outcome struct {
 	bytes  int64 // response body bytes sent
 	// upstream is the endpoint of the last attempt, "" if none was made;
 	// upstreamTime the time from sending it the request to its response
-	// header (measured only with an access log).
+	// header.
 	upstream     string
 	upstreamTime time.Duration
 	retries      int
@@ -365,34 +375,10 @@ func (p *Proxy) record(r *http.Request, rv *routeView, o outcome, start time.Tim
 	m := rv.metrics(p.m)
 	m.requests[codeClass(o.status)].Inc()
 	m.duration.Observe(d.Seconds())
-	if p.access == nil {
-		return
+	m.response(p.m, r.Method, o.status, o.bytes)
+	if p.access != nil {
+		p.logAccess(r, rv, o, d)
 	}
-	ip := p.clientIP(r)
-	var id, ua string
-	if v := r.Header["X-Request-Id"]; len(v) > 0 {
-		id = v[0]
-	}
-	if v := r.Header["User-Agent"]; len(v) > 0 {
-		ua = v[0]
-	}
-	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method),
-		slog.String("host", r.Host),
-		slog.String("path", r.URL.Path),
-		slog.String("protocol", r.Proto),
-		slog.Int("status", o.status),
-		slog.Int64("bytes", o.bytes),
-		slog.Duration("duration", d),
-		slog.String("upstream", o.upstream),
-		slog.Duration("upstream_time", o.upstreamTime),
-		slog.Int("retries", o.retries),
-		slog.String("ingress", rv.ingress),
-		slog.String("service", rv.service),
-		slog.String("client", ip),
-		slog.String("user_agent", ua),
-		slog.String("request_id", id),
-	)
 }
 
 // peer returns the client IP of a RemoteAddr ("ip:port" or "[ip]:port") as

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -275,7 +277,7 @@ func TestMetricsAndAccessLog(t *testing.T) {
 			t.Errorf("access log %s = %v, want %v (line %s)", k, entry[k], want, line)
 		}
 	}
-	for _, k := range []string{"host", "duration"} {
+	for _, k := range []string{"host", "duration_seconds", "upstream_seconds", "referer", "tls_version", "sni"} {
 		if _, ok := entry[k]; !ok {
 			t.Errorf("access log lacks %s", k)
 		}
@@ -345,6 +347,18 @@ func TestMetricSeriesFollowTheTable(t *testing.T) {
 	if got := series("sluice_request_duration_seconds"); !got["ns/one ns/a"] || !got["ns/two ns/b"] {
 		t.Fatalf("after requests: duration series %v, want ns/one and ns/two", got)
 	}
+	if got := value(t, p.m.responses.WithLabelValues("ns/one", "GET", "200")); got != 1 {
+		t.Errorf("sluice_responses_total{ns/one,GET,200} = %v, want 1", got)
+	}
+	if got := value(t, p.m.responses.WithLabelValues("ns/two", "GET", "502")); got != 1 {
+		t.Errorf("sluice_responses_total{ns/two,GET,502} = %v, want 1", got)
+	}
+	if got := series("sluice_upstream_response_duration_seconds"); !got["ns/a"] {
+		t.Errorf("upstream latency series %v, want ns/a's", got)
+	}
+	if got := series("sluice_response_size_bytes"); !got["ns/one"] || !got["ns/two"] {
+		t.Errorf("response size series %v, want ns/one's and ns/two's", got)
+	}
 	bErrors := value(t, p.m.upstreamErrors.WithLabelValues("ns/b", "connect"))
 	if bErrors == 0 {
 		t.Fatal("no connect error counted for ns/b")
@@ -362,6 +376,9 @@ func TestMetricSeriesFollowTheTable(t *testing.T) {
 	}
 	if got := series("sluice_upstream_errors_total"); got["connect ns/a"] || !got["connect ns/b"] {
 		t.Errorf("after ns/one is dropped: upstream error series %v, want ns/b's kept and ns/a's gone", got)
+	}
+	if got := series("sluice_responses_total"); got["200 ns/one GET"] || !got["502 ns/two GET"] {
+		t.Errorf("after ns/one is dropped: response series %v, want ns/two's kept and ns/one's gone", got)
 	}
 	if got := value(t, p.m.upstreamErrors.WithLabelValues("ns/b", "connect")); got != bErrors {
 		t.Errorf("after ns/one is dropped: ns/b's connect errors = %v, want the %v counted before", got, bErrors)
@@ -411,5 +428,66 @@ func TestConnectRefused(t *testing.T) {
 	p.ServeHTTP(w, httptest.NewRequest("CONNECT", "http://example.com:443", nil))
 	if w.Code != 405 {
 		t.Errorf("CONNECT: %d, want 405", w.Code)
+	}
+}
+
+// TestMethodCodeBounded: the method and code labels of
+// sluice_responses_total take a bounded set of values, whatever a client
+// sends.
+func TestMethodCodeBounded(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		status int
+		want   string
+	}{
+		{"GET", 200, "GET 200"},
+		{"PATCH", 499, "PATCH 499"},
+		{"get", 200, "OTHER 200"},
+		{"BREW", 418, "OTHER 418"},
+		{strings.Repeat("X", 1000), 200, "OTHER 200"},
+		{"POST", 600, "POST other"},
+		{"POST", 99, "POST other"},
+	} {
+		k := methodCode(tc.method, tc.status)
+		code := "other"
+		if k%1000 != 0 {
+			code = strconv.Itoa(k % 1000)
+		}
+		if got := methodNames[k/1000] + " " + code; got != tc.want {
+			t.Errorf("methodCode(%.10q, %d) labels %q, want %q", tc.method, tc.status, got, tc.want)
+		}
+	}
+}
+
+// TestAccessLogFields: the access log writes exactly the chosen fields
+// (the query string only when chosen), and an unknown field is refused.
+func TestAccessLogFields(t *testing.T) {
+	a := newBackend(t, "a", nil)
+	var logs bytes.Buffer
+	p, srv, c := front(t, Options{AccessLog: slog.New(slog.NewJSONHandler(&logs, nil)),
+		AccessLogFields: []string{"method", "query", "status", "duration_seconds"}})
+	p.Update(tableOf(backendOf("ns/a", route.Policy{}, a.addr())))
+	if r := get(t, c, srv.URL+"/x?token=t1"); r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	var entry map[string]any
+	line, _, _ := bytes.Cut(logs.Bytes(), []byte("\n"))
+	if err := json.Unmarshal(line, &entry); err != nil {
+		t.Fatalf("access log line %q: %v", line, err)
+	}
+	for _, k := range []string{"time", "level", "msg"} {
+		delete(entry, k)
+	}
+	if len(entry) != 4 || entry["method"] != "GET" || entry["query"] != "token=t1" || entry["status"] != 200.0 {
+		t.Errorf("access log %v, want exactly method, query, status, duration_seconds", entry)
+	}
+	if _, ok := entry["duration_seconds"].(float64); !ok {
+		t.Errorf("duration_seconds %v is not a number of seconds", entry["duration_seconds"])
+	}
+	if err := CheckAccessLogFields([]string{"method", "password"}); err == nil {
+		t.Error("an unknown field was accepted")
+	}
+	if slices.Contains(DefaultAccessLogFields, "query") {
+		t.Error("the default fields log the query string")
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +61,7 @@ type Loop struct {
 	buildSeconds prometheus.Histogram
 	liveSeconds  prometheus.Histogram
 	rejected     *prometheus.GaugeVec
+	certExpiry   *prometheus.GaugeVec
 	routes       prometheus.Gauge
 	endpoints    prometheus.Gauge
 	refused      prometheus.Gauge
@@ -86,8 +86,11 @@ func New(o Options) (*Loop, error) {
 		Namespace: "sluice", Name: "table_change_to_live_seconds", Help: "Time from the source reporting a change to the new table serving requests.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
 	l.rejected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "sluice", Name: "objects_rejected", Help: "Problems found in the last translation, by object kind and reason."},
-		[]string{"kind", "reason"})
+		Namespace: "sluice", Name: "objects_rejected", Help: "Problems found in the last translation, by object kind, namespace and reason (the log names each object)."},
+		[]string{"kind", "namespace", "reason"})
+	l.certExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "sluice", Name: "certificate_expiry_timestamp_seconds", Help: "When each certificate the routing table serves expires (Unix seconds), by the Secret it came from (\"namespace/name\")."},
+		[]string{"secret"})
 	l.routes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "sluice", Name: "table_routes", Help: "Routes in the routing table in use."})
 	l.endpoints = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -95,7 +98,7 @@ func New(o Options) (*Loop, error) {
 	l.refused = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "sluice", Name: "endpoints_refused", Help: "Endpoints of the Services the routing table uses that the endpoint checks refused (no Pod of the Service's namespace, or a special address); they get no traffic. Each is named in an EndpointsRefused problem."})
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.routes, l.endpoints, l.refused} {
+		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.certExpiry, l.routes, l.endpoints, l.refused} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("registering table metrics: %w", err)
 			}
@@ -192,24 +195,30 @@ func (l *Loop) record(cfg *route.Config, problems []translate.Problem) {
 	l.endpoints.Set(float64(len(addrs)))
 	l.refused.Set(float64(nrefused))
 
+	l.certExpiry.Reset()
+	certs := cfg.Certificates
+	if cfg.DefaultCertificate != nil {
+		certs = append(certs[:len(certs):len(certs)], *cfg.DefaultCertificate)
+	}
+	for _, c := range certs {
+		if c.Cert != nil && c.Cert.Leaf != nil {
+			l.certExpiry.WithLabelValues(c.Source).Set(float64(c.Cert.Leaf.NotAfter.Unix()))
+		}
+	}
+
 	l.rejected.Reset()
-	counts := map[[2]string]int{}
+	counts := map[[3]string]int{}
 	now := make(map[string]bool, len(problems))
 	for _, p := range problems {
-		counts[[2]string{p.Kind, p.Reason}]++
+		counts[[3]string{p.Kind, p.Namespace, p.Reason}]++
 		key := p.Kind + "/" + p.Namespace + "/" + p.Name + "/" + p.Reason + "/" + p.Message
 		now[key] = true
 		if !l.lastProblems[key] {
 			l.log.Warn("object rejected", "kind", p.Kind, "namespace", p.Namespace, "name", p.Name, "reason", p.Reason, "message", p.Message)
 		}
 	}
-	keys := make([][2]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
-	for _, k := range keys {
-		l.rejected.WithLabelValues(k[0], k[1]).Set(float64(counts[k]))
+	for k, n := range counts {
+		l.rejected.WithLabelValues(k[0], k[1], k[2]).Set(float64(n))
 	}
 	l.lastProblems = now
 }

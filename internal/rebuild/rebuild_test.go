@@ -2,6 +2,9 @@ package rebuild
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sluice.dev/sluice/internal/route"
+	"sluice.dev/sluice/internal/testcert"
 	"sluice.dev/sluice/internal/translate"
 )
 
@@ -104,8 +108,11 @@ func TestLoopBuildsOnChangeAndReportsProblems(t *testing.T) {
 	if r := tbl.Match("a.example.com", "/"); r == nil {
 		t.Fatal("good route lost after a bad Ingress appeared")
 	}
-	if got := testutil.ToFloat64(l.rejected.WithLabelValues("Ingress", "InvalidHost")); got != 1 {
-		t.Errorf("objects_rejected{Ingress,InvalidHost} = %v, want 1", got)
+	if got := testutil.ToFloat64(l.rejected.WithLabelValues("Ingress", "default", "InvalidHost")); got != 1 {
+		t.Errorf("objects_rejected{Ingress,default,InvalidHost} = %v, want 1", got)
+	}
+	if n := testutil.CollectAndCount(l.certExpiry); n != 0 {
+		t.Errorf("certificate_expiry_timestamp_seconds has %d series without certificates, want 0", n)
 	}
 	if got := testutil.ToFloat64(l.generation); got != 2 {
 		t.Errorf("table_generation = %v, want 2", got)
@@ -137,7 +144,36 @@ func TestLoopBuildsOnChangeAndReportsProblems(t *testing.T) {
 	if got := testutil.ToFloat64(l.refused); got != 3 {
 		t.Errorf("endpoints_refused = %v, want 3", got)
 	}
-	if got := testutil.ToFloat64(l.rejected.WithLabelValues("Ingress", translate.ReasonEndpointsRefused)); got != 1 {
+	if got := testutil.ToFloat64(l.rejected.WithLabelValues("Ingress", "default", translate.ReasonEndpointsRefused)); got != 1 {
 		t.Errorf("objects_rejected{Ingress,EndpointsRefused} = %v, want 1", got)
+	}
+}
+
+// TestCertificateExpiry: each certificate of the table, the default one
+// too, is a series with its expiry.
+func TestCertificateExpiry(t *testing.T) {
+	l, err := New(Options{Source: nil, Updater: updates{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key := testcert.SelfSigned(t, "shop.example.com")
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := route.Config{
+		Certificates:       []route.Certificate{{Hosts: []string{"shop.example.com"}, Source: "team-a/shop-tls", Cert: &pair}},
+		DefaultCertificate: &route.Certificate{Source: "sluice-system/default-tls", Cert: &pair},
+	}
+	l.record(&cfg, nil)
+	want := float64(pair.Leaf.NotAfter.Unix())
+	for _, secret := range []string{"team-a/shop-tls", "sluice-system/default-tls"} {
+		if got := testutil.ToFloat64(l.certExpiry.WithLabelValues(secret)); got != want {
+			t.Errorf("certificate_expiry_timestamp_seconds{secret=%q} = %v, want %v", secret, got, want)
+		}
+	}
+	l.record(&route.Config{}, nil)
+	if n := testutil.CollectAndCount(l.certExpiry); n != 0 {
+		t.Errorf("%d expiry series after the certificates left the table, want 0", n)
 	}
 }
