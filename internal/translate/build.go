@@ -65,6 +65,9 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 		b.addIngress(ing)
 	}
 	b.addHostDefaults()
+	if opts.Gateway != nil {
+		b.addGateway(in)
+	}
 
 	b.nameBackends()
 	cfg := route.Config{
