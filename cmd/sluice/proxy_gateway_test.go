@@ -34,3 +34,25 @@ func TestParseProxyGatewayFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestParseControllerGatewayFlags: the controller writes Gateway API
+// statuses only with --gateway-api, with the proxies' ports.
+func TestParseControllerGatewayFlags(t *testing.T) {
+	c, err := parseControllerFlags([]string{"--namespace", "sluice-system"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.gatewayOptions() != nil {
+		t.Error("Gateway API statuses on by default")
+	}
+	c, err = parseControllerFlags([]string{"--namespace", "sluice-system", "--gateway-api", "--gateway-https-port", "8443"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.gatewayOptions(); o == nil || o.HTTPPort != 80 || o.HTTPSPort != 8443 {
+		t.Errorf("gateway options = %+v", o)
+	}
+	if _, err := parseControllerFlags([]string{"--namespace", "sluice-system", "--gateway-api", "--gateway-http-port", "-1"}, io.Discard); err == nil {
+		t.Error("--gateway-http-port -1 accepted")
+	}
+}
