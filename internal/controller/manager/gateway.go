@@ -50,7 +50,7 @@ func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalanc
 	}
 	log.Warn("the Gateway API CRDs (gateway.networking.k8s.io/v1 GatewayClass, Gateway, HTTPRoute, ReferenceGrant) are not installed; Gateway API statuses are written once they are", "recheck", gatewayCRDPoll)
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return waitGatewayCRDs(ctx, disco, log, func() error { return r.Setup(mgr) })
+		return waitGatewayCRDs(ctx, disco, gatewayCRDPoll, log, func() error { return r.Setup(mgr) })
 	}))
 	if err != nil {
 		return fmt.Errorf("adding the Gateway API CRD watch: %w", err)
@@ -58,13 +58,14 @@ func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalanc
 	return nil
 }
 
-// waitGatewayCRDs calls setup once the CRDs are served, then returns.
-func waitGatewayCRDs(ctx context.Context, disco discovery.DiscoveryInterface, log *slog.Logger, setup func() error) error {
+// waitGatewayCRDs calls setup once the CRDs are served (looking every
+// poll), then returns; nil also when ctx ends first.
+func waitGatewayCRDs(ctx context.Context, disco discovery.DiscoveryInterface, poll time.Duration, log *slog.Logger, setup func() error) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(gatewayCRDPoll):
+		case <-time.After(poll):
 		}
 		if ok, _ := gatewayInstalled(disco); ok {
 			log.Info("the Gateway API CRDs are installed: writing Gateway API statuses")
