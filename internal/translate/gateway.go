@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/internal/gateway"
@@ -26,15 +28,23 @@ type GatewayInput struct {
 // from an HTTPRoute: "HTTPRoute:namespace/name".
 func GatewayRouteID(nsName string) string { return "HTTPRoute:" + nsName }
 
-// addGateway translates the Gateway API objects (internal/gateway) and
-// adds their rules and certificates after every Ingress: a host and path
-// or a TLS host name an Ingress claimed stays with it, and a host owned by
-// another namespace's Ingress is not served from an HTTPRoute (tenancy is
-// the same for both APIs).
-func (b *builder) addGateway(in Input) {
+// gatewayResult is the Gateway API translation of one build and the
+// HTTPRoutes it came from.
+type gatewayResult struct {
+	res    gateway.Result
+	routes map[string]*gatewayv1.HTTPRoute // namespace/name
+}
+
+// gatewayRules translates the Gateway API objects (internal/gateway); nil
+// without Options.Gateway.
+func (b *builder) gatewayRules(in Input) *gatewayResult {
+	if b.opts.Gateway == nil {
+		return nil
+	}
 	opts := *b.opts.Gateway
 	opts.SecretsUnread = opts.SecretsUnread || b.opts.SecretsUnread
-	res := gateway.Build(gateway.Input{
+	g := &gatewayResult{routes: map[string]*gatewayv1.HTTPRoute{}}
+	g.res = gateway.Build(gateway.Input{
 		GatewayClasses:  in.Gateway.GatewayClasses,
 		Gateways:        in.Gateway.Gateways,
 		HTTPRoutes:      in.Gateway.HTTPRoutes,
@@ -43,12 +53,51 @@ func (b *builder) addGateway(in Input) {
 		Services:        in.Services,
 		Secrets:         in.Secrets,
 	}, opts)
-	b.problems = append(b.problems, res.Problems...)
+	for _, r := range in.Gateway.HTTPRoutes {
+		if r != nil {
+			g.routes[r.Namespace+"/"+r.Name] = r
+		}
+	}
+	return g
+}
+
+// claims are the hosts the attached HTTPRoutes serve, as Ingress-shaped
+// claims for NewOwnership: a host belongs to the namespace of its oldest
+// Ingress or attached route, so an Ingress of another namespace cannot
+// take a route's host (nor a route an Ingress's). Nil-safe.
+func (g *gatewayResult) claims() []*networkingv1.Ingress {
+	if g == nil {
+		return nil
+	}
+	byRoute := map[string]*networkingv1.Ingress{}
+	var out []*networkingv1.Ingress
+	for _, r := range g.res.Rules {
+		src := g.routes[r.Route]
+		if r.Host == "" || src == nil {
+			continue
+		}
+		c := byRoute[r.Route]
+		if c == nil {
+			c = &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: src.Namespace, Name: src.Name, CreationTimestamp: src.CreationTimestamp}}
+			byRoute[r.Route] = c
+			out = append(out, c)
+		}
+		c.Spec.Rules = append(c.Spec.Rules, networkingv1.IngressRule{Host: r.Host})
+	}
+	return out
+}
+
+// addGateway adds the Gateway API rules and listener certificates after
+// every Ingress: a host and path or a TLS host name an Ingress claimed
+// stays with it, and a host owned by another namespace is not served from
+// an HTTPRoute (tenancy is the same for both APIs).
+func (b *builder) addGateway(g *gatewayResult) {
+	b.problems = append(b.problems, g.res.Problems...)
 	unresolved := map[string]*route.Backend{}
-	for _, r := range res.Rules {
+	for _, r := range g.res.Rules {
 		b.addGatewayRule(r, unresolved)
 	}
-	for _, c := range res.Certificates {
+	for _, c := range g.res.Certificates {
 		b.addGatewayCertificate(c)
 	}
 }
@@ -61,7 +110,7 @@ func (b *builder) routeProblem(nsName, reason, msg string) {
 func (b *builder) addGatewayRule(r gateway.Rule, unresolved map[string]*route.Backend) {
 	ns, _, _ := strings.Cut(r.Route, "/")
 	if r.Host != "" && !b.own.Serves(ns, r.Host) {
-		b.routeProblem(r.Route, ReasonHostOwnedElsewhere, fmt.Sprintf("host %s is owned by another namespace (the namespace of its oldest Ingress), which does not share it with this one; not served from this HTTPRoute", r.Host))
+		b.routeProblem(r.Route, ReasonHostOwnedElsewhere, fmt.Sprintf("host %s is owned by another namespace (the namespace of its oldest Ingress or attached HTTPRoute), which does not share it with this one; not served from this HTTPRoute", r.Host))
 		return
 	}
 	vh := b.vhosts[r.Host]
