@@ -20,6 +20,7 @@ import (
 	"sluice.dev/sluice/internal/controller/admission"
 	"sluice.dev/sluice/internal/controller/binding"
 	"sluice.dev/sluice/internal/controller/manager"
+	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
 	"sluice.dev/sluice/internal/version"
@@ -61,7 +62,10 @@ type controllerConfig struct {
 	access                   binding.Access
 	accessFlags              accessFlags
 	// warnings name the deprecated spellings the command line used.
-	warnings []string
+	warnings         []string
+	gatewayAPI       bool
+	gatewayHTTPPort  int
+	gatewayHTTPSPort int
 }
 
 // flags declares `sluice controller`'s flags into c.
@@ -72,6 +76,9 @@ func (c *controllerConfig) flags(stderr io.Writer) *flagSet {
 	fs.StringVar(&c.healthAddress, "health-address", ":9092", `address for /healthz and /readyz (empty disables; "0", the old spelling, too)`)
 	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass whose Ingresses get status.loadBalancer")
 	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "as the proxies' flag: endpoints without a targetRef are used, so not reported (Event EndpointsRefused) as refused")
+	fs.BoolVar(&c.gatewayAPI, "gateway-api", false, "write the status of the Gateway API objects (gateway.networking.k8s.io/v1) of every GatewayClass whose spec.controllerName is "+string(gateway.ControllerName)+": GatewayClass, Gateway (with the addresses of the class's LoadBalancerBinding) and HTTPRoute; needs the CRDs (looked for again every 30s while absent)")
+	fs.IntVar(&c.gatewayHTTPPort, "gateway-http-port", 80, "as the proxies' flag: the port Gateway HTTP listeners must name")
+	fs.IntVar(&c.gatewayHTTPSPort, "gateway-https-port", 443, "as the proxies' flag: the port Gateway HTTPS listeners must name")
 	fs.BoolVar(&c.readTLSSecrets, "read-tls-secrets", false, "read the Ingresses' TLS Secrets (needs get, list and watch on secrets in every namespace with Ingresses) so that a missing or invalid one is an Event on its Ingress; off: the controller reads no Secret, and the proxies report Secret problems in their logs and metrics")
 	fs.DurationVar(&c.resyncPeriod, "resync-period", 10*time.Minute, "how often the informers replay every object to the reconcilers")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "elect a leader on a Lease so that only one replica acts")
@@ -151,6 +158,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	if c.ingressClass == "" || c.leaderElectionID == "" || c.webhookConfig == "" || c.steerConfig == "" {
 		return nil, errors.New("--ingress-class, --leader-election-id and the webhook configuration names must not be empty")
 	}
+	for name, p := range map[string]int{"--gateway-http-port": c.gatewayHTTPPort, "--gateway-https-port": c.gatewayHTTPSPort} {
+		if p < 1 || p > 65535 {
+			return nil, fmt.Errorf("%s must be from 1 to 65535, not %d", name, p)
+		}
+	}
 	if err := c.dns.check(); err != nil {
 		return nil, err
 	}
@@ -211,6 +223,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		IngressClass:             c.ingressClass,
 		AllowEndpointsWithoutPod: c.allowEndpointsWithoutPod,
 		ReadTLSSecrets:           c.readTLSSecrets,
+		Gateway:                  c.gatewayOptions(),
 		HostOwnership:            c.tenancy.hostOwnership,
 		DefaultBackendNamespaces: c.tenancy.namespaces(namespace),
 		LeaderElection:           c.leaderElect,
@@ -292,4 +305,13 @@ func (c *controllerConfig) deprecations() []string {
 		return nil
 	}
 	return c.warnings
+}
+
+// gatewayOptions is the Gateway API status writing of --gateway-api; nil
+// when it is off.
+func (c *controllerConfig) gatewayOptions() *gateway.Options {
+	if !c.gatewayAPI {
+		return nil
+	}
+	return &gateway.Options{HTTPPort: int32(c.gatewayHTTPPort), HTTPSPort: int32(c.gatewayHTTPSPort)}
 }

@@ -24,8 +24,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"sluice.dev/sluice/internal/drain"
+	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/gcfloor"
 	"sluice.dev/sluice/internal/proxy"
 	"sluice.dev/sluice/internal/rebuild"
@@ -95,7 +97,10 @@ type proxyConfig struct {
 	allowEncodedSlashes bool
 
 	// warnings name the deprecated spellings the command line used.
-	warnings []string
+	warnings         []string
+	gatewayClass     string // "": Gateway API not watched
+	gatewayHTTPPort  int
+	gatewayHTTPSPort int
 }
 
 // flags declares `sluice proxy`'s flags into c.
@@ -145,6 +150,9 @@ func (c *proxyConfig) flags(stderr io.Writer) *flagSet {
 	fs.IntVar(&c.maxStreams, "upstream-max-streams-per-connection", 100, "most concurrent requests on one HTTP/2 connection to a pod (h2c, grpc, grpcs backends); more open another connection")
 	fs.BoolVar(&c.splice, "splice-bodies", false, "copy large Content-Length response bodies from the pod's connection to a plain-HTTP client's with splice(2) (less proxy CPU, more for the receiving client on loopback); needs --write-idle-timeout=0, since a splice cannot move the write deadline as bytes go")
 	fs.BoolVar(&c.allowEncodedSlashes, "allow-encoded-slashes", false, "pass an encoded slash, backslash or dot (%2F, %5C, %2E) or a literal backslash in a request path to the pod unchanged (path rules see it decoded and normalised); false: refuse such requests with 400")
+	fs.StringVar(&c.gatewayClass, "gateway-class", "", "serve the Gateways of this GatewayClass (spec.controllerName "+string(gateway.ControllerName)+") and the HTTPRoutes attached to them, beside the Ingresses, in one routing table (Gateway API, gateway.networking.k8s.io/v1; the CRDs must be installed, and are looked for again every 30s while absent); empty: Gateway API objects are not read")
+	fs.IntVar(&c.gatewayHTTPPort, "gateway-http-port", 80, "the port Gateway HTTP listeners must name: the plain-HTTP port the load balancer in front exposes (listeners on other ports are refused with PortUnavailable)")
+	fs.IntVar(&c.gatewayHTTPSPort, "gateway-https-port", 443, "the port Gateway HTTPS listeners must name: the TLS port the load balancer in front exposes")
 	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
 	return fs
 }
@@ -175,6 +183,17 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	}
 	if c.manifests != "" && c.kubeconfig != "" {
 		return nil, errors.New("--manifests and --kubeconfig are exclusive")
+	}
+	if c.gatewayClass != "" && c.manifests != "" {
+		return nil, errors.New("--gateway-class needs the Kubernetes API (Gateway API objects are not read from --manifests yet)")
+	}
+	if c.gatewayClass != "" && len(validation.IsDNS1123Subdomain(c.gatewayClass)) > 0 {
+		return nil, fmt.Errorf("--gateway-class %q is not a valid object name", c.gatewayClass)
+	}
+	for name, p := range map[string]int{"--gateway-http-port": c.gatewayHTTPPort, "--gateway-https-port": c.gatewayHTTPSPort} {
+		if p < 1 || p > 65535 {
+			return nil, fmt.Errorf("%s must be from 1 to 65535, not %d", name, p)
+		}
 	}
 	if c.allowLoopbackEndpoints && c.manifests == "" {
 		return nil, errors.New("--allow-loopback-endpoints needs --manifests (the API server refuses loopback endpoints; in a cluster one would be the proxy's own pod)")
@@ -338,7 +357,15 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		if client, err = kubernetes.NewForConfig(cfg); err != nil {
 			return fmt.Errorf("creating Kubernetes client: %w", err)
 		}
-		ks, err := kube.New(kube.Options{Client: client, Namespaces: c.namespaces, Logger: log})
+		ko := kube.Options{Client: client, Namespaces: c.namespaces, Logger: log}
+		if c.gatewayClass != "" {
+			if ko.Gateway, err = gwclient.NewForConfig(cfg); err != nil {
+				return fmt.Errorf("creating Gateway API client: %w", err)
+			}
+			log.Info("serving Gateway API", "gatewayClass", c.gatewayClass, "controller", gateway.ControllerName,
+				"httpPort", c.gatewayHTTPPort, "httpsPort", c.gatewayHTTPSPort)
+		}
+		ks, err := kube.New(ko)
 		if err != nil {
 			return fmt.Errorf("watching the Kubernetes API: %w", err)
 		}
@@ -404,6 +431,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 			HostOwnership:            c.tenancy.hostOwnership,
 			DefaultBackendNamespaces: dbNamespaces,
 			SSLRedirect:              c.sslRedirect,
+			Gateway:                  c.gatewayOptions(),
 		},
 		Registerer: reg,
 		Logger:     log,
@@ -590,4 +618,13 @@ func (c *proxyConfig) deprecations() []string {
 		return nil
 	}
 	return c.warnings
+}
+
+// gatewayOptions is the Gateway API translation of --gateway-class; nil
+// when it is unset.
+func (c *proxyConfig) gatewayOptions() *gateway.Options {
+	if c.gatewayClass == "" {
+		return nil
+	}
+	return &gateway.Options{GatewayClass: c.gatewayClass, HTTPPort: int32(c.gatewayHTTPPort), HTTPSPort: int32(c.gatewayHTTPSPort)}
 }

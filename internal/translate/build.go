@@ -55,16 +55,20 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 		}
 	}
 	slices.SortFunc(ings, olderFirst)
+	gw := b.gatewayRules(in) // nil without opts.Gateway
 	b.own = in.Ownership
 	if b.own == nil {
 		// Every class of ours claims hosts, not only those this fleet
-		// serves (NewClaimFilter).
-		b.own = NewOwnership(claimants, opts.HostOwnership)
+		// serves (NewClaimFilter); so do the attached HTTPRoutes.
+		b.own = NewOwnership(append(claimants, gw.claims()...), opts.HostOwnership)
 	}
 	for _, ing := range ings {
 		b.addIngress(ing)
 	}
 	b.addHostDefaults()
+	if gw != nil {
+		b.addGateway(gw)
+	}
 
 	b.nameBackends()
 	cfg := route.Config{

@@ -207,7 +207,10 @@ func decodeObjects(data []byte) (Input, Options, error) {
 				AllowLoopbackEndpoints: o.AllowLoopbackEndpoints,
 				HostOwnership:          o.HostOwnership, DefaultBackendNamespaces: o.DefaultBackendNamespaces, SSLRedirect: o.SSLRedirect}
 		default:
-			err = fmt.Errorf("unknown kind %q", tm.Kind)
+			var known bool
+			if known, err = decodeGatewayDoc(tm.Kind, []byte(doc), &in, &opts); !known {
+				err = fmt.Errorf("unknown kind %q", tm.Kind)
+			}
 		}
 		if err != nil {
 			return in, opts, fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)

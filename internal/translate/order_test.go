@@ -47,6 +47,7 @@ func shuffleInput(rng *rand.Rand, in *Input) {
 	shuffle(rng, in.Services)
 	shuffle(rng, in.EndpointSlices)
 	shuffle(rng, in.Secrets)
+	shuffleGateway(rng, &in.Gateway)
 	for _, s := range in.EndpointSlices {
 		shuffle(rng, s.Endpoints)
 		shuffle(rng, s.Ports)
@@ -89,6 +90,7 @@ func deepCopy(in Input) Input {
 	for _, o := range in.Secrets {
 		out.Secrets = append(out.Secrets, o.DeepCopy())
 	}
+	out.Gateway = deepCopyGateway(in.Gateway)
 	return out
 }
 

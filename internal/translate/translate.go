@@ -69,6 +69,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/problem"
 )
 
@@ -86,6 +87,9 @@ type Input struct {
 	// Ingresses above: the controller translates one Ingress alone against
 	// the ownership of all (NewOwnership).
 	Ownership *Ownership
+	// Gateway holds the Gateway API objects, read when Options.Gateway is
+	// set (gateway.go).
+	Gateway GatewayInput
 }
 
 // Options configure Build. The zero value is usable.
@@ -133,6 +137,10 @@ type Options struct {
 	// Secret problem is reported (the proxies, which read them, report
 	// those), and the routing table carries no certificate for them.
 	SecretsUnread bool
+	// Gateway, when non-nil, serves the Gateway API objects of Input.Gateway
+	// (internal/gateway) beside the Ingresses, in one table; nil ignores
+	// them.
+	Gateway *gateway.Options
 }
 
 // Problem is something wrong with one object: Kind "Ingress" or "Secret",

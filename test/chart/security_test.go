@@ -38,6 +38,7 @@ type features struct {
 	nodeHealth bool     // the chart's own IngressDaemonSet: node-health bound
 	// ctlSA and proxySA name the accounts the RBAC binds ("": the chart's).
 	ctlSA, proxySA string
+	gateway        bool // gatewayAPI.enabled
 }
 
 func combinations() []features {
@@ -60,6 +61,8 @@ func combinations() []features {
 			namespaces: []string{"*"}, ids: true, idsIn: []string{"*"}, webhooks: true},
 		{name: "watch-namespaces", args: []string{"--set", "proxy.watchNamespaces={apps,web}"}, namespaces: []string{"sluice-system"}, watch: []string{"apps", "web"}},
 		{name: "tls-secrets", args: []string{"--set", "controller.readTLSSecrets=true"}, namespaces: []string{"sluice-system"}, secrets: true},
+		{name: "gateway-api", args: []string{"--set", "gatewayAPI.enabled=true"}, namespaces: []string{"sluice-system"}, gateway: true},
+		{name: "gateway-api-watch-namespaces", args: []string{"--set", "gatewayAPI.enabled=true,proxy.watchNamespaces={apps}"}, namespaces: []string{"sluice-system"}, watch: []string{"apps"}, gateway: true},
 	}
 }
 
@@ -162,6 +165,18 @@ func expected(f features) map[grant]bool {
 		add("sluice-node-health", "cluster", "", []string{"nodes"}, read)
 		add("sluice-node-health", "ns/sluice-system", "", []string{"pods"}, read)
 		add("sluice-node-health", "ns/sluice-system", "apps", []string{"deployments"}, read)
+	}
+	// Gateway API: read by both, statuses written by the controller.
+	if f.gateway {
+		const gw = "gateway.networking.k8s.io"
+		add(ctl, "cluster", gw, []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}, read)
+		add(ctl, "cluster", gw, []string{"gatewayclasses/status", "gateways/status", "httproutes/status"}, []string{"update", "patch"})
+		add(ctl, "cluster", "", []string{"namespaces"}, read)
+		add(proxy, "cluster", gw, []string{"gatewayclasses"}, read)
+		add(proxy, "cluster", "", []string{"namespaces"}, read)
+		for _, scope := range scopes {
+			add(proxy, scope, gw, []string{"gateways", "httproutes", "referencegrants"}, read)
+		}
 	}
 	// The uninstall Job deletes the release's bindings.
 	if f.bindings {

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/admission"
@@ -43,6 +44,7 @@ import (
 	"sluice.dev/sluice/internal/controller/problems"
 	"sluice.dev/sluice/internal/controller/snapshot"
 	dnsmodel "sluice.dev/sluice/internal/dns"
+	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
 )
@@ -112,6 +114,10 @@ type Options struct {
 	// NodeHealthImage is the image of IngressDaemonSets' health checkers
 	// that name none. Empty: nodes.DefaultHealthCheckerImage.
 	NodeHealthImage string
+	// Gateway, when non-nil, writes the statuses of the Gateway API
+	// objects of sluice's GatewayClasses (package gatewaystatus) with the
+	// proxies' listener ports; nil: Gateway API is not read.
+	Gateway *gateway.Options
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -148,7 +154,7 @@ func New(o Options) (ctrl.Manager, error) {
 		return nil, errors.New("creating controller manager: Config and Logger are required")
 	}
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme), gatewayv1.Install(scheme)); err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	sync := cmp.Or(o.SyncPeriod, 10*time.Minute)
@@ -277,6 +283,11 @@ func New(o Options) (ctrl.Manager, error) {
 	}
 	if err := errors.Join(br.Setup(mgr), pr.Setup(mgr, notifier), ir.Setup(mgr), probs.Setup(mgr), mr.Setup(mgr)); err != nil {
 		return nil, err
+	}
+	if o.Gateway != nil {
+		if err := setupGateway(mgr, o, allowed); err != nil {
+			return nil, err
+		}
 	}
 	if o.DNS != nil {
 		dnsNotices, err := notices.New(notices.Options{Client: mgr.GetClient(), Controller: "sluice-controller",

@@ -1,6 +1,7 @@
 // Package kube is the API-server source of the objects sluice routes by:
 // client-go shared informers on Ingress, IngressClass, Service, EndpointSlice
-// and TLS Secrets. (The proxy's own Pod, its drain condition and grace
+// and TLS Secrets, and optionally on the Gateway API objects (gateway.go).
+// (The proxy's own Pod, its drain condition and grace
 // period, are watched by internal/drain.)
 //
 // Data flow: API server → informer caches (this package) → Snapshot →
@@ -12,7 +13,9 @@
 // that) and discovery.k8s.io endpointslices, cluster-wide or, with
 // Options.Namespaces, in each of those namespaces (IngressClasses always
 // cluster-wide); get, list and watch on pods in its own namespace for
-// internal/drain.
+// internal/drain. With Options.Gateway also list and watch on
+// gateway.networking.k8s.io gatewayclasses and namespaces (cluster-wide),
+// gateways, httproutes and referencegrants (as Ingresses).
 //
 // Unit tests use client-go's fake clientset. Tests against a real
 // kube-apiserver carry the build tag e2e (e2e_test.go here) and come with the
@@ -41,6 +44,7 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"sluice.dev/sluice/internal/source"
 	"sluice.dev/sluice/internal/translate"
@@ -61,6 +65,11 @@ type Options struct {
 	Namespaces []string
 	// Logger receives watch errors; nil means slog.Default().
 	Logger *slog.Logger
+	// Gateway, when non-nil, also watches the Gateway API objects
+	// (gateway.go): GatewayClasses cluster-wide, Gateways, HTTPRoutes and
+	// ReferenceGrants in Namespaces, and Namespaces (for allowedRoutes
+	// selectors). Nil watches none.
+	Gateway gwclient.Interface
 }
 
 // Source keeps informer caches of the objects translate needs.
@@ -75,6 +84,8 @@ type Source struct {
 	services       []corelisters.ServiceLister
 	endpointSlices []discoverylisters.EndpointSliceLister
 	secrets        []corelisters.SecretLister
+
+	gw *gatewayWatch // nil: Gateway API not watched
 
 	started atomic.Bool
 	synced  atomic.Bool
@@ -138,6 +149,9 @@ func New(opts Options) (*Source, error) {
 		s.endpointSlices = append(s.endpointSlices, eps.Lister())
 		s.secrets = append(s.secrets, sec.Lister())
 	}
+	if opts.Gateway != nil {
+		s.gw = newGatewayWatch(opts.Client, opts.Gateway, namespaces, log)
+	}
 	return s, nil
 }
 
@@ -169,9 +183,26 @@ func (s *Source) Run(ctx context.Context, notify func()) error {
 		}
 	}()
 
+	var gwFirst chan struct{}
+	if s.gw != nil {
+		gwFirst = make(chan struct{})
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			s.gw.run(ctx, s.handler(notify), notify, gwFirst)
+		}()
+	}
 	for _, f := range s.factories {
 		if res := f.WaitForCacheSyncWithContext(ctx); res.Err != nil {
 			return nil // ctx ended before the first sync
+		}
+	}
+	if gwFirst != nil {
+		select {
+		case <-gwFirst:
+		case <-ctx.Done():
+			return nil
 		}
 	}
 	// Set before notifying: events that arrived between the caches syncing
@@ -232,6 +263,9 @@ func (s *Source) Snapshot() translate.Input {
 				in.Secrets = append(in.Secrets, sec)
 			}
 		}
+	}
+	if s.gw != nil {
+		s.gw.snapshot(&in)
 	}
 	return in
 }

@@ -71,3 +71,13 @@ deep for maps such as topologySpread; lists and resources are replaced. */ -}}
 {{- end -}}
 {{ toYaml $v }}
 {{- end -}}
+
+{{/* sluice.gatewayFleet: the name of the fleet serving
+gatewayAPI.gatewayClass: the fleet of gatewayAPI.binding when it has one,
+else the default fleet (""). */}}
+{{- define "sluice.gatewayFleet" -}}
+{{- $b := .Values.gatewayAPI.binding -}}
+{{- range include "sluice.fleets" . | fromYamlArray -}}
+{{- if and $b (eq .name $b) -}}{{ $b }}{{- end -}}
+{{- end -}}
+{{- end -}}

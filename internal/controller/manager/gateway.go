@@ -1,0 +1,98 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/gatewaystatus"
+)
+
+// gatewayResources are the Gateway API resources the status reconciler
+// watches.
+var gatewayResources = []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}
+
+// gatewayCRDPoll is how often a controller without the Gateway API CRDs
+// looks again.
+const gatewayCRDPoll = 30 * time.Second
+
+// setupGateway registers the Gateway API status reconciler once the API
+// server serves the Gateway API CRDs: at once if it does, else from a
+// runnable that looks every gatewayCRDPoll (logging once), so a cluster
+// without them neither fails the controller nor restarts it.
+func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalancerBinding) bool) error {
+	r, err := gatewaystatus.New(gatewaystatus.Options{
+		Client:      mgr.GetClient(),
+		Namespace:   o.Namespace,
+		Gateway:     *o.Gateway,
+		ReadSecrets: o.ReadTLSSecrets,
+		Allowed:     allowed,
+		Logger:      o.Logger.With("controller", "gatewaystatus"),
+	})
+	if err != nil {
+		return err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(o.Config)
+	if err != nil {
+		return fmt.Errorf("creating discovery client: %w", err)
+	}
+	log := o.Logger.With("controller", "gatewaystatus")
+	if ok, _ := gatewayInstalled(disco); ok {
+		return r.Setup(mgr)
+	}
+	log.Warn("the Gateway API CRDs (gateway.networking.k8s.io/v1 GatewayClass, Gateway, HTTPRoute, ReferenceGrant) are not installed; Gateway API statuses are written once they are", "recheck", gatewayCRDPoll)
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return waitGatewayCRDs(ctx, disco, gatewayCRDPoll, log, func() error { return r.Setup(mgr) })
+	}))
+	if err != nil {
+		return fmt.Errorf("adding the Gateway API CRD watch: %w", err)
+	}
+	return nil
+}
+
+// waitGatewayCRDs calls setup once the CRDs are served (looking every
+// poll), then returns; nil also when ctx ends first.
+func waitGatewayCRDs(ctx context.Context, disco discovery.DiscoveryInterface, poll time.Duration, log *slog.Logger, setup func() error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(poll):
+		}
+		if ok, _ := gatewayInstalled(disco); ok {
+			log.Info("the Gateway API CRDs are installed: writing Gateway API statuses")
+			if err := setup(); err != nil {
+				return fmt.Errorf("setting up the gateway-status controller: %w", err)
+			}
+			return nil
+		}
+	}
+}
+
+func gatewayInstalled(disco discovery.DiscoveryInterface) (bool, error) {
+	list, err := disco.ServerResourcesForGroupVersion(gatewayv1.GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering %s: %w", gatewayv1.GroupVersion, err)
+	}
+	served := map[string]bool{}
+	for _, r := range list.APIResources {
+		served[r.Name] = true
+	}
+	for _, k := range gatewayResources {
+		if !served[k] {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,164 @@
+// Package gateway translates Gateway API objects (GatewayClass, Gateway,
+// HTTPRoute, ReferenceGrant; gateway.networking.k8s.io/v1) into routing rules
+// for the one routing table sluice serves, and computes the status of every
+// object of its classes as data. It is pure: objects in, value out, no I/O,
+// clock or logger.
+//
+// Data flow: source → Build (here) → Result.Rules → translate (merged
+// beside the Ingress routes into one route.Config) → route.New → proxy; and
+// Build → Result's statuses → internal/controller/gatewaystatus → API server.
+//
+// What is served, following the Gateway API specification:
+//
+//   - GatewayClasses whose spec.controllerName is ControllerName; with
+//     Options.GatewayClass only that class (one proxy fleet serves its own
+//     class). A parametersRef must name a sluice.dev LoadBalancerBinding.
+//   - Gateway listeners of protocol HTTP on Options.HTTPPort and HTTPS (TLS
+//     mode Terminate) on Options.HTTPSPort, with hostnames, certificateRefs
+//     to kubernetes.io/tls Secrets of the Gateway's namespace or of another
+//     namespace with a ReferenceGrant, and allowedRoutes (namespaces Same,
+//     All or Selector; kind HTTPRoute). Two listeners on one port with the
+//     same hostname conflict: the first keeps it.
+//   - HTTPRoutes whose parentRefs (sectionName, port) reach such listeners
+//     and are allowed there, for the intersection of their hostnames with
+//     the listener's; path matches Exact and PathPrefix; one backendRef per
+//     rule (or several of which only one has a non-zero weight) to a
+//     Service port of the route's namespace, or of another namespace with a
+//     ReferenceGrant.
+//
+// Not yet served, and never served as something else: header, query
+// parameter and method matches, RegularExpression paths, filters, several
+// weighted backendRefs and timeouts. A rule with any of them is left out
+// and the route says so (PartiallyInvalid, or Accepted=False when no rule
+// is left, reason UnsupportedValue). A backendRef that cannot be resolved
+// (wrong kind, missing Service, another namespace without a ReferenceGrant)
+// keeps its rule's paths claimed with no endpoints, so they answer 503 and
+// never fall through to another route or reach the other namespace.
+//
+// Precedence follows the specification: routes are taken oldest first, then
+// by namespace/name; translate keeps the first claim of a host and path.
+package gateway
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"sluice.dev/sluice/internal/problem"
+	"sluice.dev/sluice/internal/route"
+)
+
+// ControllerName is the GatewayClass spec.controllerName sluice serves.
+const ControllerName gatewayv1.GatewayController = "sluice.dev/gateway-controller"
+
+// Group is the Gateway API group.
+const Group = gatewayv1.GroupName
+
+// Input is one consistent view of the objects Build reads. Services and
+// Secrets are those translate reads too (Secrets: kubernetes.io/tls only).
+type Input struct {
+	GatewayClasses  []*gatewayv1.GatewayClass
+	Gateways        []*gatewayv1.Gateway
+	HTTPRoutes      []*gatewayv1.HTTPRoute
+	ReferenceGrants []*gatewayv1.ReferenceGrant
+	// Namespaces, for allowedRoutes namespace selectors (their labels).
+	Namespaces []*corev1.Namespace
+	Services   []*corev1.Service
+	Secrets    []*corev1.Secret
+}
+
+// Options configure Build. The zero value serves every class of
+// ControllerName on ports 80 and 443.
+type Options struct {
+	// GatewayClass, when set, is the only class served; "" serves every
+	// GatewayClass of ControllerName (the controller writing statuses).
+	GatewayClass string
+	// HTTPPort and HTTPSPort are the listener ports the proxy serves HTTP
+	// and HTTPS on, as the load balancer in front exposes them; 0 means 80
+	// and 443. Listeners on other ports are refused (PortUnavailable).
+	HTTPPort, HTTPSPort int32
+	// SecretsUnread: the caller does not read Secrets (the controller
+	// without access to them); every certificateRef's Secret then counts
+	// as present.
+	SecretsUnread bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.HTTPPort == 0 {
+		o.HTTPPort = 80
+	}
+	if o.HTTPSPort == 0 {
+		o.HTTPSPort = 443
+	}
+	return o
+}
+
+// Result is what Build produces.
+type Result struct {
+	// Rules in precedence order: translate keeps the first claim of a host
+	// and path.
+	Rules []Rule
+	// Certificates of the HTTPS listeners, in Gateway and listener order.
+	Certificates []Certificate
+	// Statuses of the objects of our classes, sorted by namespace/name.
+	GatewayClasses []ClassStatus
+	Gateways       []GatewayStatus
+	HTTPRoutes     []RouteStatus
+	// Problems are the same findings as the statuses, for logs, metrics and
+	// Events; sorted.
+	Problems []problem.Problem
+}
+
+// Rule sends requests for Host matching PathType and Path to Backend.
+type Rule struct {
+	// Host is lower case; "" matches every host, "*.example.com" one label.
+	Host     string
+	PathType route.PathType
+	Path     string
+	// Backend is nil when the rule's backendRef cannot be used: the path
+	// stays claimed and answers 503.
+	Backend *BackendRef
+	// Route is the HTTPRoute, "namespace/name".
+	Route string
+	// HTTPSOnly: attached only through HTTPS listeners, so plain HTTP
+	// requests are redirected to HTTPS rather than served.
+	HTTPSOnly bool
+}
+
+// BackendRef is a resolved Service port.
+type BackendRef struct {
+	Namespace, Service string
+	Port               int32
+}
+
+// Certificate is a listener's certificate Secret and the host names it
+// serves.
+type Certificate struct {
+	// Secret is "namespace/name".
+	Secret string
+	// Hosts: the listener's hostname, or the hostnames of the routes
+	// attached to it when it has none. Sorted.
+	Hosts []string
+	// Gateway is "namespace/name" of the Gateway.
+	Gateway string
+}
+
+// ClassStatus is the status of one GatewayClass of ControllerName.
+type ClassStatus struct {
+	Name   string
+	Status gatewayv1.GatewayClassStatus
+}
+
+// GatewayStatus is the status of one Gateway of our classes, without
+// addresses (the controller adds those from the load balancer binding).
+// Conditions carry no LastTransitionTime: the writer sets it.
+type GatewayStatus struct {
+	Namespace, Name string
+	Status          gatewayv1.GatewayStatus
+}
+
+// RouteStatus is one HTTPRoute's status.parents entries written by
+// ControllerName (other controllers' entries are theirs).
+type RouteStatus struct {
+	Namespace, Name string
+	Parents         []gatewayv1.RouteParentStatus
+}

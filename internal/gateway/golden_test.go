@@ -1,0 +1,269 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
+
+// TestGolden builds every testdata/<case>/input.yaml (options from the
+// first document of kind Options, if any) and compares the Result with
+// testdata/<case>/golden.txt.
+func TestGolden(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/*/input.yaml")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no golden cases: %v", err)
+	}
+	for _, in := range dirs {
+		dir := filepath.Dir(in)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			data, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			input, opts, err := decode(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := Build(input, opts)
+			checkInvariants(t, input, res)
+			got := []byte(render(res))
+			golden := filepath.Join(dir, "golden.txt")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("reading golden file (run with -update to create it): %v", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("output differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+// render is the golden text: rules, certificates, statuses (one line per
+// condition) and problems.
+func render(res Result) string {
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for _, r := range res.Rules {
+		host := r.Host
+		if host == "" {
+			host = "*"
+		}
+		be := "503 (no backend)"
+		if r.Backend != nil {
+			be = fmt.Sprintf("%s/%s:%d", r.Backend.Namespace, r.Backend.Service, r.Backend.Port)
+		}
+		only := ""
+		if r.HTTPSOnly {
+			only = " https-only"
+		}
+		fmt.Fprintf(&b, "  %s %s %s -> %s (%s)%s\n", host, r.PathType, r.Path, be, r.Route, only)
+	}
+	b.WriteString("certificates:\n")
+	for _, c := range res.Certificates {
+		fmt.Fprintf(&b, "  %s %v (%s)\n", c.Secret, c.Hosts, c.Gateway)
+	}
+	b.WriteString("gatewayclasses:\n")
+	for _, c := range res.GatewayClasses {
+		fmt.Fprintf(&b, "  %s\n", c.Name)
+		conditions(&b, "    ", c.Status.Conditions)
+	}
+	b.WriteString("gateways:\n")
+	for _, g := range res.Gateways {
+		fmt.Fprintf(&b, "  %s/%s\n", g.Namespace, g.Name)
+		conditions(&b, "    ", g.Status.Conditions)
+		for _, l := range g.Status.Listeners {
+			var kinds []string
+			for _, k := range l.SupportedKinds {
+				kinds = append(kinds, string(k.Kind))
+			}
+			fmt.Fprintf(&b, "    listener %s attachedRoutes=%d supportedKinds=%v\n", l.Name, l.AttachedRoutes, kinds)
+			conditions(&b, "      ", l.Conditions)
+		}
+	}
+	b.WriteString("httproutes:\n")
+	for _, r := range res.HTTPRoutes {
+		fmt.Fprintf(&b, "  %s/%s\n", r.Namespace, r.Name)
+		for _, p := range r.Parents {
+			ref, _ := json.Marshal(p.ParentRef)
+			fmt.Fprintf(&b, "    parent %s %s\n", ref, p.ControllerName)
+			conditions(&b, "      ", p.Conditions)
+		}
+	}
+	b.WriteString("problems:\n")
+	for _, p := range res.Problems {
+		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	return b.String()
+}
+
+func conditions(b *strings.Builder, indent string, cs []metav1.Condition) {
+	for _, c := range cs {
+		fmt.Fprintf(b, "%s%s=%s %s: %s (generation %d)\n", indent, c.Type, c.Status, c.Reason, c.Message, c.ObservedGeneration)
+	}
+}
+
+// decode reads a multi-document YAML stream of the objects Build reads and
+// an optional "kind: Options" document holding Options.
+func decode(data []byte) (Input, Options, error) {
+	var in Input
+	var opts Options
+	for i, doc := range strings.Split(string(data), "\n---") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			return in, opts, fmt.Errorf("document %d: %w", i, err)
+		}
+		var err error
+		switch tm.Kind {
+		case "Options":
+			err = yaml.UnmarshalStrict([]byte(strings.Replace(doc, "kind: Options", "", 1)), &opts)
+		case "GatewayClass":
+			o := &gatewayv1.GatewayClass{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.GatewayClasses = append(in.GatewayClasses, o)
+		case "Gateway":
+			o := &gatewayv1.Gateway{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.Gateways = append(in.Gateways, o)
+		case "HTTPRoute":
+			o := &gatewayv1.HTTPRoute{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.HTTPRoutes = append(in.HTTPRoutes, o)
+		case "ReferenceGrant":
+			o := &gatewayv1.ReferenceGrant{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.ReferenceGrants = append(in.ReferenceGrants, o)
+		case "Namespace":
+			o := &corev1.Namespace{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.Namespaces = append(in.Namespaces, o)
+		case "Service":
+			o := &corev1.Service{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.Services = append(in.Services, o)
+		case "Secret":
+			o := &corev1.Secret{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.Secrets = append(in.Secrets, o)
+		default:
+			err = fmt.Errorf("unknown kind %q", tm.Kind)
+		}
+		if err != nil {
+			return in, opts, fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)
+		}
+	}
+	return in, opts, nil
+}
+
+// checkInvariants holds for every input: tenancy (a rule reaches a Service
+// of another namespace only with a ReferenceGrant; a rule exists only for a
+// route allowed on some listener), and statuses that say the same as the
+// rules.
+func checkInvariants(t testing.TB, in Input, res Result) {
+	t.Helper()
+	routes := map[string]*gatewayv1.HTTPRoute{}
+	for _, r := range in.HTTPRoutes {
+		if r != nil {
+			routes[r.Namespace+"/"+r.Name] = r
+		}
+	}
+	accepted := map[string]bool{}
+	for _, st := range res.HTTPRoutes {
+		for _, p := range st.Parents {
+			for _, c := range p.Conditions {
+				if c.Type == "Accepted" && c.Status == metav1.ConditionTrue {
+					accepted[st.Namespace+"/"+st.Name] = true
+				}
+			}
+		}
+	}
+	for _, rl := range res.Rules {
+		r := routes[rl.Route]
+		if r == nil {
+			t.Fatalf("rule %+v names no input route", rl)
+		}
+		if !accepted[rl.Route] {
+			t.Errorf("rule %+v served for a route not Accepted on any parent", rl)
+		}
+		if be := rl.Backend; be != nil && be.Namespace != r.Namespace {
+			if !grantExists(in, r.Namespace, be.Namespace, be.Service) {
+				t.Errorf("rule %+v reaches namespace %s without a ReferenceGrant", rl, be.Namespace)
+			}
+		}
+		if !allowedSomewhere(in, r) {
+			t.Errorf("rule %+v served for a route no listener allows", rl)
+		}
+	}
+}
+
+func grantExists(in Input, from, to, name string) bool {
+	for _, g := range in.ReferenceGrants {
+		if g == nil || g.Namespace != to {
+			continue
+		}
+		okFrom, okTo := false, false
+		for _, f := range g.Spec.From {
+			okFrom = okFrom || (f.Group == Group && f.Kind == "HTTPRoute" && string(f.Namespace) == from)
+		}
+		for _, x := range g.Spec.To {
+			okTo = okTo || (x.Group == "" && x.Kind == "Service" && (x.Name == nil || *x.Name == "" || string(*x.Name) == name))
+		}
+		if okFrom && okTo {
+			return true
+		}
+	}
+	return false
+}
+
+// allowedSomewhere is an independent check of allowedRoutes.namespaces for
+// the Gateways a route names (Same/All; Selector is taken as allowing).
+func allowedSomewhere(in Input, r *gatewayv1.HTTPRoute) bool {
+	for _, pr := range r.Spec.ParentRefs {
+		ns := r.Namespace
+		if pr.Namespace != nil && *pr.Namespace != "" {
+			ns = string(*pr.Namespace)
+		}
+		for _, gw := range in.Gateways {
+			if gw == nil || gw.Namespace != ns || gw.Name != string(pr.Name) {
+				continue
+			}
+			for _, l := range gw.Spec.Listeners {
+				from := gatewayv1.NamespacesFromSame
+				if l.AllowedRoutes != nil && l.AllowedRoutes.Namespaces != nil && l.AllowedRoutes.Namespaces.From != nil {
+					from = *l.AllowedRoutes.Namespaces.From
+				}
+				switch from {
+				case gatewayv1.NamespacesFromAll, gatewayv1.NamespacesFromSelector:
+					return true
+				case gatewayv1.NamespacesFromSame:
+					if r.Namespace == gw.Namespace {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,297 @@
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// classes returns the served GatewayClasses by name, with their status.
+func (b *builder) classes(in Input) map[string]bool {
+	served := map[string]bool{}
+	for _, c := range in.GatewayClasses {
+		if c == nil || c.Spec.ControllerName != ControllerName {
+			continue
+		}
+		if b.opts.GatewayClass != "" && c.Name != b.opts.GatewayClass {
+			continue
+		}
+		cond := condition(string(gatewayv1.GatewayClassConditionStatusAccepted), true,
+			string(gatewayv1.GatewayClassReasonAccepted), "served by sluice", c.Generation)
+		if p := c.Spec.ParametersRef; p != nil && (p.Group != "sluice.dev" || p.Kind != "LoadBalancerBinding") {
+			msg := fmt.Sprintf("parametersRef %s/%s is not supported: it must name a sluice.dev LoadBalancerBinding", p.Group, p.Kind)
+			cond = condition(string(gatewayv1.GatewayClassConditionStatusAccepted), false,
+				string(gatewayv1.GatewayClassReasonInvalidParameters), msg, c.Generation)
+			b.problem("GatewayClass", "", c.Name, string(gatewayv1.GatewayClassReasonInvalidParameters), msg)
+		} else {
+			served[c.Name] = true
+		}
+		b.res.GatewayClasses = append(b.res.GatewayClasses, ClassStatus{Name: c.Name,
+			Status: gatewayv1.GatewayClassStatus{Conditions: []metav1.Condition{cond}}})
+	}
+	return served
+}
+
+// listener is one evaluated listener of a served Gateway.
+type listener struct {
+	gw       *gatewayv1.Gateway
+	spec     *gatewayv1.Listener
+	status   *gatewayv1.ListenerStatus
+	host     string // lower case, "" for any
+	usable   bool   // accepted, programmed: routes may attach
+	https    bool
+	cert     string // "namespace/name" of the certificate Secret, "" for none
+	selector labels.Selector
+	attached map[string]bool // hosts of attached routes, for the certificate
+}
+
+// certOK: not HTTPS, or its certificate resolved.
+func (ln *listener) certOK() bool { return !ln.https || ln.cert != "" }
+
+// gateway evaluates one Gateway of a served class and records its status.
+func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
+	gen := gw.Generation
+	id := gw.Namespace + "/" + gw.Name
+	st := gatewayv1.GatewayStatus{}
+	var out []*listener
+	if len(gw.Spec.Addresses) > 0 {
+		msg := "spec.addresses is not supported: the addresses come from the load balancer binding of the class"
+		st.Conditions = []metav1.Condition{
+			condition(string(gatewayv1.GatewayConditionAccepted), false, string(gatewayv1.GatewayReasonUnsupportedAddress), msg, gen),
+			condition(string(gatewayv1.GatewayConditionProgrammed), false, string(gatewayv1.GatewayReasonInvalid), "not accepted", gen),
+		}
+		b.problem("Gateway", gw.Namespace, gw.Name, string(gatewayv1.GatewayReasonUnsupportedAddress), msg)
+		b.res.Gateways = append(b.res.Gateways, GatewayStatus{Namespace: gw.Namespace, Name: gw.Name, Status: st})
+		return nil
+	}
+	seen := map[string]int{} // port/hostname → first listener index
+	accepted, programmed := 0, 0
+	for i := range gw.Spec.Listeners {
+		l := &gw.Spec.Listeners[i]
+		ls := &gatewayv1.ListenerStatus{Name: l.Name, AttachedRoutes: 0}
+		ln := &listener{gw: gw, spec: l, status: ls, attached: map[string]bool{}}
+		acc, accReason, accMsg := true, string(gatewayv1.ListenerReasonAccepted), "accepted"
+		refs, refReason, refMsg := true, string(gatewayv1.ListenerReasonResolvedRefs), "all references resolved"
+		conflict := false
+		if l.Hostname != nil {
+			h := strings.ToLower(string(*l.Hostname))
+			if msg := checkHostname(h); msg != "" {
+				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonUnsupportedValue), fmt.Sprintf("hostname %q %s", truncate(h, 80), msg)
+			}
+			ln.host = h
+		}
+		switch {
+		case !acc:
+		case l.Protocol == gatewayv1.HTTPProtocolType:
+			if l.Port != b.opts.HTTPPort {
+				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonPortUnavailable),
+					fmt.Sprintf("HTTP is served on port %d only", b.opts.HTTPPort)
+			}
+		case l.Protocol == gatewayv1.HTTPSProtocolType:
+			ln.https = true
+			if l.Port != b.opts.HTTPSPort {
+				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonPortUnavailable),
+					fmt.Sprintf("HTTPS is served on port %d only", b.opts.HTTPSPort)
+			} else if l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode != gatewayv1.TLSModeTerminate {
+				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonUnsupportedValue), "HTTPS listeners terminate TLS: tls.mode must be Terminate"
+			}
+		default:
+			acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonUnsupportedProtocol),
+				fmt.Sprintf("protocol %q is not supported (HTTP and HTTPS are)", truncate(string(l.Protocol), 40))
+		}
+		if acc {
+			key := fmt.Sprintf("%d/%s", l.Port, ln.host)
+			if _, dup := seen[key]; dup {
+				conflict = true
+			} else {
+				seen[key] = i
+			}
+		}
+		// Route kinds.
+		kinds, badKinds := supportedKinds(l.AllowedRoutes)
+		ls.SupportedKinds = kinds
+		if badKinds {
+			refs, refReason, refMsg = false, string(gatewayv1.ListenerReasonInvalidRouteKinds), "allowedRoutes.kinds: only HTTPRoute of gateway.networking.k8s.io is supported"
+		}
+		// Namespace selector.
+		if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil && *ar.Namespaces.From == gatewayv1.NamespacesFromSelector {
+			sel, err := selectorOf(ar.Namespaces.Selector)
+			if err != nil && acc {
+				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonUnsupportedValue), "allowedRoutes.namespaces.selector: "+truncate(err.Error(), 200)
+			}
+			ln.selector = sel
+		}
+		// Certificates.
+		if acc && ln.https {
+			ok, reason, msg := b.certificate(ln)
+			if !ok && refs {
+				refs, refReason, refMsg = false, reason, msg
+			}
+		}
+		ls.Conditions = []metav1.Condition{
+			condition(string(gatewayv1.ListenerConditionAccepted), acc, accReason, accMsg, gen),
+		}
+		if conflict {
+			ls.Conditions = append(ls.Conditions, condition(string(gatewayv1.ListenerConditionConflicted), true,
+				string(gatewayv1.ListenerReasonHostnameConflict), "an earlier listener of this Gateway has the same port and hostname", gen))
+		} else {
+			ls.Conditions = append(ls.Conditions, condition(string(gatewayv1.ListenerConditionConflicted), false,
+				string(gatewayv1.ListenerReasonNoConflicts), "no conflicts", gen))
+		}
+		ls.Conditions = append(ls.Conditions, condition(string(gatewayv1.ListenerConditionResolvedRefs), refs, refReason, refMsg, gen))
+		// A listener naming an unsupported route kind beside HTTPRoute
+		// still serves HTTPRoutes (ResolvedRefs says the rest).
+		refsUsable := refs || (refReason == string(gatewayv1.ListenerReasonInvalidRouteKinds) && ln.certOK())
+		ln.usable = acc && refsUsable && !conflict && len(kinds) > 0
+		if ln.usable {
+			ls.Conditions = append(ls.Conditions, condition(string(gatewayv1.ListenerConditionProgrammed), true,
+				string(gatewayv1.ListenerReasonProgrammed), "programmed", gen))
+			programmed++
+		} else {
+			ls.Conditions = append(ls.Conditions, condition(string(gatewayv1.ListenerConditionProgrammed), false,
+				string(gatewayv1.ListenerReasonInvalid), "not programmed: see its other conditions", gen))
+			b.problem("Gateway", gw.Namespace, gw.Name, "ListenerNotProgrammed", fmt.Sprintf("listener %s: %s", truncate(string(l.Name), 64), listenerWhy(ls)))
+		}
+		if acc {
+			accepted++
+		}
+		out = append(out, ln)
+	}
+	switch {
+	case len(gw.Spec.Listeners) > 0 && accepted == 0:
+		st.Conditions = append(st.Conditions, condition(string(gatewayv1.GatewayConditionAccepted), false,
+			string(gatewayv1.GatewayReasonListenersNotValid), "no listener is accepted", gen))
+	case accepted < len(gw.Spec.Listeners):
+		st.Conditions = append(st.Conditions, condition(string(gatewayv1.GatewayConditionAccepted), true,
+			string(gatewayv1.GatewayReasonListenersNotValid), "some listeners are not accepted", gen))
+	default:
+		st.Conditions = append(st.Conditions, condition(string(gatewayv1.GatewayConditionAccepted), true,
+			string(gatewayv1.GatewayReasonAccepted), "accepted", gen))
+	}
+	if programmed > 0 {
+		st.Conditions = append(st.Conditions, condition(string(gatewayv1.GatewayConditionProgrammed), true,
+			string(gatewayv1.GatewayReasonProgrammed), "programmed", gen))
+	} else {
+		st.Conditions = append(st.Conditions, condition(string(gatewayv1.GatewayConditionProgrammed), false,
+			string(gatewayv1.GatewayReasonInvalid), "no listener is programmed", gen))
+	}
+	b.gwStatus[id] = len(b.res.Gateways)
+	b.res.Gateways = append(b.res.Gateways, GatewayStatus{Namespace: gw.Namespace, Name: gw.Name, Status: st})
+	return out
+}
+
+// listenerStatuses fills in the Gateways' listener statuses once every
+// route has attached (attachedRoutes).
+func (b *builder) listenerStatuses() {
+	for id, i := range b.gwStatus {
+		lns := b.gateways[id]
+		st := &b.res.Gateways[i].Status
+		st.Listeners = make([]gatewayv1.ListenerStatus, 0, len(lns))
+		for _, ln := range lns {
+			st.Listeners = append(st.Listeners, *ln.status)
+		}
+	}
+}
+
+// listenerWhy names the failing conditions of a listener.
+func listenerWhy(ls *gatewayv1.ListenerStatus) string {
+	var parts []string
+	for _, c := range ls.Conditions {
+		bad := c.Status == metav1.ConditionFalse
+		if c.Type == string(gatewayv1.ListenerConditionConflicted) {
+			bad = c.Status == metav1.ConditionTrue
+		}
+		if bad && c.Type != string(gatewayv1.ListenerConditionProgrammed) {
+			parts = append(parts, c.Type+" "+string(c.Status)+" ("+c.Reason+"): "+c.Message)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// supportedKinds returns the listener's supported route kinds and whether
+// allowedRoutes.kinds named any other.
+func supportedKinds(ar *gatewayv1.AllowedRoutes) (kinds []gatewayv1.RouteGroupKind, bad bool) {
+	httpRoute := gatewayv1.RouteGroupKind{Group: ptr(gatewayv1.Group(Group)), Kind: "HTTPRoute"}
+	if ar == nil || len(ar.Kinds) == 0 {
+		return []gatewayv1.RouteGroupKind{httpRoute}, false
+	}
+	for _, k := range ar.Kinds {
+		if (k.Group == nil || *k.Group == Group) && k.Kind == "HTTPRoute" {
+			if !slices.ContainsFunc(kinds, func(x gatewayv1.RouteGroupKind) bool { return x.Kind == k.Kind }) {
+				kinds = append(kinds, httpRoute)
+			}
+			continue
+		}
+		bad = true
+	}
+	if kinds == nil {
+		kinds = []gatewayv1.RouteGroupKind{}
+	}
+	return kinds, bad
+}
+
+func selectorOf(s *metav1.LabelSelector) (labels.Selector, error) {
+	if s == nil {
+		return nil, fmt.Errorf("required with from: Selector")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return nil, fmt.Errorf("parsing label selector: %w", err)
+	}
+	return sel, nil
+}
+
+// certificate resolves an HTTPS listener's first certificateRef.
+func (b *builder) certificate(ln *listener) (ok bool, reason, msg string) {
+	t := ln.spec.TLS
+	if t == nil || len(t.CertificateRefs) == 0 {
+		return false, string(gatewayv1.ListenerReasonInvalidCertificateRef), "an HTTPS listener needs tls.certificateRefs"
+	}
+	ref := t.CertificateRefs[0]
+	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Secret") {
+		return false, string(gatewayv1.ListenerReasonInvalidCertificateRef), "certificateRefs[0]: only core Secrets are supported"
+	}
+	ns := ln.gw.Namespace
+	if ref.Namespace != nil && string(*ref.Namespace) != "" {
+		ns = string(*ref.Namespace)
+	}
+	name := string(ref.Name)
+	if ns != ln.gw.Namespace && !b.granted(ln.gw.Namespace, "Gateway", Group, ns, "", "Secret", name) {
+		return false, string(gatewayv1.ListenerReasonRefNotPermitted),
+			fmt.Sprintf("certificateRefs[0]: Secret %s/%s is in another namespace, and no ReferenceGrant there allows Gateways of namespace %s to use it", truncate(ns, 64), truncate(name, 253), ln.gw.Namespace)
+	}
+	key := ns + "/" + name
+	if s := b.secrets[key]; !b.opts.SecretsUnread && (s == nil || s.Type != corev1.SecretTypeTLS) {
+		return false, string(gatewayv1.ListenerReasonInvalidCertificateRef),
+			fmt.Sprintf("certificateRefs[0]: Secret %s/%s does not exist or is not of type kubernetes.io/tls", truncate(ns, 64), truncate(name, 253))
+	}
+	ln.cert = key
+	return true, "", ""
+}
+
+// allows reports whether a route of namespace ns may attach to the listener.
+func (b *builder) allows(ln *listener, ns string) bool {
+	if !ln.usable {
+		return false
+	}
+	from := gatewayv1.NamespacesFromSame
+	if ar := ln.spec.AllowedRoutes; ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil {
+		from = *ar.Namespaces.From
+	}
+	switch from {
+	case gatewayv1.NamespacesFromAll:
+		return true
+	case gatewayv1.NamespacesFromSame:
+		return ns == ln.gw.Namespace
+	case gatewayv1.NamespacesFromSelector:
+		n := b.namespaces[ns]
+		return ln.selector != nil && n != nil && ln.selector.Matches(labels.Set(n.Labels))
+	default: // None, or a value this version does not know
+		return false
+	}
+}

@@ -1,0 +1,397 @@
+package gateway
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"sluice.dev/sluice/internal/route"
+)
+
+// attachment is a route attached to one listener, for some hosts.
+type attachment struct {
+	ln    *listener
+	hosts []string // lower case; "" for any host
+}
+
+// httpRoute evaluates one HTTPRoute against the served Gateways its
+// parentRefs name, records its status and emits its rules.
+func (b *builder) httpRoute(r *gatewayv1.HTTPRoute) {
+	gen := r.Generation
+	id := r.Namespace + "/" + r.Name
+	routeHosts, badHost := routeHostnames(r.Spec.Hostnames)
+
+	// Rules first: their outcome is the same for every parent.
+	rules, unsupported, refsOK, refReason, refMsg := b.rules(r)
+
+	var parents []gatewayv1.RouteParentStatus
+	var atts []attachment
+	for _, pr := range r.Spec.ParentRefs {
+		if (pr.Group != nil && *pr.Group != Group) || (pr.Kind != nil && *pr.Kind != "Gateway") {
+			continue // not a Gateway: not ours to answer
+		}
+		ns := r.Namespace
+		if pr.Namespace != nil && *pr.Namespace != "" {
+			ns = string(*pr.Namespace)
+		}
+		lns, ours := b.gateways[ns+"/"+string(pr.Name)]
+		if !ours {
+			continue // not a Gateway of our classes
+		}
+		ps := gatewayv1.RouteParentStatus{ParentRef: pr, ControllerName: ControllerName}
+		acc, reason, msg := b.attach(r, pr, lns, routeHosts, badHost, &atts)
+		if acc && len(rules) == 0 && len(unsupported) > 0 {
+			acc, reason, msg = false, string(gatewayv1.RouteReasonUnsupportedValue), "no rule can be served: "+strings.Join(unsupported, "; ")
+		}
+		ps.Conditions = []metav1.Condition{
+			condition(string(gatewayv1.RouteConditionAccepted), acc, reason, msg, gen),
+			condition(string(gatewayv1.RouteConditionResolvedRefs), refsOK, refReason, refMsg, gen),
+		}
+		if acc && len(unsupported) > 0 {
+			ps.Conditions = append(ps.Conditions, condition(string(gatewayv1.RouteConditionPartiallyInvalid), true,
+				string(gatewayv1.RouteReasonUnsupportedValue), "rules not served: "+strings.Join(unsupported, "; "), gen))
+		}
+		if !acc && !(reason == string(gatewayv1.RouteReasonUnsupportedValue) && len(unsupported) > 0) {
+			b.problem("HTTPRoute", r.Namespace, r.Name, reason, fmt.Sprintf("parentRef %s/%s: %s", ns, truncate(string(pr.Name), 253), msg))
+		}
+		parents = append(parents, ps)
+	}
+	if len(parents) == 0 {
+		return
+	}
+	if len(unsupported) > 0 {
+		b.problem("HTTPRoute", r.Namespace, r.Name, string(gatewayv1.RouteReasonUnsupportedValue), "rules not served: "+strings.Join(unsupported, "; "))
+	}
+	if !refsOK {
+		b.problem("HTTPRoute", r.Namespace, r.Name, refReason, refMsg)
+	}
+	b.res.HTTPRoutes = append(b.res.HTTPRoutes, RouteStatus{Namespace: r.Namespace, Name: r.Name, Parents: parents})
+	if len(rules) == 0 {
+		return
+	}
+
+	// Hosts served, and whether only through HTTPS listeners.
+	httpsOnly := map[string]bool{}
+	var hosts []string
+	for _, a := range atts {
+		for _, h := range a.hosts {
+			only, seen := httpsOnly[h]
+			if !seen {
+				hosts = append(hosts, h)
+				only = true
+			}
+			httpsOnly[h] = only && a.ln.https
+			a.ln.attached[h] = true
+		}
+	}
+	slices.Sort(hosts)
+	for _, rl := range rules {
+		for _, h := range hosts {
+			rl.Host, rl.Route, rl.HTTPSOnly = h, id, httpsOnly[h]
+			b.res.Rules = append(b.res.Rules, rl)
+		}
+	}
+}
+
+// attach finds the listeners a parentRef reaches and that allow the route,
+// and the hosts it is served for there; it counts the attachments.
+func (b *builder) attach(r *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference, lns []*listener, routeHosts []string, badHost string, atts *[]attachment) (ok bool, reason, msg string) {
+	if badHost != "" {
+		return false, string(gatewayv1.RouteReasonUnsupportedValue), badHost
+	}
+	var candidates []*listener
+	for _, ln := range lns {
+		if pr.SectionName != nil && *pr.SectionName != ln.spec.Name {
+			continue
+		}
+		if pr.Port != nil && *pr.Port != ln.spec.Port {
+			continue
+		}
+		candidates = append(candidates, ln)
+	}
+	if len(candidates) == 0 {
+		return false, string(gatewayv1.RouteReasonNoMatchingParent), "no listener of the Gateway matches the parentRef's sectionName and port"
+	}
+	var allowed []*listener
+	for _, ln := range candidates {
+		if b.allows(ln, r.Namespace) {
+			allowed = append(allowed, ln)
+		}
+	}
+	if len(allowed) == 0 {
+		return false, string(gatewayv1.RouteReasonNotAllowedByListeners), "no listener the parentRef matches allows routes from namespace " + r.Namespace + " (or none is programmed)"
+	}
+	n := 0
+	for _, ln := range allowed {
+		hosts := intersect(ln.host, routeHosts)
+		if len(hosts) == 0 {
+			continue
+		}
+		ln.status.AttachedRoutes++
+		*atts = append(*atts, attachment{ln: ln, hosts: hosts})
+		n++
+	}
+	if n == 0 {
+		return false, string(gatewayv1.RouteReasonNoMatchingListenerHostname), "no hostname of the route matches a hostname of the listeners it may attach to"
+	}
+	return true, string(gatewayv1.RouteReasonAccepted), "accepted"
+}
+
+// routeHostnames lower-cases and checks a route's hostnames; "" with no
+// hostnames means any host.
+func routeHostnames(hs []gatewayv1.Hostname) (out []string, bad string) {
+	if len(hs) == 0 {
+		return []string{""}, ""
+	}
+	for _, h := range hs {
+		s := strings.ToLower(string(h))
+		if msg := checkHostname(s); msg != "" {
+			return nil, fmt.Sprintf("hostname %q %s", truncate(s, 80), msg)
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out, ""
+}
+
+// intersect returns the hosts a route with hostnames routeHosts ("" for
+// any) is served for on a listener with hostname lh ("" for any), as the
+// specification defines: exact names equal, a wildcard covering a name
+// yields the name, two wildcards yield the narrower one.
+func intersect(lh string, routeHosts []string) []string {
+	var out []string
+	add := func(h string) {
+		if !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	for _, rh := range routeHosts {
+		switch {
+		case lh == "":
+			add(rh)
+		case rh == "":
+			add(lh)
+		case rh == lh:
+			add(rh)
+		case strings.HasPrefix(lh, "*.") && strings.HasSuffix(rh, lh[1:]):
+			add(rh) // a name, or a narrower wildcard, under the listener's
+		case strings.HasPrefix(rh, "*.") && strings.HasSuffix(lh, rh[1:]):
+			add(lh)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkHostname returns why h (lower case, non-empty) is not a hostname the
+// routing table can serve: a DNS-1123 subdomain, optionally with a "*."
+// prefix, not an IP address; "" when it is fine.
+func checkHostname(h string) string {
+	name := strings.TrimPrefix(h, "*.")
+	switch {
+	case len(h) > 253:
+		return "is longer than 253 characters"
+	case name == "":
+		return "is empty"
+	case strings.Contains(name, "*"):
+		return "may have a wildcard only as its first label"
+	}
+	if _, err := netip.ParseAddr(name); err == nil {
+		return "is an IP address"
+	}
+	for _, label := range strings.Split(name, ".") {
+		if len(label) == 0 || len(label) > 63 {
+			return "has an empty or too long label"
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			alnum := ('a' <= c && c <= 'z') || ('0' <= c && c <= '9')
+			if !alnum && (c != '-' || i == 0 || i == len(label)-1) {
+				return "is not a valid DNS name"
+			}
+		}
+	}
+	return ""
+}
+
+// rules returns the servable rules of a route (Host and Route unset), the
+// rules left out and why, and the ResolvedRefs outcome.
+func (b *builder) rules(r *gatewayv1.HTTPRoute) (out []Rule, unsupported []string, refsOK bool, refReason, refMsg string) {
+	refsOK, refReason, refMsg = true, string(gatewayv1.RouteReasonResolvedRefs), "all references resolved"
+	for i := range r.Spec.Rules {
+		rule := &r.Spec.Rules[i]
+		where := fmt.Sprintf("rules[%d]", i)
+		if why := unsupportedRule(rule); why != "" {
+			unsupported = append(unsupported, where+": "+why)
+			continue
+		}
+		var paths []Rule
+		bad := ""
+		matches := rule.Matches
+		if len(matches) == 0 {
+			matches = []gatewayv1.HTTPRouteMatch{{}}
+		}
+		for j := range matches {
+			m := &matches[j]
+			if why := unsupportedMatch(m); why != "" {
+				bad = fmt.Sprintf("matches[%d]: %s", j, why)
+				break
+			}
+			pt, p, why := pathOf(m.Path)
+			if why != "" {
+				bad = fmt.Sprintf("matches[%d]: %s", j, why)
+				break
+			}
+			paths = append(paths, Rule{PathType: pt, Path: p})
+		}
+		if bad != "" {
+			unsupported = append(unsupported, where+": "+bad)
+			continue
+		}
+		// Backends: one with a non-zero weight is served; none answers 503.
+		var chosen *BackendRef
+		active := 0
+		for k := range rule.BackendRefs {
+			br := &rule.BackendRefs[k]
+			be, reason, msg := b.backend(r, br)
+			if reason != "" && refsOK {
+				refsOK, refReason, refMsg = false, reason, fmt.Sprintf("%s.backendRefs[%d]: %s", where, k, msg)
+			}
+			if br.Weight != nil && *br.Weight == 0 {
+				continue
+			}
+			active++
+			chosen = be // nil when unresolved: 503, never another backend
+		}
+		if active > 1 {
+			unsupported = append(unsupported, where+": several backendRefs with weights are not supported yet")
+			continue
+		}
+		for _, p := range paths {
+			p.Backend = chosen
+			out = append(out, p)
+		}
+	}
+	return out, unsupported, refsOK, refReason, refMsg
+}
+
+// backend resolves one backendRef, or says why it cannot be used with a
+// ResolvedRefs reason.
+func (b *builder) backend(r *gatewayv1.HTTPRoute, br *gatewayv1.HTTPBackendRef) (*BackendRef, string, string) {
+	ref := br.BackendObjectReference
+	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
+		return nil, string(gatewayv1.RouteReasonInvalidKind), "only core Services are supported as backends"
+	}
+	ns := r.Namespace
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	name := string(ref.Name)
+	if ns != r.Namespace && !b.granted(r.Namespace, "HTTPRoute", Group, ns, "", "Service", name) {
+		return nil, string(gatewayv1.RouteReasonRefNotPermitted),
+			fmt.Sprintf("Service %s/%s is in another namespace, and no ReferenceGrant there allows HTTPRoutes of namespace %s to use it", truncate(ns, 64), truncate(name, 253), r.Namespace)
+	}
+	if ref.Port == nil || *ref.Port < 1 || *ref.Port > 65535 {
+		return nil, string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf("Service %s/%s: a port from 1 to 65535 is required", truncate(ns, 64), truncate(name, 253))
+	}
+	svc := b.services[ns+"/"+name]
+	if svc == nil {
+		return nil, string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s/%s not found", truncate(ns, 64), truncate(name, 253))
+	}
+	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port }) {
+		return nil, string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s/%s has no port %d", ns, name, *ref.Port)
+	}
+	return &BackendRef{Namespace: ns, Service: name, Port: *ref.Port}, "", ""
+}
+
+// unsupportedRule says what of a rule the routing table cannot serve yet;
+// "" when nothing.
+func unsupportedRule(rule *gatewayv1.HTTPRouteRule) string {
+	switch {
+	case len(rule.Filters) > 0:
+		return "filters are not supported yet"
+	case rule.Timeouts != nil:
+		return "timeouts are not supported yet"
+	case rule.Retry != nil:
+		return "retry is not supported yet"
+	case rule.SessionPersistence != nil:
+		return "sessionPersistence is not supported yet"
+	}
+	for _, br := range rule.BackendRefs {
+		if len(br.Filters) > 0 {
+			return "backendRef filters are not supported yet"
+		}
+	}
+	return ""
+}
+
+func unsupportedMatch(m *gatewayv1.HTTPRouteMatch) string {
+	switch {
+	case len(m.Headers) > 0:
+		return "header matches are not supported yet"
+	case len(m.QueryParams) > 0:
+		return "query parameter matches are not supported yet"
+	case m.Method != nil:
+		return "method matches are not supported yet"
+	}
+	return ""
+}
+
+// pathOf returns the route table's form of a path match (default
+// PathPrefix "/"), or why it cannot be served.
+func pathOf(pm *gatewayv1.HTTPPathMatch) (route.PathType, string, string) {
+	pt, p := route.PathPrefix, "/"
+	if pm != nil {
+		if pm.Type != nil {
+			switch *pm.Type {
+			case gatewayv1.PathMatchExact:
+				pt = route.PathExact
+			case gatewayv1.PathMatchPathPrefix:
+			default:
+				return 0, "", fmt.Sprintf("path type %q is not supported (Exact and PathPrefix are)", truncate(string(*pm.Type), 40))
+			}
+		}
+		if pm.Value != nil {
+			p = *pm.Value
+		}
+	}
+	if why := checkPath(p); why != "" {
+		return 0, "", fmt.Sprintf("path %q %s", truncate(p, 80), why)
+	}
+	return pt, p, ""
+}
+
+// checkPath: absolute, at most 1024 bytes, printable ASCII without '?',
+// '#', "//" or dot segments (the API's validation of HTTPRoute paths).
+func checkPath(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return "must begin with '/'"
+	case len(p) > 1024:
+		return "is longer than 1024 bytes"
+	case strings.Contains(p, "//"):
+		return "must not contain '//'"
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c >= 0x7f || c == '?' || c == '#' || c == '%' && !validEscape(p, i) {
+			return "has a character that is not allowed"
+		}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return "must not contain '.' or '..' segments"
+		}
+	}
+	return ""
+}
+
+func validEscape(p string, i int) bool {
+	hex := func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+	return i+2 < len(p) && hex(p[i+1]) && hex(p[i+2])
+}

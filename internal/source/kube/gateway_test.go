@@ -1,0 +1,136 @@
+package kube
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+
+	"sluice.dev/sluice/internal/translate"
+)
+
+// crdDiscovery answers discovery for gateway.networking.k8s.io/v1 with the
+// watched kinds once installed is set, and NotFound before.
+type crdDiscovery struct {
+	*fakediscovery.FakeDiscovery
+	installed atomic.Bool
+	calls     atomic.Int64
+}
+
+func (d *crdDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	d.calls.Add(1)
+	if gv != gatewayv1.GroupVersion.String() || !d.installed.Load() {
+		return nil, notFound(gv)
+	}
+	list := &metav1.APIResourceList{GroupVersion: gv}
+	for _, k := range gatewayKinds {
+		list.APIResources = append(list.APIResources, metav1.APIResource{Name: k})
+	}
+	return list, nil
+}
+
+func notFound(gv string) error {
+	return apierrors.NewNotFound(schema.GroupResource{Group: "discovery"}, gv)
+}
+
+var _ discovery.DiscoveryInterface = (*crdDiscovery)(nil)
+
+func gatewayObjects() (*gatewayv1.GatewayClass, *gatewayv1.Gateway, *gatewayv1.HTTPRoute, *gatewayv1.ReferenceGrant) {
+	return &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "sluice"}},
+		&gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "web"}},
+		&gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r"}},
+		&gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "g"}}
+}
+
+// startGateway runs a Source with Gateway API watching over fake clients.
+func startGateway(t *testing.T, installed bool) (*harness, *crdDiscovery, *gwfake.Clientset) {
+	t.Helper()
+	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"a": "b"}}})
+	gc, gw, r, g := gatewayObjects()
+	// Created through the typed client: given to the constructor, the
+	// Gateway lands under a version the informer does not list.
+	gwc := gwfake.NewSimpleClientset() // NewClientset's type converter lacks v1 Gateways
+	bg := context.Background()
+	if _, err := gwc.GatewayV1().GatewayClasses().Create(bg, gc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gwc.GatewayV1().Gateways(gw.Namespace).Create(bg, gw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gwc.GatewayV1().HTTPRoutes(r.Namespace).Create(bg, r, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gwc.GatewayV1().ReferenceGrants(g.Namespace).Create(bg, g, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := New(Options{Client: client, Logger: testLogger(t), Gateway: gwc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &crdDiscovery{FakeDiscovery: client.Discovery().(*fakediscovery.FakeDiscovery)}
+	d.installed.Store(installed)
+	src.gw.disco = d
+	src.gw.poll = 5 * time.Millisecond
+	h := &harness{t: t, client: client, src: src, notes: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, h.notify) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	h.wait("first load")
+	return h, d, gwc
+}
+
+func gatewayCount(in translate.Input) int {
+	g := in.Gateway
+	return len(g.GatewayClasses) + len(g.Gateways) + len(g.HTTPRoutes) + len(g.ReferenceGrants)
+}
+
+// TestGatewayInFirstSnapshot: with the CRDs installed, the first snapshot
+// (the one a new proxy turns ready with) already holds every Gateway API
+// object and the Namespaces, and changes notify.
+func TestGatewayInFirstSnapshot(t *testing.T) {
+	h, _, gwc := startGateway(t, true)
+	in := h.src.Snapshot()
+	if n := gatewayCount(in); n != 4 {
+		t.Fatalf("first snapshot has %d Gateway API objects, want 4: %+v", n, in.Gateway)
+	}
+	if len(in.Gateway.Namespaces) != 1 || in.Gateway.Namespaces[0].Labels["a"] != "b" {
+		t.Fatalf("namespaces = %+v", in.Gateway.Namespaces)
+	}
+	_, err := gwc.GatewayV1().HTTPRoutes("team-a").Create(context.Background(),
+		&gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r2"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the new HTTPRoute", func(in translate.Input) bool { return len(in.Gateway.HTTPRoutes) == 2 })
+}
+
+// TestGatewayCRDsAbsent: without the CRDs the source syncs at once without
+// Gateway API objects (no crash, no wait), and picks them up once the CRDs
+// appear.
+func TestGatewayCRDsAbsent(t *testing.T) {
+	h, d, _ := startGateway(t, false)
+	if !h.src.Synced() {
+		t.Fatal("not synced")
+	}
+	if n := gatewayCount(h.src.Snapshot()); n != 0 {
+		t.Fatalf("snapshot without CRDs has %d Gateway API objects", n)
+	}
+	d.installed.Store(true)
+	h.eventually("the Gateway API objects", func(in translate.Input) bool { return gatewayCount(in) == 4 })
+}

@@ -1,0 +1,81 @@
+package translate
+
+import (
+	"math/rand/v2"
+
+	corev1 "k8s.io/api/core/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/internal/gateway"
+)
+
+// decodeGatewayDoc decodes the Gateway API kinds of a golden input, the
+// Namespaces their listeners select by, and "kind: GatewayOptions"
+// (gateway.Options; its presence turns Gateway API on). known is false for
+// other kinds.
+func decodeGatewayDoc(kind string, doc []byte, in *Input, opts *Options) (known bool, err error) {
+	g := &in.Gateway
+	switch kind {
+	case "GatewayClass":
+		o := &gatewayv1.GatewayClass{}
+		err = yaml.UnmarshalStrict(doc, o)
+		g.GatewayClasses = append(g.GatewayClasses, o)
+	case "Gateway":
+		o := &gatewayv1.Gateway{}
+		err = yaml.UnmarshalStrict(doc, o)
+		g.Gateways = append(g.Gateways, o)
+	case "HTTPRoute":
+		o := &gatewayv1.HTTPRoute{}
+		err = yaml.UnmarshalStrict(doc, o)
+		g.HTTPRoutes = append(g.HTTPRoutes, o)
+	case "ReferenceGrant":
+		o := &gatewayv1.ReferenceGrant{}
+		err = yaml.UnmarshalStrict(doc, o)
+		g.ReferenceGrants = append(g.ReferenceGrants, o)
+	case "Namespace":
+		o := &corev1.Namespace{}
+		err = yaml.UnmarshalStrict(doc, o)
+		g.Namespaces = append(g.Namespaces, o)
+	case "GatewayOptions":
+		var o struct {
+			Kind         string `json:"kind"`
+			GatewayClass string `json:"gatewayClass"`
+			HTTPPort     int32  `json:"httpPort"`
+			HTTPSPort    int32  `json:"httpsPort"`
+		}
+		err = yaml.UnmarshalStrict(doc, &o)
+		opts.Gateway = &gateway.Options{GatewayClass: o.GatewayClass, HTTPPort: o.HTTPPort, HTTPSPort: o.HTTPSPort}
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+func deepCopyGateway(in GatewayInput) GatewayInput {
+	var out GatewayInput
+	for _, o := range in.GatewayClasses {
+		out.GatewayClasses = append(out.GatewayClasses, o.DeepCopy())
+	}
+	for _, o := range in.Gateways {
+		out.Gateways = append(out.Gateways, o.DeepCopy())
+	}
+	for _, o := range in.HTTPRoutes {
+		out.HTTPRoutes = append(out.HTTPRoutes, o.DeepCopy())
+	}
+	for _, o := range in.ReferenceGrants {
+		out.ReferenceGrants = append(out.ReferenceGrants, o.DeepCopy())
+	}
+	for _, o := range in.Namespaces {
+		out.Namespaces = append(out.Namespaces, o.DeepCopy())
+	}
+	return out
+}
+
+func shuffleGateway(rng *rand.Rand, in *GatewayInput) {
+	shuffle(rng, in.GatewayClasses)
+	shuffle(rng, in.Gateways)
+	shuffle(rng, in.HTTPRoutes)
+	shuffle(rng, in.ReferenceGrants)
+	shuffle(rng, in.Namespaces)
+}
