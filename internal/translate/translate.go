@@ -133,6 +133,10 @@ type Options struct {
 	// Secret problem is reported (the proxies, which read them, report
 	// those), and the routing table carries no certificate for them.
 	SecretsUnread bool
+	// IngressNginx, when non-nil, also serves the Ingresses of
+	// ingress-nginx classes and reads their nginx.ingress.kubernetes.io
+	// annotations with ingress-nginx's semantics (nginx.go); nil: off.
+	IngressNginx *IngressNginx
 }
 
 // Problem is something wrong with one object: Kind "Ingress" or "Secret",
