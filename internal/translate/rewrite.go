@@ -131,7 +131,7 @@ func parseL7(ann map[string]string, nginx bool) (l7Annotations, []annotationErro
 	if v, ok := ann[AnnotationUpstreamVhost]; ok {
 		h, valid := parseHostPort(v)
 		if !valid {
-			fail(AnnotationUpstreamVhost, "must be a DNS name or IP address, optionally with :port; the client's Host is sent")
+			fail(AnnotationUpstreamVhost, "must be a DNS name or IP address, optionally with :port; the Host header of the client is sent")
 		}
 		a.upstreamHost = h
 	}
