@@ -98,7 +98,9 @@ func checkNoQuote(t *testing.T, ann map[string]string, errs []annotationError) {
 // not hop-by-hop, values and paths without control characters.
 func checkL7(t *testing.T, a *l7Annotations) {
 	t.Helper()
-	ctl := func(s string) bool { return strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 }
+	ctl := func(s string) bool {
+		return strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0
+	}
 	for _, hf := range []*route.HeaderFilter{a.reqHeaders, a.respHeaders} {
 		if hf == nil {
 			continue
