@@ -57,6 +57,7 @@ type controllerConfig struct {
 	nodeHealthImage          string
 	dns                      dnsConfig
 	tenancy                  tenancyFlags
+	nginx                    nginxCompatFlags
 	access                   binding.Access
 }
 
@@ -97,6 +98,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 	fs.StringVar(&c.nodeHealthImage, "node-health-image", "sluice", "image of IngressDaemonSets' health checkers (`sluice node-health`) that name none")
 	c.dns.register(fs)
 	c.tenancy.register(fs)
+	c.nginx.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -184,11 +186,16 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		return err
 	}
 	namespace := controllerNamespace(c.namespace, c.leaderElectionNamespace)
+	nginxCompat, err := c.nginx.options()
+	if err != nil {
+		return err
+	}
 	mgr, err := manager.New(manager.Options{
 		Namespace:                namespace,
 		DNS:                      dnsOpts,
 		Config:                   cfg,
 		IngressClass:             c.ingressClass,
+		IngressNginx:             nginxCompat,
 		AllowEndpointsWithoutPod: c.allowEndpointsWithoutPod,
 		ReadTLSSecrets:           c.readTLSSecrets,
 		HostOwnership:            c.tenancy.hostOwnership,
