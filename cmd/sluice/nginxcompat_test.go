@@ -22,7 +22,7 @@ func TestIngressNginxCompatFlags(t *testing.T) {
 	if o, err := c.nginx.options(); err != nil || o == nil || o.Class != "nginx" {
 		t.Errorf("proxy: %+v %v, want class nginx", o, err)
 	}
-	cc, err := parseControllerFlags([]string{"--ingress-nginx-compat", "--ingress-nginx-class", "Bad Name"}, io.Discard)
+	cc, err := parseControllerFlags([]string{"--namespace", "sluice", "--ingress-nginx-compat", "--ingress-nginx-class", "Bad Name"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
