@@ -320,3 +320,22 @@ func FuzzPathRewrite(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkProxyL7 is BenchmarkProxy on a route with an upstream Host, a
+// request and a response header set, and a weighted split (the cost of
+// the features when used; BenchmarkProxy is their cost when unused).
+func BenchmarkProxyL7(b *testing.B) {
+	addr := cannedUpstream(b)
+	p := New(Options{StdTransport: *benchStd})
+	be := backendOf("ns/s", defaults(), addr)
+	p.Update(route.New(route.Config{VirtualHosts: []route.VirtualHost{{Routes: []route.Route{{
+		PathType: route.PathPrefix, Path: "/", Backend: be, Ingress: "default/ing",
+		Filters: &route.Filters{
+			Rewrite:         &route.Rewrite{Host: "internal.example"},
+			RequestHeaders:  &route.HeaderFilter{Set: []route.Header{{Name: "X-Team", Value: "blue"}}},
+			ResponseHeaders: &route.HeaderFilter{Set: []route.Header{{Name: "Cache-Control", Value: "no-store"}}},
+		},
+		Split: &route.Split{Weighted: []route.WeightedBackend{{Backend: be, Weight: 90, Ingress: "default/ing"}, {Backend: be, Weight: 10, Ingress: "default/canary"}}},
+	}}}}}))
+	benchHandler(b, p)
+}
