@@ -56,6 +56,7 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 	}
 	slices.SortFunc(ings, olderFirst)
 	b.own = in.Ownership
+	b.alone = in.Ownership != nil
 	if b.own == nil {
 		// Every class of ours claims hosts, not only those this fleet
 		// serves (NewClaimFilter).
@@ -95,6 +96,7 @@ type builder struct {
 	tlsHosts map[string]string                       // hosts the owner's spec.tls entries name → its namespace
 	own      *Ownership                              // who owns each host
 	classes  ClassFilter                             // the served classes; which are ingress-nginx's
+	alone    bool                                    // Input.Ownership set: one Ingress translated alone
 	hostDefs []hostDefault                           // tenants' default backends, for their own hosts
 	problems []Problem
 
