@@ -155,8 +155,8 @@ const nginxPrefix = "nginx.ingress.kubernetes.io/"
 func (n *ngx) setup() {
 	e := n.e
 	e.create(&networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: ngxClass}, Spec: networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"}})
-	e.create(echoApp(ngxNS, ngxStable, 2, map[string]string{"app": ngxStable})...)
-	e.create(echoApp(ngxNS, ngxCanary, 1, map[string]string{"app": ngxCanary})[1:]...) // the namespace exists
+	e.create(echoApp(ngxNS, ngxStable, 2, map[string]string{"app": ngxStable, "app.kubernetes.io/name": ngxStable})...)
+	e.create(echoApp(ngxNS, ngxCanary, 1, map[string]string{"app": ngxCanary, "app.kubernetes.io/name": ngxCanary})[1:]...) // the namespace exists
 	e.create(
 		ngxIngress("rewrite", "rewrite.bar.test", map[string]string{nginxPrefix + "use-regex": "true", nginxPrefix + "rewrite-target": "/$2"},
 			implSpecific("/something(/|$)(.*)", ngxStable)),
