@@ -27,6 +27,19 @@ import (
 //
 // sluice.dev/* annotations on such an Ingress are read as well; a
 // supported nginx annotation wins over the native one it maps to.
+//
+// The table's shape (nginxAnnotations, below): one NginxAnnotation per
+// ingress-nginx annotation, sorted by Name (the part after
+// NginxAnnotationPrefix; nginxRow binary-searches, TestNginxTable checks
+// the order):
+//
+//	{Name: "rewrite-target", Native: AnnotationRewriteTarget, Note: "..."} // supported: value → Native
+//	{Name: "x", Native: AnnotationX, Convert: convertX}                    // supported, syntax converted
+//	{Name: "server-snippet", Status: NginxRefused}                         // refused (any *-snippet and lua-* are, without a row)
+//	{Name: "canary-by-header-pattern", Status: NginxUnsupported}           // known, listed as unsupported
+//
+// Annotations without a row are unsupported. Adding a feature's rows is
+// all the compatibility needs, once its native annotation exists.
 
 // IngressNginxController is the spec.controller of ingress-nginx's
 // IngressClasses.
