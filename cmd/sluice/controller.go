@@ -59,6 +59,7 @@ type controllerConfig struct {
 	nodeHealthImage          string
 	dns                      dnsConfig
 	tenancy                  tenancyFlags
+	nginx                    nginxCompatFlags
 	access                   binding.Access
 	accessFlags              accessFlags
 	// warnings name the deprecated spellings the command line used.
@@ -106,6 +107,7 @@ func (c *controllerConfig) flags(stderr io.Writer) *flagSet {
 	fs.StringVar(&c.nodeHealthImage, "node-health-image", "sluice", "image of IngressDaemonSets' health checkers (`sluice node-health`) that name none")
 	c.dns.register(fs.FlagSet)
 	c.tenancy.register(fs.FlagSet)
+	c.nginx.register(fs.FlagSet)
 	return fs
 }
 
@@ -216,11 +218,16 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		return err
 	}
 	namespace := controllerNamespace(c.namespace, c.leaderElectionNamespace)
+	nginxCompat, err := c.nginx.options()
+	if err != nil {
+		return err
+	}
 	mgr, err := manager.New(manager.Options{
 		Namespace:                namespace,
 		DNS:                      dnsOpts,
 		Config:                   cfg,
 		IngressClass:             c.ingressClass,
+		IngressNginx:             nginxCompat,
 		AllowEndpointsWithoutPod: c.allowEndpointsWithoutPod,
 		ReadTLSSecrets:           c.readTLSSecrets,
 		Gateway:                  c.gatewayOptions(),

@@ -101,6 +101,7 @@ type proxyConfig struct {
 	gatewayClass     string // "": Gateway API not watched
 	gatewayHTTPPort  int
 	gatewayHTTPSPort int
+	nginx            nginxCompatFlags
 }
 
 // flags declares `sluice proxy`'s flags into c.
@@ -113,6 +114,7 @@ func (c *proxyConfig) flags(stderr io.Writer) *flagSet {
 	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "also use EndpointSlice endpoints without a targetRef (selector-less Services whose slices are written by hand); endpoints whose targetRef is not a Pod of the Service's namespace stay refused")
 	fs.BoolVar(&c.allowLoopbackEndpoints, "allow-loopback-endpoints", false, "use endpoints at loopback addresses (127.0.0.0/8, ::1): backends on the proxy's own host; only with --manifests")
 	c.tenancy.register(fs.FlagSet)
+	c.nginx.register(fs.FlagSet)
 	fs.BoolVar(&c.sslRedirect, "ssl-redirect", false, `redirect plain-HTTP requests to hosts that have TLS (from their owner's spec.tls) to HTTPS with a 308, for Ingresses without the sluice.dev/ssl-redirect annotation (off by default, as the Ingress conformance suite expects)`)
 	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name (unset, missing or invalid: a self-signed certificate generated at start)")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
@@ -420,6 +422,13 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 		dbNamespaces = c.tenancy.namespaces("")
 	}
 	log.Info("tenancy", "hostOwnership", c.tenancy.hostOwnership, "defaultBackendNamespaces", cmp.Or(strings.Join(dbNamespaces, ","), "*"), "sslRedirect", c.sslRedirect)
+	nginxCompat, err := c.nginx.options()
+	if err != nil {
+		return err
+	}
+	if nginxCompat != nil {
+		log.Info("ingress-nginx compatibility: serving ingress-nginx classes with nginx.ingress.kubernetes.io annotations", "class", nginxCompat.Class, "controller", translate.IngressNginxController)
+	}
 	loop, err := rebuild.New(rebuild.Options{
 		Source:  src,
 		Updater: px,
@@ -432,6 +441,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 			DefaultBackendNamespaces: dbNamespaces,
 			SSLRedirect:              c.sslRedirect,
 			Gateway:                  c.gatewayOptions(),
+			IngressNginx:             nginxCompat,
 		},
 		Registerer: reg,
 		Logger:     log,

@@ -37,6 +37,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 
 	ip, trusted := p.peer(r.RemoteAddr)
 	upgrade, https := p.rewriteRequestHeader(r, ip, trusted)
+	if rv.l7 != nil {
+		rv.l7.request(r) // rewrite and request headers (l7.go)
+	}
 
 	fast := bv.protocol == route.ProtocolHTTP && p.fastPath(r, upgrade)
 	again := retryable(r)
@@ -103,7 +106,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 				capSlots = 0
 			}
 			var abort bool
-			o.status, o.bytes, abort = p.respond(w, r, bv, ep, res, upgrade, setCookie)
+			o.status, o.bytes, abort = p.respond(w, r, bv, ep, res, upgrade, setCookie, rv.respHeaders())
 			ep.u.slots.release(capSlots)
 			ep.u.inflight.Add(-1)
 			if hc != nil {
@@ -447,7 +450,7 @@ func isPrint(s string) bool {
 
 // respond copies res to w and reports the status sent, the body bytes
 // written, and whether the client's response must be aborted.
-func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView, ep *endpoint, res *http.Response, upgrade, setCookie string) (status int, n int64, abort bool) {
+func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView, ep *endpoint, res *http.Response, upgrade, setCookie string, l7 *l7View) (status int, n int64, abort bool) {
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		status, n = p.tunnel(w, r, bv, res, upgrade, setCookie)
 		return status, n, false
@@ -468,6 +471,9 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 	}
 	if setCookie != "" {
 		h["Set-Cookie"] = append(h["Set-Cookie"], setCookie)
+	}
+	if l7 != nil {
+		l7.response(h) // response header filter (l7.go)
 	}
 	if _, ok := h["Content-Type"]; !ok {
 		// The upstream's answer passes as it is: a nil value keeps

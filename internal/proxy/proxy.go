@@ -331,6 +331,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header()["Strict-Transport-Security"] = rv.hsts
 		}
 	}
+	if rv.l7 != nil { // redirect and canary choice (l7.go)
+		var done bool
+		if rv, done = p.routeL7(w, r, rv, start); done {
+			return
+		}
+	}
 	if rv.backend == nil || len(rv.backend.eps) == 0 {
 		p.answer(w, r, rv, http.StatusServiceUnavailable, bodyNoEndpoint, start)
 		return

@@ -33,6 +33,9 @@ type routeView struct {
 	redirect bool
 	hsts     []string
 	m        atomic.Pointer[routeMetrics] // resolved on first use: metrics
+	// l7: rewrite, redirect, header filters and canary split (issue 27,
+	// l7.go); nil for none.
+	l7 *l7View
 }
 
 // backendView is one backend of one table: its endpoints bound to their
@@ -145,6 +148,7 @@ func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[
 			r := &vh.Routes[j]
 			bv := backend(r.Backend)
 			rv := p.routeView(bv, r)
+			p.attachL7(v, rv, r, backend) // l7.go; nothing without Filters or Split
 			v.routes[r] = rv
 			v.pairs[[2]string{rv.ingress, rv.service}] = struct{}{}
 		}

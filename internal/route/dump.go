@@ -16,7 +16,7 @@ func Dump(c *Config) string {
 		}
 		fmt.Fprintf(&b, "host %s\n", host)
 		for _, r := range vh.Routes {
-			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r))
+			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r), dumpL7(r))
 		}
 	}
 	if c.DefaultBackend != nil {
@@ -31,8 +31,11 @@ func Dump(c *Config) string {
 		}
 	}
 	for _, vh := range c.VirtualHosts {
-		for _, r := range vh.Routes {
-			add(r.Backend)
+		for i := range vh.Routes {
+			add(vh.Routes[i].Backend)
+			for _, be := range splitBackends(&vh.Routes[i]) {
+				add(be)
+			}
 		}
 	}
 	add(c.DefaultBackend)

@@ -34,11 +34,17 @@ const (
 	PathPrefix PathType = iota
 	// PathExact matches the request path exactly, case-sensitively.
 	PathExact
+	// PathRegex matches an RE2 expression against the path, anchored at
+	// its start (regex.go): after Exact routes, before Prefix ones.
+	PathRegex
 )
 
 func (p PathType) String() string {
-	if p == PathExact {
+	switch p {
+	case PathExact:
 		return "Exact"
+	case PathRegex:
+		return "Regex"
 	}
 	return "Prefix"
 }
@@ -117,6 +123,12 @@ type Route struct {
 	// HSTS is the Strict-Transport-Security value added to responses sent
 	// over HTTPS; "" adds none.
 	HSTS string
+	// Filters: L7 rewrite, redirect and header filters (issue 27,
+	// filters.go); nil for none.
+	Filters *Filters
+	// Split: canary and weighted/conditional backends (issue 27,
+	// filters.go); nil sends every request to Backend.
+	Split *Split
 }
 
 // Backend is a Service port and the pod endpoints behind it. Backends are
@@ -253,6 +265,7 @@ type Table struct {
 type vhost struct {
 	exact    map[string]*Route
 	prefixes map[string]*Route // normalized: trailing slashes removed; "" is "/"
+	regex    []regexRoute      // longest pattern first (regex.go)
 }
 
 // New compiles c into a Table. c must not be modified afterwards. When two
@@ -271,6 +284,10 @@ func New(c Config) *Table {
 		v := &vhost{exact: make(map[string]*Route), prefixes: make(map[string]*Route)}
 		for j := range vh.Routes {
 			r := &vh.Routes[j]
+			if r.PathType == PathRegex {
+				v.addRegex(r)
+				continue
+			}
 			if r.PathType == PathExact {
 				if _, dup := v.exact[r.Path]; !dup {
 					v.exact[r.Path] = r
@@ -282,6 +299,7 @@ func New(c Config) *Table {
 				v.prefixes[key] = r
 			}
 		}
+		v.sortRegex()
 		host := strings.ToLower(vh.Host)
 		switch {
 		case host == "":
@@ -354,6 +372,11 @@ func (t *Table) matchHost(host, path string) *Route {
 func (v *vhost) match(path string) *Route {
 	if r := v.exact[path]; r != nil {
 		return r
+	}
+	if len(v.regex) > 0 {
+		if r := v.matchRegex(path); r != nil {
+			return r
+		}
 	}
 	if len(v.prefixes) == 0 {
 		return nil

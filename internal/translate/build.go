@@ -57,14 +57,14 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 	slices.SortFunc(ings, olderFirst)
 	gw := b.gatewayRules(in) // nil without opts.Gateway
 	b.own = in.Ownership
+	b.alone = in.Ownership != nil
 	if b.own == nil {
 		// Every class of ours claims hosts, not only those this fleet
 		// serves (NewClaimFilter); so do the attached HTTPRoutes.
 		b.own = NewOwnership(append(claimants, gw.claims()...), opts.HostOwnership)
 	}
-	for _, ing := range ings {
-		b.addIngress(ing)
-	}
+	b.classes = filter
+	b.addIngresses(ings) // canaries last (canary.go)
 	b.addHostDefaults()
 	if gw != nil {
 		b.addGateway(gw)
@@ -99,6 +99,8 @@ type builder struct {
 	vhosts   map[string]*vhostRoutes                 // host → routes
 	tlsHosts map[string]string                       // hosts the owner's spec.tls entries name → its namespace
 	own      *Ownership                              // who owns each host
+	classes  ClassFilter                             // the served classes; which are ingress-nginx's
+	alone    bool                                    // Input.Ownership set: one Ingress translated alone
 	hostDefs []hostDefault                           // tenants' default backends, for their own hosts
 	problems []Problem
 
@@ -171,11 +173,14 @@ func (b *builder) problem(ing *networkingv1.Ingress, reason, message string) {
 // an SNI name) stays with it.
 func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	id := ing.Namespace + "/" + ing.Name
-	pol, errs := parsePolicy(ing.Annotations)
-	hp, httpsErrs := parseHTTPS(ing.Annotations, b.opts.SSLRedirect)
-	ua, upErrs := parseUpstream(ing.Annotations)
-	_, shareErrs := parseShareHostWith(ing.Annotations)
-	errs = append(append(append(errs, httpsErrs...), upErrs...), shareErrs...)
+	ann, nginxRes := b.annotations(ing) // nginx.go
+	b.reportNginx(ing, nginxRes)
+	pol, errs := parsePolicy(ann)
+	hp, httpsErrs := parseHTTPS(ann, b.opts.SSLRedirect)
+	ua, upErrs := parseUpstream(ann)
+	_, shareErrs := parseShareHostWith(ann)
+	l7, l7Errs := parseL7(ann, nginxRes != nil) // rewrite.go
+	errs = append(append(append(append(errs, httpsErrs...), upErrs...), shareErrs...), l7Errs...)
 	for _, e := range errs {
 		b.problem(ing, "InvalidAnnotation", "annotation "+e.key+": "+e.msg)
 	}
@@ -222,11 +227,12 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 			continue
 		}
 		for j := range rule.HTTP.Paths {
-			if b.addPath(ing, id, host, &rule.HTTP.Paths[j], fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j), pol, hp, ua) {
+			if b.addPath(ing, id, host, &rule.HTTP.Paths[j], fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j), pol, hp, ua, &l7) {
 				served = true
 			}
 		}
 	}
+	b.addAppRoot(ing, id, ruleHosts, &l7, hp) // rewrite_routes.go
 	if b.addTLS(ing, ruleHosts) {
 		served = true
 	}
@@ -252,8 +258,11 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	}
 }
 
-func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *networkingv1.HTTPIngressPath, where string, pol route.Policy, hp httpsPolicy, ua upstreamAnnotations) (added bool) {
+func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *networkingv1.HTTPIngressPath, where string, pol route.Policy, hp httpsPolicy, ua upstreamAnnotations, l7 *l7Annotations) (added bool) {
 	pt, path, msg := checkPath(p)
+	if msg == "" {
+		pt, path, msg = l7.routePath(pt, path) // rewrite_routes.go: regex paths
+	}
 	if msg != "" {
 		b.problem(ing, "InvalidPath", where+": "+msg+"; skipped")
 		return false
@@ -280,7 +289,7 @@ func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *network
 	// SSLRedirect is what the Ingress wants; virtualHosts keeps it only
 	// for hosts with TLS, known once every Ingress is added.
 	vh.routes = append(vh.routes, route.Route{PathType: pt, Path: path, Backend: be, Ingress: id,
-		SSLRedirect: hp.redirect, HSTS: hp.hsts})
+		SSLRedirect: hp.redirect, HSTS: hp.hsts, Filters: l7.filters(pt, path)})
 	return true
 }
 

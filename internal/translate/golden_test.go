@@ -200,12 +200,16 @@ func decodeObjects(data []byte) (Input, Options, error) {
 				// DefaultBackendNamespaces: absent is nil (every namespace).
 				DefaultBackendNamespaces []string `json:"defaultBackendNamespaces"`
 				SSLRedirect              bool     `json:"sslRedirect"`
+				IngressNginx             bool     `json:"ingressNginx"`
 			}
 			err = yaml.UnmarshalStrict([]byte(doc), &o)
 			opts = Options{IngressClass: o.IngressClass, IngressClasses: o.IngressClasses, ControllerName: o.ControllerName,
 				DefaultCertificate: o.DefaultCertificate, AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
 				AllowLoopbackEndpoints: o.AllowLoopbackEndpoints,
 				HostOwnership:          o.HostOwnership, DefaultBackendNamespaces: o.DefaultBackendNamespaces, SSLRedirect: o.SSLRedirect}
+			if o.IngressNginx {
+				opts.IngressNginx = &IngressNginx{}
+			}
 		default:
 			var known bool
 			if known, err = decodeGatewayDoc(tm.Kind, []byte(doc), &in, &opts); !known {
@@ -280,7 +284,7 @@ func checkInvariants(t testing.TB, cfg *route.Config) {
 		}
 		seen := map[string]bool{}
 		for j, r := range vh.Routes {
-			if !strings.HasPrefix(r.Path, "/") {
+			if !strings.HasPrefix(strings.TrimPrefix(r.Path, "(?i)"), "/") {
 				t.Errorf("host %q: path %q not absolute", vh.Host, r.Path)
 			}
 			if r.Backend == nil || r.Backend.Name == "" {

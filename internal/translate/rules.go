@@ -21,6 +21,10 @@ const (
 type ClassFilter struct {
 	ours         map[string]bool // IngressClass names that are ours
 	serveNoClass bool
+	// nginx are the ingress-nginx classes among ours (nginx.go), nil
+	// without compatibility; nginxDefault: one of them is the default.
+	nginx        map[string]bool
+	nginxDefault bool
 }
 
 // NewClassFilter returns the filter for the given IngressClasses and options
@@ -40,6 +44,7 @@ func NewClassFilter(classes []*networkingv1.IngressClass, opts Options) ClassFil
 			}
 		}
 	}
+	f.addNginxClasses(classes, opts)
 	return f
 }
 

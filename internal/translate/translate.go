@@ -141,6 +141,10 @@ type Options struct {
 	// (internal/gateway) beside the Ingresses, in one table; nil ignores
 	// them.
 	Gateway *gateway.Options
+	// IngressNginx, when non-nil, also serves the Ingresses of
+	// ingress-nginx classes and reads their nginx.ingress.kubernetes.io
+	// annotations with ingress-nginx's semantics (nginx.go); nil: off.
+	IngressNginx *IngressNginx
 }
 
 // Problem is something wrong with one object: Kind "Ingress" or "Secret",

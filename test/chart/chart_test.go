@@ -518,3 +518,19 @@ func TestAllowEndpointsWithoutPod(t *testing.T) {
 		t.Error("--allow-endpoints-without-pod set by default")
 	}
 }
+
+// ingressNginxCompat reaches every fleet and the controller; off by
+// default.
+func TestIngressNginxCompat(t *testing.T) {
+	objs := objects(t, "-f", "testdata/fleets.values.yaml", "--set", "ingressNginxCompat.enabled=true", "--set", "ingressNginxCompat.className=legacy")
+	for _, w := range []map[string]any{find(objs, "Deployment", "sluice-proxy"), find(objs, "Deployment", "sluice-proxy-internet"),
+		find(objs, "DaemonSet", "sluice-proxy-internal"), find(objs, "Deployment", "sluice-controller")} {
+		args := proxyArgs(w)
+		if !slices.Contains(args, any("--ingress-nginx-compat")) || !slices.Contains(args, any("--ingress-nginx-class=legacy")) {
+			t.Errorf("%v: args %v lack --ingress-nginx-compat --ingress-nginx-class=legacy", path(w, "metadata", "name"), args)
+		}
+	}
+	if d := find(objects(t), "Deployment", "sluice-proxy"); slices.Contains(proxyArgs(d), any("--ingress-nginx-compat")) {
+		t.Error("--ingress-nginx-compat set by default")
+	}
+}

@@ -42,6 +42,8 @@ type Options struct {
 	Client client.Client
 	// IngressClass is the class name sluice serves. Default "sluice".
 	IngressClass string
+	// IngressNginx also serves ingress-nginx classes; nil: off.
+	IngressNginx *translate.IngressNginx
 	// ControllerName is the IngressClass spec.controller sluice serves.
 	// Default translate.ControllerName.
 	ControllerName string
@@ -101,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("listing bindings: %w", err)
 	}
 	serving := NewServing(classes.Items, bindings.Items, ServingOptions{
-		IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, Namespace: r.opts.Namespace, Allowed: r.opts.Allowed})
+		IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, IngressNginx: r.opts.IngressNginx, Namespace: r.opts.Namespace, Allowed: r.opts.Allowed})
 	cur := ing.Status.LoadBalancer.Ingress
 	var want []networkingv1.IngressLoadBalancerIngress
 	if serving.Serves(&ing) {
@@ -154,7 +156,7 @@ func (r *Reconciler) servable(ctx context.Context, ing *networkingv1.Ingress, cl
 			return false, fmt.Errorf("listing secrets of %s: %w", ing.Namespace, err)
 		}
 	}
-	opts := translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName,
+	opts := translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, IngressNginx: r.opts.IngressNginx,
 		HostOwnership: r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces,
 		SecretsUnread: !r.opts.ReadSecrets}
 	in := translate.Input{Ingresses: []*networkingv1.Ingress{ing}}

@@ -27,6 +27,8 @@ type ServingOptions struct {
 	// IngressClass and ControllerName select our classes, as for the
 	// proxy. Defaults "sluice" and translate.ControllerName.
 	IngressClass, ControllerName string
+	// IngressNginx also serves ingress-nginx classes; nil: off.
+	IngressNginx *translate.IngressNginx
 	// Namespace is the controller's own namespace: the bindings there
 	// serve the Ingresses of our classes that name no binding in
 	// spec.parameters. Empty: such Ingresses get no addresses.
@@ -71,7 +73,7 @@ func NewServing(classes []networkingv1.IngressClass, bindings []v1alpha1.LoadBal
 		ptrs[i] = c
 		s.classes[c.Name] = c
 	}
-	s.filter = translate.NewClassFilter(ptrs, translate.Options{IngressClass: o.IngressClass, ControllerName: o.ControllerName})
+	s.filter = translate.NewClassFilter(ptrs, translate.Options{IngressClass: o.IngressClass, ControllerName: o.ControllerName, IngressNginx: o.IngressNginx})
 	defaults := []string{}
 	for _, c := range classes {
 		if (c.Name == o.IngressClass || c.Spec.Controller == o.ControllerName) && c.Annotations[annotationDefaultClass] == "true" {

@@ -47,6 +47,7 @@ import (
 	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/lb/aws"
 	"sluice.dev/sluice/internal/lb/haproxy"
+	"sluice.dev/sluice/internal/translate"
 )
 
 // Options configures New.
@@ -55,6 +56,9 @@ type Options struct {
 	Config *rest.Config
 	// IngressClass is the class whose Ingresses get status. Default "sluice".
 	IngressClass string
+	// IngressNginx, when non-nil, also serves ingress-nginx classes
+	// (--ingress-nginx-compat): their Ingresses get status and Events.
+	IngressNginx *translate.IngressNginx
 	// AllowEndpointsWithoutPod matches the proxies' flag of the name, so
 	// the problems reconciler reports the endpoints they refuse.
 	AllowEndpointsWithoutPod bool
@@ -227,10 +231,11 @@ func New(o Options) (ctrl.Manager, error) {
 	// A binding the controller may not act on lends no address to an
 	// Ingress (status, DNS) either.
 	allowed := func(b *v1alpha1.LoadBalancerBinding) bool { return o.Access.Check(b) == nil }
-	serving := ingressstatus.ServingOptions{IngressClass: o.IngressClass, Namespace: o.Namespace, Allowed: allowed, HostOwnership: o.HostOwnership}
+	serving := ingressstatus.ServingOptions{IngressClass: o.IngressClass, IngressNginx: o.IngressNginx, Namespace: o.Namespace, Allowed: allowed, HostOwnership: o.HostOwnership}
 	ir, err := ingressstatus.New(ingressstatus.Options{
 		Client:                   mgr.GetClient(),
 		IngressClass:             o.IngressClass,
+		IngressNginx:             o.IngressNginx,
 		Namespace:                o.Namespace,
 		HostOwnership:            o.HostOwnership,
 		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
@@ -254,6 +259,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Client:                   mgr.GetClient(),
 		Notices:                  standing,
 		IngressClass:             o.IngressClass,
+		IngressNginx:             o.IngressNginx,
 		HostOwnership:            o.HostOwnership,
 		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
 		AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,

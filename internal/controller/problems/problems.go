@@ -71,6 +71,9 @@ type Options struct {
 	// IngressClass and ControllerName select the Ingresses, as for the
 	// proxies. Defaults "sluice" and translate.ControllerName.
 	IngressClass, ControllerName string
+	// IngressNginx also serves ingress-nginx classes and reports their
+	// annotations (refused snippets, unsupported ones); nil: off.
+	IngressNginx *translate.IngressNginx
 	// AllowEndpointsWithoutPod is the proxies' --allow-endpoints-without-pod:
 	// endpoints without a targetRef are not reported as refused.
 	AllowEndpointsWithoutPod bool
@@ -122,7 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	r.mu.Lock()
-	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName,
+	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, IngressNginx: r.opts.IngressNginx,
 		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod,
 		HostOwnership:            r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces,
 		SecretsUnread: !r.opts.ReadSecrets}, r.keyPairs)
