@@ -111,7 +111,7 @@ if want e2e; then
 		# a passing package's output only with -v): printed here, pass or fail.
 		summary=$(mktemp)
 		rc=0
-		SLUICE_E2E_SUMMARY=$summary go test -count=1 -p 1 -tags e2e -timeout 25m $pkgs || rc=$?
+		SLUICE_E2E_SUMMARY=$summary go test -count=1 -p 1 -tags e2e -timeout 40m $pkgs || rc=$?
 		stamp "e2e summary"
 		cat "$summary"
 		rm -f "$summary"
