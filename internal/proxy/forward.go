@@ -150,6 +150,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 				// idle timeout).
 				o.status, msg = http.StatusRequestTimeout, bodyTooSlow
 			}
+			if bodyTooBig(r.Body) { // policy.go: max-body-size passed
+				o.status, msg = http.StatusRequestEntityTooLarge, bodyTooLarge
+			}
 			o.bytes = int64(p.writeAnswer(w, r, o.status, msg))
 			p.record(r, rv, o, start)
 			return
@@ -461,7 +464,7 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 			continue
 		}
 		if old, ok := h[k]; ok {
-			if k == "X-Request-Id" || k == "Strict-Transport-Security" {
+			if k == "X-Request-Id" || k == "Strict-Transport-Security" || corsHeader(k) {
 				continue // the proxy's own value stands
 			}
 			vv = append(old, vv...)

@@ -146,6 +146,7 @@ type Proxy struct {
 
 	mu  sync.Mutex           // serializes Update
 	ups map[string]*upstream // the registry, by address; guarded by mu
+	pol policyState          // request policies' state (policy.go); guarded by mu
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -321,6 +322,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header()["Strict-Transport-Security"] = rv.hsts
 		}
 	}
+	if rv.policy != nil {
+		p.servePolicies(w, r, rv, start) // policy.go
+		return
+	}
+	p.serveBackend(w, r, rv, start)
+}
+
+// serveBackend forwards r to rv's backend, or answers 503 when it has no
+// endpoints.
+func (p *Proxy) serveBackend(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
 	if rv.backend == nil || len(rv.backend.eps) == 0 {
 		p.answer(w, r, rv, http.StatusServiceUnavailable, bodyNoEndpoint, start)
 		return

@@ -32,7 +32,9 @@ type routeView struct {
 	// none) as a header value.
 	redirect bool
 	hsts     []string
-	m        atomic.Pointer[routeMetrics] // resolved on first use: metrics
+	// policy is the route's request policies (policy.go), nil for none.
+	policy *policyView
+	m      atomic.Pointer[routeMetrics] // resolved on first use: metrics
 }
 
 // backendView is one backend of one table: its endpoints bound to their
@@ -88,6 +90,7 @@ func (p *Proxy) Update(t *route.Table) {
 	if old != nil {
 		p.m.forget(old, v)
 	}
+	p.sweepPolicies()
 
 	for addr, u := range p.ups {
 		if !usedUps[u] {
@@ -166,6 +169,7 @@ func (p *Proxy) routeView(bv *backendView, rt *route.Route) *routeView {
 		if rt.HSTS != "" {
 			rv.hsts = []string{rt.HSTS}
 		}
+		rv.policy = p.policyView(rt)
 	}
 	if bv != nil {
 		rv.service = bv.service

@@ -16,7 +16,7 @@ func Dump(c *Config) string {
 		}
 		fmt.Fprintf(&b, "host %s\n", host)
 		for _, r := range vh.Routes {
-			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r))
+			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r)+dumpPolicies(r))
 		}
 	}
 	if c.DefaultBackend != nil {

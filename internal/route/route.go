@@ -117,6 +117,8 @@ type Route struct {
 	// HSTS is the Strict-Transport-Security value added to responses sent
 	// over HTTPS; "" adds none.
 	HSTS string
+	// L7 request policies (issue 27 part B, policy.go); nil: none.
+	Policies *Policies
 }
 
 // Backend is a Service port and the pod endpoints behind it. Backends are
