@@ -65,7 +65,7 @@ func (b *builder) basicAuth(ing *networkingv1.Ingress, errs []annotationError) (
 	}
 	name = strings.TrimSpace(name)
 	if !secretSet || name == "" || len(validation.IsDNS1123Subdomain(name)) > 0 {
-		errs = append(errs, annotationError{AnnotationAuthSecret, "must name a Secret in the Ingress's own namespace; the routes answer 503"})
+		errs = append(errs, annotationError{AnnotationAuthSecret, "must name a Secret in the namespace of the Ingress; the routes answer 503"})
 		return a, errs
 	}
 	a.Secret = ing.Namespace + "/" + name
