@@ -28,6 +28,10 @@ const (
 
 // Basic authentication defaults and limits.
 const (
+	// AuthSecretLabel must be "true" on a basic-authentication Secret in
+	// a cluster: the proxy watches TLS Secrets and Secrets with this
+	// label, and no other Secret of a tenant.
+	AuthSecretLabel = "sluice.dev/auth-secret"
 	AuthSecretKey    = "auth"
 	DefaultAuthRealm = "Authentication Required"
 	// MaxAuthUsers bounds the users read from one Secret.
@@ -71,7 +75,7 @@ func (b *builder) basicAuth(ing *networkingv1.Ingress, errs []annotationError) (
 	a.Secret = ing.Namespace + "/" + name
 	sec := b.secrets[a.Secret]
 	if sec == nil {
-		b.problem(ing, ReasonAuthSecret, "Secret "+a.Secret+" of "+AnnotationAuthSecret+" not found; the routes answer 503 until it exists")
+		b.problem(ing, ReasonAuthSecret, "Secret "+a.Secret+" of "+AnnotationAuthSecret+" not found (in a cluster it needs the label "+AuthSecretLabel+": \"true\"); the routes answer 503 until it exists")
 		return a, errs
 	}
 	a.Revision = sec.ResourceVersion
