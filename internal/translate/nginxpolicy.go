@@ -1,0 +1,149 @@
+package translate
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The ingress-nginx names of the request policies (issue 27 part B), for
+// the --ingress-nginx-compat framework and `sluice migrate` to merge with
+// the other features' tables. Compatibility works by conversion: an nginx
+// annotation's value is turned into the sluice.dev annotation it maps to,
+// with ingress-nginx's defaults filled in, and then read by that
+// annotation's own parser (so its checks and problems apply unchanged).
+
+// NginxPrefix is the prefix of ingress-nginx's annotations.
+const NginxPrefix = "nginx.ingress.kubernetes.io/"
+
+// NginxSupport says how sluice serves an ingress-nginx annotation.
+type NginxSupport string
+
+const (
+	// NginxSupported: the same semantics and defaults.
+	NginxSupported NginxSupport = "supported"
+	// NginxDifferent: supported, with the difference in Note.
+	NginxDifferent NginxSupport = "supported-with-difference"
+	// NginxUnsupported: not served; the Ingress is told.
+	NginxUnsupported NginxSupport = "unsupported"
+)
+
+// NginxMapping maps one ingress-nginx annotation (name without
+// NginxPrefix) to the sluice.dev annotation that serves it.
+type NginxMapping struct {
+	Nginx   string
+	Sluice  string // "" when unsupported
+	Support NginxSupport
+	// Default is ingress-nginx's default, applied in compatibility mode
+	// when a related annotation is set ("" for none).
+	Default string
+	Note    string
+}
+
+// NginxPolicyTable lists the ingress-nginx annotations of the request
+// policies. Sorted by Nginx.
+var NginxPolicyTable = []NginxMapping{
+	{Nginx: "auth-realm", Sluice: AnnotationAuthRealm, Support: NginxSupported, Default: DefaultAuthRealm},
+	{Nginx: "auth-response-headers", Support: NginxUnsupported, Note: "external authentication is not built yet"},
+	{Nginx: "auth-secret", Sluice: AnnotationAuthSecret, Support: NginxDifferent,
+		Note: "the Secret must be in the Ingress's namespace (namespace/name of another is refused, the route answers 503) and labelled sluice.dev/auth-secret=true; only {SHA} htpasswd hashes (no bcrypt, MD5 or crypt: golang.org/x/crypto is not a dependency)"},
+	{Nginx: "auth-secret-type", Support: NginxDifferent, Default: "auth-file",
+		Note: `only "auth-file" (htpasswd lines in key auth); "auth-map" is refused and the route answers 503`},
+	{Nginx: "auth-signin", Support: NginxUnsupported, Note: "external authentication is not built yet"},
+	{Nginx: "auth-type", Sluice: AnnotationAuthType, Support: NginxDifferent, Note: `only "basic"; "digest" makes the route answer 503`},
+	{Nginx: "auth-url", Support: NginxUnsupported, Note: "external authentication is not built yet"},
+	{Nginx: "cors-allow-credentials", Sluice: AnnotationCORSAllowCredentials, Support: NginxDifferent, Default: "true",
+		Note: `with origin "*" no Access-Control-Allow-Credentials is sent (the CORS protocol forbids the pair; browsers refuse it from ingress-nginx too)`},
+	{Nginx: "cors-allow-headers", Sluice: AnnotationCORSAllowHeaders, Support: NginxSupported, Default: DefaultCORSHeaders},
+	{Nginx: "cors-allow-methods", Sluice: AnnotationCORSAllowMethods, Support: NginxSupported, Default: DefaultCORSMethods},
+	{Nginx: "cors-allow-origin", Sluice: AnnotationCORSAllowOrigin, Support: NginxSupported, Default: "*"},
+	{Nginx: "cors-expose-headers", Sluice: AnnotationCORSExposeHeaders, Support: NginxSupported},
+	{Nginx: "cors-max-age", Sluice: AnnotationCORSMaxAge, Support: NginxSupported, Default: "1728000"},
+	{Nginx: "custom-http-errors", Support: NginxUnsupported, Note: "custom error pages are not built yet"},
+	{Nginx: "default-backend", Support: NginxUnsupported, Note: "custom error pages are not built yet"},
+	{Nginx: "denylist-source-range", Sluice: AnnotationDenySourceRange, Support: NginxSupported},
+	{Nginx: "enable-cors", Sluice: AnnotationCORSEnable, Support: NginxSupported, Default: "false"},
+	{Nginx: "limit-burst-multiplier", Sluice: AnnotationLimitBurst, Support: NginxDifferent, Default: "5",
+		Note: "the burst is limit-rps × multiplier requests at once (nginx admits one more); with limit-rps and limit-rpm both set it applies to limit-rps only, limit-rpm's bucket is one minute's worth"},
+	{Nginx: "limit-connections", Sluice: AnnotationLimitConnections, Support: NginxDifferent,
+		Note: "counts requests in flight per client address (on HTTP/1.1 the same as connections in use)"},
+	{Nginx: "limit-rpm", Sluice: AnnotationLimitRPM, Support: NginxSupported},
+	{Nginx: "limit-rps", Sluice: AnnotationLimitRPS, Support: NginxSupported},
+	{Nginx: "limit-whitelist", Sluice: AnnotationLimitExemptSourceRange, Support: NginxSupported},
+	{Nginx: "proxy-body-size", Sluice: AnnotationMaxBodySize, Support: NginxSupported, Default: "1m",
+		Note: "ingress-nginx's 1m default applies to every Ingress it serves; sluice applies none unless the annotation is set"},
+	{Nginx: "proxy-read-timeout", Support: NginxUnsupported, Note: "per-Ingress read/send timeouts are not built yet (sluice.dev/response-timeout bounds the wait for the response header)"},
+	{Nginx: "proxy-send-timeout", Support: NginxUnsupported, Note: "per-Ingress read/send timeouts are not built yet"},
+	{Nginx: "whitelist-source-range", Sluice: AnnotationAllowSourceRange, Support: NginxSupported},
+}
+
+// NginxLimitStatus is ingress-nginx's limit-req-status-code and
+// limit-conn-status-code default (a ConfigMap key, not an annotation),
+// used for limited requests in compatibility mode.
+const NginxLimitStatus = 503
+
+// NginxPolicyAnnotations converts the ingress-nginx policy annotations of
+// ann into sluice.dev ones, with ingress-nginx's defaults, for the
+// parsers. A sluice.dev annotation that is set wins over the nginx one.
+func NginxPolicyAnnotations(ann map[string]string) map[string]string {
+	out := map[string]string{}
+	get := func(name string) (string, bool) {
+		v, ok := ann[NginxPrefix+name]
+		return v, ok
+	}
+	for _, m := range NginxPolicyTable {
+		if m.Sluice == "" {
+			continue
+		}
+		if v, ok := get(m.Nginx); ok {
+			out[m.Sluice] = v
+		}
+	}
+	if v, ok := get("allowlist-source-range"); ok { // the newer name wins
+		out[AnnotationAllowSourceRange] = v
+	}
+	if v, ok := get("auth-secret-type"); ok && strings.TrimSpace(v) != "auth-file" {
+		out[AnnotationAuthType] = "auth-map" // refused: fails closed
+	}
+	if _, ok := out[AnnotationCORSEnable]; ok {
+		if _, set := out[AnnotationCORSAllowOrigin]; !set {
+			out[AnnotationCORSAllowOrigin] = "*"
+		}
+		if _, set := out[AnnotationCORSMaxAge]; !set {
+			out[AnnotationCORSMaxAge] = "1728000"
+		}
+		if _, set := out[AnnotationCORSAllowCredentials]; !set && strings.TrimSpace(out[AnnotationCORSAllowOrigin]) != "*" {
+			out[AnnotationCORSAllowCredentials] = "true"
+		}
+	}
+	_, rps := out[AnnotationLimitRPS]
+	_, rpm := out[AnnotationLimitRPM]
+	_, conns := out[AnnotationLimitConnections]
+	if rps || rpm {
+		mult := 5
+		if v, ok := get("limit-burst-multiplier"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 1 && n <= 1000 {
+				mult = n
+			}
+		}
+		rate := out[AnnotationLimitRPS]
+		if !rps {
+			rate = out[AnnotationLimitRPM]
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(rate)); err == nil && n > 0 && n <= MaxLimit/mult {
+			out[AnnotationLimitBurst] = strconv.Itoa(n * mult)
+		} else {
+			delete(out, AnnotationLimitBurst)
+		}
+	} else {
+		delete(out, AnnotationLimitBurst)
+	}
+	if rps || rpm || conns {
+		out[AnnotationLimitStatus] = strconv.Itoa(NginxLimitStatus)
+	}
+	for k, v := range ann {
+		if strings.HasPrefix(k, "sluice.dev/") {
+			out[k] = v
+		}
+	}
+	return out
+}
