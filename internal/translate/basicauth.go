@@ -31,7 +31,7 @@ const (
 	// AuthSecretLabel must be "true" on a basic-authentication Secret in
 	// a cluster: the proxy watches TLS Secrets and Secrets with this
 	// label, and no other Secret of a tenant.
-	AuthSecretLabel = "sluice.dev/auth-secret"
+	AuthSecretLabel  = "sluice.dev/auth-secret"
 	AuthSecretKey    = "auth"
 	DefaultAuthRealm = "Authentication Required"
 	// MaxAuthUsers bounds the users read from one Secret.
