@@ -45,6 +45,7 @@ type proxyConfig struct {
 	namespaces     []string  // --watch-namespace parsed; nil: every namespace
 	tenancy        tenancyFlags
 	sslRedirect    bool
+	anyAuthURL     bool // --forward-auth-any-url
 	defaultCert    string
 
 	allowEndpointsWithoutPod bool
@@ -104,6 +105,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	fs.BoolVar(&c.allowLoopbackEndpoints, "allow-loopback-endpoints", false, "use endpoints at loopback addresses (127.0.0.0/8, ::1): backends on the proxy's own host; only with --manifests")
 	c.tenancy.register(fs)
 	fs.BoolVar(&c.sslRedirect, "ssl-redirect", false, `redirect plain-HTTP requests to hosts that have TLS (from their owner's spec.tls) to HTTPS with a 308, for Ingresses without the sluice.dev/ssl-redirect annotation (off by default, as the Ingress conformance suite expects)`)
+	fs.BoolVar(&c.anyAuthURL, "forward-auth-any-url", false, "let the sluice.dev/auth-url annotation name any http(s) URL (an external identity service); off: only a Service of the Ingress's own namespace, so a tenant cannot make the proxy send requests elsewhere")
 	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name (unset, missing or invalid: a self-signed certificate generated at start)")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
 	fs.StringVar(&c.httpsAddress, "https-address", ":8443", "address for TLS traffic (empty disables)")
@@ -390,6 +392,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 			HostOwnership:            c.tenancy.hostOwnership,
 			DefaultBackendNamespaces: dbNamespaces,
 			SSLRedirect:              c.sslRedirect,
+			ForwardAuthAnyURL:        c.anyAuthURL,
 		},
 		Registerer: reg,
 		Logger:     log,

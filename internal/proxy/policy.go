@@ -20,16 +20,18 @@ import (
 // Refusal reasons, the values of the "reason" label of
 // sluice_requests_refused_total.
 const (
-	refusedSource      = iota // source-address allow/deny list: 403
-	refusedBodySize           // body larger than max-body-size: 413
-	refusedRateLimit          // limit-rps / limit-rpm
-	refusedConcurrency        // limit-connections
-	refusedAuth               // basic authentication failed: 401
-	refusedAuthConfig         // the auth Secret is unusable: 503
+	refusedSource           = iota // source-address allow/deny list: 403
+	refusedBodySize                // body larger than max-body-size: 413
+	refusedRateLimit               // limit-rps / limit-rpm
+	refusedConcurrency             // limit-connections
+	refusedAuth                    // basic authentication failed: 401
+	refusedAuthConfig              // the auth Secret or auth URL is unusable: 503
+	refusedForwardAuth             // the auth service said 401 or 403
+	refusedForwardAuthError        // the auth service failed: 500
 	numRefusals
 )
 
-var refusalNames = [numRefusals]string{"source", "body_size", "rate_limit", "concurrency", "auth", "auth_config"}
+var refusalNames = [numRefusals]string{"source", "body_size", "rate_limit", "concurrency", "auth", "auth_config", "forward_auth", "forward_auth_error"}
 
 // Answers of the policies. They never echo the request.
 var (
@@ -43,7 +45,7 @@ var (
 func newRefusedMetric() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice", Name: "requests_refused_total",
-		Help: "Requests the proxy refused by an Ingress's request policy, by Ingress and reason: source (allow/deny source ranges, 403), body_size (413), rate_limit (limit-rps/limit-rpm), concurrency (limit-connections), auth (basic authentication failed, 401), auth_config (the auth Secret is unusable, 503).",
+		Help: "Requests the proxy refused by an Ingress's request policy, by Ingress and reason: source (allow/deny source ranges, 403), body_size (413), rate_limit (limit-rps/limit-rpm), concurrency (limit-connections), auth (basic authentication failed, 401), auth_config (the auth Secret or auth URL is unusable, 503), forward_auth (the auth service answered 401 or 403), forward_auth_error (the auth service failed or timed out: 500).",
 	}, []string{"ingress", "reason"})
 }
 
@@ -54,6 +56,7 @@ type policyView struct {
 	cors    *corsView
 	limit   *limiter
 	auth    *authView
+	fwdAuth *forwardAuthView
 	// client: some policy needs the client address.
 	client  bool
 	refused [numRefusals]prometheus.Counter
@@ -62,8 +65,9 @@ type policyView struct {
 // policyState keeps what must survive table swaps: the rate limiters'
 // client tables, by Ingress and configuration. Guarded by Proxy.mu.
 type policyState struct {
-	limiters map[limiterKey]*limiter
-	used     map[limiterKey]bool
+	limiters   map[limiterKey]*limiter
+	used       map[limiterKey]bool
+	authClient *http.Client // forward auth's, made on first use
 }
 
 // policyView builds the view of rt's policies; nil when it has none.
@@ -85,6 +89,9 @@ func (p *Proxy) policyView(rt *route.Route) *policyView {
 	}
 	if pol.BasicAuth != nil {
 		pv.auth = p.authView(pol.BasicAuth)
+	}
+	if pol.ForwardAuth != nil {
+		pv.fwdAuth = p.forwardAuthView(pol.ForwardAuth)
 	}
 	pv.client = pv.access != nil || pv.limit != nil
 	for i, reason := range refusalNames {
@@ -157,6 +164,23 @@ func (p *Proxy) servePolicies(w http.ResponseWriter, r *http.Request, rv *routeV
 		if !a.verify(r) {
 			w.Header()["Www-Authenticate"] = a.challenge
 			p.refuse(w, r, rv, refusedAuth, http.StatusUnauthorized, bodyUnauthorized, start)
+			return
+		}
+	}
+	if a := pv.fwdAuth; a != nil {
+		switch status := a.check(w, r, p.clientIP(r), p.viaHTTPS(r)); status {
+		case 0:
+		case http.StatusForbidden:
+			p.refuse(w, r, rv, refusedForwardAuth, status, bodyAuthForbidden, start)
+			return
+		case http.StatusUnauthorized, http.StatusFound:
+			p.refuse(w, r, rv, refusedForwardAuth, status, bodyUnauthorized, start)
+			return
+		case http.StatusServiceUnavailable:
+			p.refuse(w, r, rv, refusedAuthConfig, status, bodyAuthUnavailable, start)
+			return
+		default:
+			p.refuse(w, r, rv, refusedForwardAuthError, status, bodyAuthFailed, start)
 			return
 		}
 	}

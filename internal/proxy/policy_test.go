@@ -340,3 +340,88 @@ func TestBasicAuth(t *testing.T) {
 		})
 	}
 }
+
+func TestForwardAuth(t *testing.T) {
+	var mu sync.Mutex
+	var seen http.Header
+	auth := newBackend(t, "auth", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = r.Header.Clone()
+		mu.Unlock()
+		switch r.Header.Get("Authorization") {
+		case "Bearer good":
+			w.Header().Set("X-Auth-User", "alice")
+		case "Bearer banned":
+			w.WriteHeader(http.StatusForbidden)
+		case "Bearer broken":
+			w.WriteHeader(http.StatusBadGateway)
+		case "Bearer slow":
+			select { // until the proxy gives up (its timeout closes the connection)
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		default:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="x"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	})
+	fa := func(signin string) *route.ForwardAuth {
+		return &route.ForwardAuth{Backend: backendOf("default/auth", defaults(), auth.addr()), Host: "auth.default.svc",
+			Path: "/check?x=1", ResponseHeaders: []string{"X-Auth-User"}, SignIn: signin, Timeout: 500 * time.Millisecond}
+	}
+	for _, tc := range []struct {
+		name, token, signin string
+		want                int
+		reason              int
+	}{
+		{"allowed", "good", "", 200, -1},
+		{"no credentials", "", "", 401, refusedForwardAuth},
+		{"sign-in redirect", "", "https://login.example.com/start", 302, refusedForwardAuth},
+		{"forbidden", "banned", "", 403, refusedForwardAuth},
+		{"auth service failure", "broken", "", 500, refusedForwardAuthError},
+		{"auth service timeout", "slow", "", 500, refusedForwardAuthError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, url, c, be := policyFront(t, Options{}, &route.Policies{ForwardAuth: fa(tc.signin)}, nil)
+			c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			hdr := []string{"X-Auth-User", "forged"}
+			if tc.token != "" {
+				hdr = append(hdr, "Authorization", "Bearer "+tc.token)
+			}
+			res := get(t, c, url+"/app/page?q=1", hdr...)
+			if res.status != tc.want {
+				t.Fatalf("status %d, want %d", res.status, tc.want)
+			}
+			mu.Lock()
+			got := seen
+			mu.Unlock()
+			if got.Get("X-Original-Url") != url+"/app/page?q=1" || got.Get("X-Original-Method") != "GET" {
+				t.Errorf("auth service saw X-Original-URL %q, X-Original-Method %q", got.Get("X-Original-Url"), got.Get("X-Original-Method"))
+			}
+			switch tc.want {
+			case 200:
+				req, _ := be.lastRequest()
+				if u := req.Header.Values("X-Auth-User"); len(u) != 1 || u[0] != "alice" {
+					t.Errorf("upstream X-Auth-User %q, want the auth service's", u)
+				}
+			case 302:
+				if loc := res.header.Get("Location"); !strings.HasPrefix(loc, "https://login.example.com/start?rd=http%3A%2F%2F") {
+					t.Errorf("Location %q", loc)
+				}
+			case 401:
+				if res.header.Get("Www-Authenticate") != `Bearer realm="x"` {
+					t.Errorf("challenge %q", res.header.Get("Www-Authenticate"))
+				}
+			}
+			if tc.reason >= 0 && (refusedCount(p, tc.reason) != 1 || be.hits.Load() != 0) {
+				t.Errorf("refusal not counted, or the backend was reached")
+			}
+		})
+	}
+	t.Run("unusable auth URL", func(t *testing.T) {
+		p, url, c, be := policyFront(t, Options{}, &route.Policies{ForwardAuth: &route.ForwardAuth{Refuse: true}}, nil)
+		if res := get(t, c, url+"/"); res.status != 503 || be.hits.Load() != 0 || refusedCount(p, refusedAuthConfig) != 1 {
+			t.Errorf("status %d, backend hits %d", res.status, be.hits.Load())
+		}
+	})
+}

@@ -12,11 +12,34 @@ import (
 // the CORS answers. Route.Policies is nil when an Ingress sets none, so the
 // request path pays one nil check; inside, a nil group is off.
 type Policies struct {
-	Access    *SourceAccess
-	BodyLimit *BodyLimit
-	CORS      *CORS
-	RateLimit *RateLimit
-	BasicAuth *BasicAuth
+	Access      *SourceAccess
+	BodyLimit   *BodyLimit
+	CORS        *CORS
+	RateLimit   *RateLimit
+	BasicAuth   *BasicAuth
+	ForwardAuth *ForwardAuth
+}
+
+// ForwardAuth asks an auth service about each request before forwarding
+// it (a GET with the request's header).
+type ForwardAuth struct {
+	// Backend is the auth Service of the Ingress's namespace, and Host the
+	// Host header sent to it; nil when URL is set.
+	Backend *Backend
+	Host    string
+	// URL is any http(s) URL, when the operator allows that.
+	URL string
+	// Path is the path and query sent to Backend.
+	Path string
+	// ResponseHeaders are copied from a 2xx answer into the upstream
+	// request.
+	ResponseHeaders []string
+	// SignIn, when set, turns a 401 into a 302 to it.
+	SignIn string
+	// Timeout bounds the sub-request.
+	Timeout time.Duration
+	// Refuse answers 503: the auth URL is unusable.
+	Refuse bool
 }
 
 // SourceAccess refuses requests by client address (403). The client
@@ -129,6 +152,26 @@ func dumpPolicies(rt Route) string {
 			fmt.Fprintf(&s, " basic-auth(refuse secret=%s)", a.Secret)
 		} else {
 			fmt.Fprintf(&s, " basic-auth(realm=%q secret=%s users=%d)", a.Realm, a.Secret, len(a.Users))
+		}
+	}
+	if f := r.ForwardAuth; f != nil {
+		switch {
+		case f.Refuse:
+			s.WriteString(" forward-auth(refuse)")
+		case f.Backend != nil:
+			fmt.Fprintf(&s, " forward-auth(%s %s%s", f.Backend.Name, f.Host, f.Path)
+		default:
+			fmt.Fprintf(&s, " forward-auth(%s", f.URL)
+		}
+		if !f.Refuse {
+			fmt.Fprintf(&s, " timeout=%s", f.Timeout)
+			if len(f.ResponseHeaders) > 0 {
+				fmt.Fprintf(&s, " headers=%s", strings.Join(f.ResponseHeaders, ","))
+			}
+			if f.SignIn != "" {
+				fmt.Fprintf(&s, " signin=%s", f.SignIn)
+			}
+			s.WriteString(")")
 		}
 	}
 	return s.String()

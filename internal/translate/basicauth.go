@@ -73,6 +73,10 @@ func (b *builder) basicAuth(ing *networkingv1.Ingress, errs []annotationError) (
 		return a, errs
 	}
 	a.Secret = ing.Namespace + "/" + name
+	if b.opts.SecretsUnread {
+		// The controller: the proxies read the Secret and report it.
+		return a, errs
+	}
 	sec := b.secrets[a.Secret]
 	if sec == nil {
 		b.problem(ing, ReasonAuthSecret, "Secret "+a.Secret+" of "+AnnotationAuthSecret+" not found (in a cluster it needs the label "+AuthSecretLabel+": \"true\"); the routes answer 503 until it exists")

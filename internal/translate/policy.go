@@ -59,6 +59,7 @@ func (b *builder) policies(ing *networkingv1.Ingress, id string) {
 	p.CORS, errs = parseCORS(ann, errs)
 	p.RateLimit, errs = parseRateLimit(ann, errs)
 	p.BasicAuth, errs = b.basicAuth(ing, errs)
+	p.ForwardAuth, errs = b.forwardAuth(ing, errs)
 	for _, e := range errs {
 		b.problem(ing, "InvalidAnnotation", "annotation "+e.key+": "+e.msg)
 	}

@@ -133,6 +133,9 @@ type Options struct {
 	// Secret problem is reported (the proxies, which read them, report
 	// those), and the routing table carries no certificate for them.
 	SecretsUnread bool
+	// ForwardAuthAnyURL lets sluice.dev/auth-url name any http(s) URL;
+	// false: only a Service of the Ingress's namespace (forwardauth.go).
+	ForwardAuthAnyURL bool
 }
 
 // Problem is something wrong with one object: Kind "Ingress" or "Secret",
