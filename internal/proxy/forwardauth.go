@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -78,14 +80,14 @@ var (
 
 // check asks the auth service about r. It returns 0 when r may go on,
 // else the status to answer (with the headers to send set on w).
-func (v *forwardAuthView) check(w http.ResponseWriter, r *http.Request, client string, https bool) int {
+func (v *forwardAuthView) check(w http.ResponseWriter, r *http.Request, client string, https bool) (int, error) {
 	if v.refuse {
-		return http.StatusServiceUnavailable
+		return http.StatusServiceUnavailable, nil
 	}
 	target := v.url
 	if target == "" {
 		if len(v.addrs) == 0 {
-			return http.StatusServiceUnavailable
+			return http.StatusServiceUnavailable, errNoAuthEndpoints
 		}
 		addr := v.addrs[int(v.rr.Add(1)%uint64(len(v.addrs)))]
 		target = "http://" + addr + v.path
@@ -94,7 +96,7 @@ func (v *forwardAuthView) check(w http.ResponseWriter, r *http.Request, client s
 	defer cancel()
 	sub, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return http.StatusInternalServerError
+		return http.StatusInternalServerError, err
 	}
 	if v.url == "" {
 		sub.Host = v.host
@@ -118,7 +120,7 @@ func (v *forwardAuthView) check(w http.ResponseWriter, r *http.Request, client s
 	sub.Header["X-Forwarded-For"] = []string{client}
 	res, err := v.client.Do(sub)
 	if err != nil {
-		return http.StatusInternalServerError
+		return http.StatusInternalServerError, err
 	}
 	defer res.Body.Close()
 	_, _ = io.CopyN(io.Discard, res.Body, 64<<10) // keep the connection when short
@@ -133,20 +135,22 @@ func (v *forwardAuthView) check(w http.ResponseWriter, r *http.Request, client s
 				r.Header[k] = vv
 			}
 		}
-		return 0
+		return 0, nil
 	case res.StatusCode == http.StatusUnauthorized && v.signin != "":
 		w.Header()["Location"] = []string{v.signin + sep(v.signin) + "rd=" + url.QueryEscape(original)}
-		return http.StatusFound
+		return http.StatusFound, nil
 	case res.StatusCode == http.StatusUnauthorized:
 		if c := res.Header["Www-Authenticate"]; len(c) > 0 {
 			w.Header()["Www-Authenticate"] = c
 		}
-		return http.StatusUnauthorized
+		return http.StatusUnauthorized, nil
 	case res.StatusCode == http.StatusForbidden:
-		return http.StatusForbidden
+		return http.StatusForbidden, nil
 	}
-	return http.StatusInternalServerError
+	return http.StatusInternalServerError, fmt.Errorf("auth service answered %d", res.StatusCode)
 }
+
+var errNoAuthEndpoints = errors.New("the auth Service has no endpoints")
 
 func sep(u string) string {
 	for i := 0; i < len(u); i++ {

@@ -168,7 +168,11 @@ func (p *Proxy) servePolicies(w http.ResponseWriter, r *http.Request, rv *routeV
 		}
 	}
 	if a := pv.fwdAuth; a != nil {
-		switch status := a.check(w, r, p.clientIP(r), p.viaHTTPS(r)); status {
+		status, err := a.check(w, r, p.clientIP(r), p.viaHTTPS(r))
+		if err != nil {
+			p.log.Debug("forward authentication failed", "ingress", rv.ingress, "error", err)
+		}
+		switch status {
 		case 0:
 		case http.StatusForbidden:
 			p.refuse(w, r, rv, refusedForwardAuth, status, bodyAuthForbidden, start)

@@ -104,7 +104,8 @@ func l7Do(t *testing.T, src, addr, host, method, path string, hdr map[string]str
 		}
 		req.Header.Set(k, v)
 	}
-	res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
 		return l7Result{}, err
 	}
@@ -344,4 +345,100 @@ stringData:
 	if got := refusedMetric(t, sp, "auth"); got != 4 {
 		t.Errorf("sluice_requests_refused_total{reason=auth} = %v, want 4", got)
 	}
+}
+
+// TestL7ForwardAuth: an auth Service of the Ingress's namespace (a real
+// HTTP server on a loopback address, named by an EndpointSlice) decides
+// each request; its 2xx lets the request through with X-Auth-User copied,
+// 401 becomes a sign-in redirect, 403 passes, its failure is a 500.
+func TestL7ForwardAuth(t *testing.T) {
+	const host = "fwd.test"
+	ln, err := net.Listen("tcp", "127.0.9.50:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	originals := make(chan string, 100)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case originals <- r.Header.Get("X-Original-URL"):
+		default: // more than the test reads: never block the answer
+		}
+		switch r.Header.Get("Authorization") {
+		case "Bearer good":
+			w.Header().Set("X-Auth-User", "alice")
+		case "Bearer banned":
+			w.WriteHeader(http.StatusForbidden)
+		case "Bearer broken":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	sp, addr := l7Proxy(t, host, map[string]string{
+		"sluice.dev/auth-url":              "http://auth.default.svc/check",
+		"sluice.dev/auth-signin":           "https://login.example.com/start",
+		"sluice.dev/auth-response-headers": "X-Auth-User",
+	}, nil, serviceYAML("auth"), sliceYAML("auth", "auth-slice", port, []string{"127.0.9.50"}))
+	cases := []struct {
+		token string
+		want  int
+	}{
+		{"good", 200},
+		{"", 302},
+		{"banned", 403},
+		{"broken", 500},
+	}
+	wrong := 0
+	for _, c := range cases {
+		hdr := map[string]string{"X-Auth-User": "forged"}
+		if c.token != "" {
+			hdr["Authorization"] = "Bearer " + c.token
+		}
+		res := mustL7(t, "127.0.0.1", addr, host, "GET", "/app?json=1", hdr, nil)
+		ok := res.status == c.want && res.backend == (c.want == 200)
+		if c.want == 302 {
+			ok = ok && strings.HasPrefix(res.header.Get("Location"), "https://login.example.com/start?rd=http%3A%2F%2Ffwd.test%2Fapp")
+		}
+		if !ok {
+			wrong++
+			t.Errorf("token %q: status %d backend %t location %q, want %d", c.token, res.status, res.backend, res.header.Get("Location"), c.want)
+		}
+	}
+	// The upstream saw the auth service's X-Auth-User, not the client's.
+	res, err := l7Body(addr, host, "/app?json=1", map[string]string{"Authorization": "Bearer good", "X-Auth-User": "forged"})
+	if err != nil || !strings.Contains(res, `"X-Auth-User":["alice"]`) {
+		wrong++
+		t.Errorf("upstream request header: %v %s", err, res)
+	}
+	for len(originals) > 0 {
+		if o := <-originals; o != "http://fwd.test/app?json=1" && o != "http://fwd.test/" {
+			t.Errorf("X-Original-URL %q", o)
+		}
+	}
+	if got := refusedMetric(t, sp, "forward_auth_error"); got != 1 {
+		t.Errorf("sluice_requests_refused_total{reason=forward_auth_error} = %v, want 1", got)
+	}
+	report(t, "l7 forward-auth: requests=%d wrong=%d", len(cases)+1, wrong)
+}
+
+// l7Body returns the body of a GET through the proxy.
+func l7Body(addr, host, path string, hdr map[string]string) (string, error) {
+	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Host = host
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return string(b), err
 }
