@@ -105,7 +105,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 				capSlots = 0
 			}
 			var abort bool
-			o.status, o.bytes, abort = p.respond(w, r, bv, ep, res, upgrade, setCookie)
+			if ev := rv.errorPages(res.StatusCode); ev != nil { // errorpages.go
+				o.status, o.bytes = ev.serve(p, w, r, rv, res)
+			} else {
+				o.status, o.bytes, abort = p.respond(w, r, bv, ep, res, upgrade, setCookie)
+			}
 			ep.u.slots.release(capSlots)
 			ep.u.inflight.Add(-1)
 			if hc != nil {

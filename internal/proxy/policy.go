@@ -57,6 +57,7 @@ type policyView struct {
 	limit   *limiter
 	auth    *authView
 	fwdAuth *forwardAuthView
+	errors  *errorPagesView
 	// client: some policy needs the client address.
 	client  bool
 	refused [numRefusals]prometheus.Counter
@@ -92,6 +93,9 @@ func (p *Proxy) policyView(rt *route.Route) *policyView {
 	}
 	if pol.ForwardAuth != nil {
 		pv.fwdAuth = p.forwardAuthView(pol.ForwardAuth)
+	}
+	if pol.ErrorPages != nil {
+		pv.errors = p.errorPagesView(pol.ErrorPages, rt.Ingress)
 	}
 	pv.client = pv.access != nil || pv.limit != nil
 	for i, reason := range refusalNames {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"strconv"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -424,4 +425,52 @@ func TestForwardAuth(t *testing.T) {
 			t.Errorf("status %d, backend hits %d", res.status, be.hits.Load())
 		}
 	})
+}
+
+func TestErrorPages(t *testing.T) {
+	pages := newBackend(t, "pages", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		code, _ := strconv.Atoi(r.Header.Get("X-Code"))
+		w.WriteHeader(code) // as ingress-nginx's custom error backend does
+		io.WriteString(w, "page "+r.Header.Get("X-Code")+" "+r.Header.Get("X-Format")+" "+r.Header.Get("X-Original-Uri")+" "+r.Header.Get("X-Ingress-Name"))
+	})
+	upstream := func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/fail":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "upstream detail")
+		case "/broken":
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, "not intercepted")
+		case "/missing":
+			w.WriteHeader(http.StatusNotFound)
+		default:
+			io.WriteString(w, "fine")
+		}
+	}
+	for _, tc := range []struct {
+		name, path string
+		pagesUp    bool
+		status     int
+		body       string
+	}{
+		{"intercepted 503", "/fail?x=1", true, 503, "page 503 text/html /fail?x=1 default/ing"},
+		{"intercepted 404", "/missing", true, 404, "page 404 text/html /missing default/ing"},
+		{"status not listed", "/broken", true, 500, "not intercepted"},
+		{"success", "/", true, 200, "fine"},
+		{"error Service down", "/fail", false, 503, string(bodyUpstreamError)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := pages.addr()
+			if !tc.pagesUp {
+				addr = deadAddr(t)
+			}
+			ep := &route.ErrorPages{Codes: []int{404, 503}, Backend: backendOf("default/pages", defaults(), addr)}
+			_, url, c, _ := policyFront(t, Options{}, &route.Policies{ErrorPages: ep}, upstream)
+			res := get(t, c, url+tc.path, "Accept", "text/html")
+			if res.status != tc.status || res.body != tc.body {
+				t.Errorf("got %d %q, want %d %q", res.status, res.body, tc.status, tc.body)
+			}
+		})
+	}
 }

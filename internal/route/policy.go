@@ -18,6 +18,16 @@ type Policies struct {
 	RateLimit   *RateLimit
 	BasicAuth   *BasicAuth
 	ForwardAuth *ForwardAuth
+	ErrorPages  *ErrorPages
+}
+
+// ErrorPages replaces upstream answers with the listed statuses by the
+// page of an error Service (ingress-nginx's custom-http-errors).
+type ErrorPages struct {
+	// Codes, sorted.
+	Codes []int
+	// Backend is the error Service, of the Ingress's namespace.
+	Backend *Backend
 }
 
 // ForwardAuth asks an auth service about each request before forwarding
@@ -173,6 +183,9 @@ func dumpPolicies(rt Route) string {
 			}
 			s.WriteString(")")
 		}
+	}
+	if e := r.ErrorPages; e != nil {
+		fmt.Fprintf(&s, " error-pages(%v -> %s)", e.Codes, e.Backend.Name)
 	}
 	return s.String()
 }

@@ -101,6 +101,8 @@ func (b *builder) forwardAuth(ing *networkingv1.Ingress, errs []annotationError)
 	}
 	svc, port, inNamespace := serviceHost(u, ing.Namespace)
 	switch {
+	case inNamespace && b.services[ing.Namespace+"/"+svc] == nil:
+		b.problem(ing, "ServiceNotFound", "annotation "+AnnotationAuthURL+": service "+ing.Namespace+"/"+svc+" not found; the routes answer 503")
 	case inNamespace:
 		ib := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
 			Name: svc, Port: networkingv1.ServiceBackendPort{Number: int32(port)}}}

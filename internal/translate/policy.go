@@ -60,6 +60,7 @@ func (b *builder) policies(ing *networkingv1.Ingress, id string) {
 	p.RateLimit, errs = parseRateLimit(ann, errs)
 	p.BasicAuth, errs = b.basicAuth(ing, errs)
 	p.ForwardAuth, errs = b.forwardAuth(ing, errs)
+	p.ErrorPages, errs = b.errorPages(ing, errs)
 	for _, e := range errs {
 		b.problem(ing, "InvalidAnnotation", "annotation "+e.key+": "+e.msg)
 	}

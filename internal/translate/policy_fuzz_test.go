@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +21,7 @@ var policyKeys = []string{
 	AnnotationLimitExemptSourceRange, AnnotationLimitStatus,
 	AnnotationAuthType, AnnotationAuthSecret, AnnotationAuthRealm,
 	AnnotationAuthURL, AnnotationAuthSignin, AnnotationAuthResponseHeaders, AnnotationAuthTimeout,
+	AnnotationCustomHTTPErrors, AnnotationErrorBackend,
 }
 
 // FuzzPolicies feeds arbitrary request-policy annotations and an arbitrary
@@ -34,7 +36,7 @@ func FuzzPolicies(f *testing.F) {
 	f.Add(uint32(0x55555555), "fe80::1%eth0", "0", "HTTPS://A.EXAMPLE.COM:443", "X-A,X-A", "true", "basic ", "users", strings.Repeat("u:{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=\n", 3))
 	f.Fuzz(func(t *testing.T, set uint32, cidrs, size, origins, tokens, number, typ, secret, htpasswd string) {
 		vals := []string{cidrs, cidrs, size, number, origins, tokens, tokens, tokens, number, number,
-			number, number, number, number, cidrs, number, typ, secret, tokens, origins, origins, tokens, number}
+			number, number, number, number, cidrs, number, typ, secret, tokens, origins, origins, tokens, number, number, secret}
 		ann := map[string]string{}
 		for i, k := range policyKeys {
 			if set&(1<<i) != 0 {
@@ -124,6 +126,11 @@ func checkPolicies(t *testing.T, p *route.Policies) {
 			t.Errorf("invalid sign-in URL or host %q %q", f.SignIn, f.Host)
 		case !f.Refuse && (f.Timeout <= 0 || f.Timeout > maxAuthTimeout || !strings.HasPrefix(f.Path, "/")):
 			t.Errorf("invalid forward auth %+v", f)
+		}
+	}
+	if e := p.ErrorPages; e != nil {
+		if len(e.Codes) == 0 || !slices.IsSorted(e.Codes) || e.Codes[0] < 400 || e.Codes[len(e.Codes)-1] > 599 || e.Backend == nil || e.Backend.Namespace != "default" {
+			t.Errorf("invalid error pages %+v", e)
 		}
 	}
 	if a := p.BasicAuth; a != nil {
