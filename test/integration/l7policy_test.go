@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -441,4 +442,59 @@ func l7Body(addr, host, path string, hdr map[string]string) (string, error) {
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	return string(b), err
+}
+
+// TestL7ErrorPages: an upstream 400 (echo refuses a bad ?delay) is
+// replaced by the page of the error Service (a real HTTP server on a
+// loopback address), which gets X-Code and X-Format; other answers pass.
+func TestL7ErrorPages(t *testing.T) {
+	const host = "errors.test"
+	ln, err := net.Listen("tcp", "127.0.9.51:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(r.Header.Get("X-Code"))
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, "<p>custom %s for %s</p>", r.Header.Get("X-Code"), r.Header.Get("X-Format"))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	_, addr := l7Proxy(t, host, map[string]string{
+		"sluice.dev/custom-http-errors": "400, 503",
+		"sluice.dev/error-backend":      "pages",
+	}, nil, serviceYAML("pages"), sliceYAML("pages", "pages-slice", port, []string{"127.0.9.51"}))
+	wrong := 0
+	body, status, err := l7Get(addr, host, "/?delay=bad", map[string]string{"Accept": "text/html"})
+	if err != nil || status != 400 || body != "<p>custom 400 for text/html</p>" {
+		wrong++
+		t.Errorf("intercepted: %d %q %v", status, body, err)
+	}
+	body, status, err = l7Get(addr, host, "/ok", nil)
+	if err != nil || status != 200 || !strings.HasPrefix(body, "web-0 GET errors.test /ok") {
+		wrong++
+		t.Errorf("passed: %d %q %v", status, body, err)
+	}
+	report(t, "l7 error-pages: requests=2 wrong=%d", wrong)
+}
+
+// l7Get returns the body and status of a GET through the proxy.
+func l7Get(addr, host, path string, hdr map[string]string) (string, int, error) {
+	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	req.Host = host
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "", 0, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return string(b), res.StatusCode, err
 }
