@@ -55,9 +55,13 @@ type policyView struct {
 	maxBody int64 // 0: no limit
 	cors    *corsView
 	limit   *limiter
-	auth    *authView
-	fwdAuth *forwardAuthView
-	errors  *errorPagesView
+	// limitExempt and limitStatus are the rate limit's exempt sources
+	// and answer.
+	limitExempt []netip.Prefix
+	limitStatus int
+	auth        *authView
+	fwdAuth     *forwardAuthView
+	errors      *errorPagesView
 	// client: some policy needs the client address.
 	client  bool
 	refused [numRefusals]prometheus.Counter
@@ -87,6 +91,7 @@ func (p *Proxy) policyView(rt *route.Route) *policyView {
 	}
 	if pol.RateLimit != nil {
 		pv.limit = p.limiter(rt.Ingress, pol.RateLimit)
+		pv.limitExempt, pv.limitStatus = pol.RateLimit.Exempt, pol.RateLimit.Status
 	}
 	if pol.BasicAuth != nil {
 		pv.auth = p.authView(pol.BasicAuth)
@@ -150,10 +155,10 @@ func (p *Proxy) servePolicies(w http.ResponseWriter, r *http.Request, rv *routeV
 		p.record(r, rv, outcome{status: http.StatusNoContent}, start)
 		return
 	}
-	if l := pv.limit; l != nil {
+	if l := pv.limit; l != nil && !inPrefixes(pv.limitExempt, client) {
 		held, reason := l.take(client, p.clock().UnixNano())
 		if reason >= 0 {
-			p.refuse(w, r, rv, reason, l.status, bodyRateLimited, start)
+			p.refuse(w, r, rv, reason, pv.limitStatus, bodyRateLimited, start)
 			return
 		}
 		if held != nil {
@@ -236,6 +241,15 @@ func admits(a *route.SourceAccess, client netip.Addr) bool {
 	}
 	for _, pf := range a.Allow {
 		if pf.Contains(client) {
+			return true
+		}
+	}
+	return false
+}
+
+func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
+	for _, pf := range ps {
+		if pf.Contains(a) {
 			return true
 		}
 	}

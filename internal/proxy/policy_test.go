@@ -2,9 +2,9 @@ package proxy
 
 import (
 	"io"
-	"strconv"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -472,5 +472,55 @@ func TestErrorPages(t *testing.T) {
 				t.Errorf("got %d %q, want %d %q", res.status, res.body, tc.status, tc.body)
 			}
 		})
+	}
+}
+
+// TestPoliciesSwap serves requests through rate-limited routes while tables
+// with changing exempt ranges and statuses are swapped in (run with -race):
+// the limiter's buckets stay, the rest comes from the view.
+func TestPoliciesSwap(t *testing.T) {
+	rl := func(status int) *route.Policies {
+		return &route.Policies{RateLimit: &route.RateLimit{RPS: 1000000, BurstRPS: 1000000, Concurrent: 100, Status: status, Exempt: prefixes("10.0.0.0/8")},
+			CORS: &route.CORS{AnyOrigin: true, MaxAge: -1}}
+	}
+	p, url, c, be := policyFront(t, Options{}, rl(429), nil)
+	table := func(status int) *route.Table {
+		return route.New(route.Config{VirtualHosts: []route.VirtualHost{{Routes: []route.Route{{PathType: route.PathPrefix, Path: "/",
+			Backend: backendOf("default/web", defaults(), be.addr()), Ingress: "default/ing", Policies: rl(status)}}}}})
+	}
+	first := p.view.Load().routes
+	var lm *limiter
+	for _, rv := range first {
+		lm = rv.policy.limit
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			p.Update(table(429 + i%2))
+		}
+	})
+	var clients sync.WaitGroup
+	for range 4 {
+		clients.Go(func() {
+			for range 50 {
+				if res := get(t, c, url+"/", "Origin", "https://a.example"); res.status != 200 {
+					t.Errorf("status %d", res.status)
+				}
+			}
+		})
+	}
+	clients.Wait()
+	close(done)
+	wg.Wait()
+	for _, rv := range p.view.Load().routes {
+		if rv.policy.limit != lm {
+			t.Error("the limiter was replaced by a table with the same limits")
+		}
 	}
 }

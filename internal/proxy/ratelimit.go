@@ -34,11 +34,11 @@ type limiterKey struct {
 	concurrent           int
 }
 
+// limiter holds the buckets; what may change without resetting them
+// (exempt ranges, the answer's status) is in the policyView.
 type limiter struct {
 	rps, rpm   bucketRate
 	concurrent int32
-	exempt     []netip.Prefix
-	status     int
 	seed       maphash.Seed
 	shards     [limiterShards]limiterShard
 }
@@ -80,13 +80,11 @@ func (p *Proxy) limiter(ingress string, l *route.RateLimit) *limiter {
 		lm = newLimiter(l)
 		p.pol.limiters[k] = lm
 	}
-	// Exempt ranges and status take effect at once.
-	lm.exempt, lm.status = l.Exempt, l.Status
 	return lm
 }
 
 func newLimiter(l *route.RateLimit) *limiter {
-	lm := &limiter{concurrent: int32(l.Concurrent), seed: maphash.MakeSeed(), status: l.Status, exempt: l.Exempt}
+	lm := &limiter{concurrent: int32(l.Concurrent), seed: maphash.MakeSeed()}
 	if l.RPS > 0 {
 		lm.rps = bucketRate{perNano: float64(l.RPS) / 1e9, size: float64(max(l.BurstRPS, 1))}
 	}
@@ -112,11 +110,6 @@ func limitKey(a netip.Addr) netip.Addr {
 // when the request ends (nil when none is held) and -1, or the refusal
 // reason.
 func (l *limiter) take(client netip.Addr, now int64) (*clientState, int) {
-	for _, pf := range l.exempt {
-		if pf.Contains(client) {
-			return nil, -1
-		}
-	}
 	key := limitKey(client)
 	sh := &l.shards[maphash.Comparable(l.seed, key)%limiterShards]
 	sh.mu.Lock()
