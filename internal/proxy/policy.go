@@ -73,6 +73,10 @@ type policyState struct {
 	limiters   map[limiterKey]*limiter
 	used       map[limiterKey]bool
 	authClient *http.Client // forward auth's, made on first use
+	// creds are the basic-auth caches of verified credentials, by Secret
+	// revision.
+	creds     map[string]*credCache
+	usedCreds map[string]bool
 }
 
 // policyView builds the view of rt's policies; nil when it has none.
@@ -118,6 +122,12 @@ func (p *Proxy) sweepPolicies() {
 		}
 	}
 	p.pol.used = nil
+	for k := range p.pol.creds {
+		if !p.pol.usedCreds[k] {
+			delete(p.pol.creds, k)
+		}
+	}
+	p.pol.usedCreds = nil
 }
 
 // forgetRefused deletes the refusal series of Ingresses that old's routes

@@ -302,7 +302,7 @@ func TestLimiterBounded(t *testing.T) {
 }
 
 func TestBasicAuth(t *testing.T) {
-	users := map[string]string{"alice": "{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ="} // "secret"
+	users := map[string]string{"alice": "{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=", "bob": "$apr1$abcdefgh$h9FWgUz3n9YxylKLlR5SQ/"} // both "secret"
 	for _, tc := range []struct {
 		name       string
 		auth       *route.BasicAuth
@@ -311,8 +311,10 @@ func TestBasicAuth(t *testing.T) {
 	}{
 		{"no credentials", &route.BasicAuth{Realm: "Staff", Users: users}, "", "", 401},
 		{"wrong password", &route.BasicAuth{Realm: "Staff", Users: users}, "alice", "guess", 401},
-		{"unknown user", &route.BasicAuth{Realm: "Staff", Users: users}, "bob", "secret", 401},
+		{"unknown user", &route.BasicAuth{Realm: "Staff", Users: users}, "mallory", "secret", 401},
 		{"right password", &route.BasicAuth{Realm: "Staff", Users: users}, "alice", "secret", 200},
+		{"apr1: right password", &route.BasicAuth{Realm: "Staff", Users: users}, "bob", "secret", 200},
+		{"apr1: wrong password", &route.BasicAuth{Realm: "Staff", Users: users}, "bob", "Secret", 401},
 		{"unusable Secret fails closed", &route.BasicAuth{Realm: "Staff", Refuse: true}, "alice", "secret", 503},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

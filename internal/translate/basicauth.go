@@ -17,7 +17,8 @@ const (
 	// AnnotationAuthSecret. An auth-secret alone implies "basic".
 	AnnotationAuthType = "sluice.dev/auth-type"
 	// AnnotationAuthSecret names a Secret in the Ingress's own namespace
-	// whose key AuthSecretKey holds htpasswd lines ("user:{SHA}base64").
+	// whose key AuthSecretKey holds htpasswd lines ("user:{SHA}base64" or
+	// "user:$apr1$salt$hash").
 	// A missing Secret, one in another namespace, or one without a usable
 	// user makes the routes answer 503 (fail closed).
 	AnnotationAuthSecret = "sluice.dev/auth-secret"
@@ -85,7 +86,7 @@ func (b *builder) basicAuth(ing *networkingv1.Ingress, errs []annotationError) (
 	a.Revision = sec.ResourceVersion
 	users, skipped := parseHtpasswd(sec.Data[AuthSecretKey])
 	if skipped > 0 {
-		b.problem(ing, ReasonAuthSecret, "Secret "+a.Secret+": lines of key auth that are not user:{SHA}hash entries (bcrypt, MD5 and crypt hashes are not supported by this build) or repeat a user: "+
+		b.problem(ing, ReasonAuthSecret, "Secret "+a.Secret+": lines of key auth that are not user:{SHA}hash or user:$apr1$salt$hash entries (bcrypt and crypt hashes are not supported by this build) or repeat a user: "+
 			strconv.Itoa(skipped)+"; those users cannot log in")
 	}
 	if len(users) == 0 {
@@ -97,8 +98,9 @@ func (b *builder) basicAuth(ing *networkingv1.Ingress, errs []annotationError) (
 }
 
 // parseHtpasswd reads htpasswd lines "user:hash". Only {SHA} hashes (the
-// base64 SHA-1 of the password, 28 characters) are kept; skipped counts
-// the other non-empty, non-comment lines and repeated users.
+// base64 SHA-1 of the password, 28 characters) and Apache MD5 ones
+// ("$apr1$salt$hash", htpasswd's default) are kept; skipped counts the
+// other non-empty, non-comment lines and repeated users.
 func parseHtpasswd(data []byte) (users map[string]string, skipped int) {
 	users = make(map[string]string)
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
@@ -107,7 +109,7 @@ func parseHtpasswd(data []byte) (users map[string]string, skipped int) {
 			continue
 		}
 		user, hash, ok := strings.Cut(l, ":")
-		if !ok || user == "" || len(user) > 255 || !isPrintNoQuote(user) || !validSHAHash(hash) {
+		if !ok || user == "" || len(user) > 255 || !isPrintNoQuote(user) || !validSHAHash(hash) && !validAPR1Hash(hash) {
 			skipped++
 			continue
 		}
@@ -131,6 +133,30 @@ func validSHAHash(h string) bool {
 	for i := 0; i < len(rest); i++ {
 		c := rest[i]
 		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+// validAPR1Hash accepts "$apr1$" + a salt of 1 to 8 characters + "$" + 22
+// characters, all of the crypt alphabet.
+func validAPR1Hash(h string) bool {
+	rest, ok := strings.CutPrefix(h, "$apr1$")
+	if !ok {
+		return false
+	}
+	salt, sum, ok := strings.Cut(rest, "$")
+	if !ok || len(salt) < 1 || len(salt) > 8 || len(sum) != 22 {
+		return false
+	}
+	return cryptAlphabet(salt) && cryptAlphabet(sum)
+}
+
+func cryptAlphabet(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '/') {
 			return false
 		}
 	}

@@ -69,7 +69,7 @@ func FuzzPolicies(f *testing.F) {
 
 // fixedPhrases are the parts of problem messages with bytes quotable
 // looks for: a value found in them was not quoted.
-const fixedPhrases = `user:{SHA}hash entries (bcrypt, MD5 and crypt hashes are not supported by this build) or repeat a user: ` +
+const fixedPhrases = `user:{SHA}hash or user:$apr1$salt$hash entries (bcrypt and crypt hashes are not supported by this build) or repeat a user: ` +
 	`"*" or origins such as https://app.example.com or https://*.example.com separated by commas` +
 	`http://SERVICE.NAMESPACE.svc[:PORT]/path naming a Service of the namespace of the Ingress (other URLs need the proxy flag --forward-auth-any-url)` +
 	`: "true"` + ` (in a cluster it needs the label sluice.dev/auth-secret: "true")`
@@ -138,7 +138,7 @@ func checkPolicies(t *testing.T, p *route.Policies) {
 			t.Errorf("invalid basic auth %+v", a)
 		}
 		for u, h := range a.Users {
-			if !isPrintNoQuote(u) || strings.Contains(u, ":") || !validSHAHash(h) {
+			if !isPrintNoQuote(u) || strings.Contains(u, ":") || !validSHAHash(h) && !validAPR1Hash(h) {
 				t.Errorf("invalid user entry %q", u)
 			}
 		}

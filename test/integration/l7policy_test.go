@@ -311,6 +311,7 @@ type: Opaque
 stringData:
   auth: |
     alice:{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=
+    bob:$apr1$abcdefgh$h9FWgUz3n9YxylKLlR5SQ/
 `
 	missing := annotatedIngressYAML("missing", "auth-missing.test", map[string]string{
 		"sluice.dev/auth-type": "basic", "sluice.dev/auth-secret": "nothere"})
@@ -327,6 +328,8 @@ stringData:
 		{host, "alice:wrong", 401},
 		{host, "mallory:secret", 401},
 		{host, "alice:secret", 200},
+		{host, "bob:secret", 200},
+		{host, "bob:wrong", 401},
 		{"auth-missing.test", "alice:secret", 503},
 	}
 	for _, c := range cases {
@@ -343,8 +346,8 @@ stringData:
 		}
 	}
 	// l7Proxy's readiness probe was one more 401.
-	if got := refusedMetric(t, sp, "auth"); got != 4 {
-		t.Errorf("sluice_requests_refused_total{reason=auth} = %v, want 4", got)
+	if got := refusedMetric(t, sp, "auth"); got != 5 {
+		t.Errorf("sluice_requests_refused_total{reason=auth} = %v, want 5", got)
 	}
 }
 
