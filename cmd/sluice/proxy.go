@@ -47,6 +47,7 @@ type proxyConfig struct {
 	namespaces     []string  // --watch-namespace parsed; nil: every namespace
 	tenancy        tenancyFlags
 	sslRedirect    bool
+	anyAuthURL     bool // --forward-auth-any-url
 	defaultCert    string
 
 	allowEndpointsWithoutPod bool
@@ -116,6 +117,7 @@ func (c *proxyConfig) flags(stderr io.Writer) *flagSet {
 	c.tenancy.register(fs.FlagSet)
 	c.nginx.register(fs.FlagSet)
 	fs.BoolVar(&c.sslRedirect, "ssl-redirect", false, `redirect plain-HTTP requests to hosts that have TLS (from their owner's spec.tls) to HTTPS with a 308, for Ingresses without the sluice.dev/ssl-redirect annotation (off by default, as the Ingress conformance suite expects)`)
+	fs.BoolVar(&c.anyAuthURL, "forward-auth-any-url", false, "let the sluice.dev/auth-url annotation name any http(s) URL (an external identity service); off: only a Service of the Ingress's own namespace, so a tenant cannot make the proxy send requests elsewhere")
 	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name (unset, missing or invalid: a self-signed certificate generated at start)")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
 	fs.StringVar(&c.httpsAddress, "https-address", ":8443", "address for TLS traffic (empty disables)")
@@ -442,6 +444,7 @@ func serveProxy(c *proxyConfig, log *slog.Logger) error {
 			SSLRedirect:              c.sslRedirect,
 			Gateway:                  c.gatewayOptions(),
 			IngressNginx:             nginxCompat,
+			ForwardAuthAnyURL:        c.anyAuthURL,
 		},
 		Registerer: reg,
 		Logger:     log,

@@ -106,7 +106,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 				capSlots = 0
 			}
 			var abort bool
-			o.status, o.bytes, abort = p.respond(w, r, bv, ep, res, upgrade, setCookie, rv.respHeaders())
+			if ev := rv.errorPages(res.StatusCode); ev != nil { // errorpages.go
+				o.status, o.bytes = ev.serve(p, w, r, rv, res)
+			} else {
+				o.status, o.bytes, abort = p.respond(w, r, bv, ep, res, upgrade, setCookie, rv.respHeaders())
+			}
 			ep.u.slots.release(capSlots)
 			ep.u.inflight.Add(-1)
 			if hc != nil {
@@ -150,6 +154,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 				// The client stopped sending its body (the server's body
 				// idle timeout).
 				o.status, msg = http.StatusRequestTimeout, bodyTooSlow
+			}
+			if bodyTooBig(r.Body) { // policy.go: max-body-size passed
+				o.status, msg = http.StatusRequestEntityTooLarge, bodyTooLarge
 			}
 			o.bytes = int64(p.writeAnswer(w, r, o.status, msg))
 			p.record(r, rv, o, start)
@@ -462,7 +469,7 @@ func (p *Proxy) respond(w http.ResponseWriter, r *http.Request, bv *backendView,
 			continue
 		}
 		if old, ok := h[k]; ok {
-			if k == "X-Request-Id" || k == "Strict-Transport-Security" {
+			if k == "X-Request-Id" || k == "Strict-Transport-Security" || corsHeader(k) {
 				continue // the proxy's own value stands
 			}
 			vv = append(old, vv...)

@@ -53,6 +53,7 @@ type metrics struct {
 	responses       *prometheus.CounterVec
 	responseBytes   *prometheus.HistogramVec
 	upstreamSeconds *prometheus.HistogramVec
+	refused         *prometheus.CounterVec // policy.go
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -98,6 +99,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sluice", Name: "tunnel_idle_timeouts_total",
 			Help: "Upgraded connections (WebSocket and other protocol switches) closed because no byte went either way for --tunnel-idle-timeout.",
 		}),
+		refused: newRefusedMetric(),
 	}
 	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice", Name: "responses_total",
@@ -127,6 +129,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.queued = register(reg, m.queued)
 		m.queueTimeouts = register(reg, m.queueTimeouts)
 		m.tunnelIdle = register(reg, m.tunnelIdle)
+		m.refused = register(reg, m.refused)
 	}
 	return m
 }
@@ -257,6 +260,7 @@ func (m *metrics) backend(service string) backendMetrics {
 // after the swap creates its series again; it stays until that pair is
 // removed from a later table.
 func (m *metrics) forget(old, cur *view) {
+	m.forgetRefused(old, cur)
 	var pairs map[[2]string]struct{}
 	var services map[string]struct{}
 	if cur != nil {

@@ -151,6 +151,7 @@ type Proxy struct {
 
 	mu  sync.Mutex           // serializes Update
 	ups map[string]*upstream // the registry, by address; guarded by mu
+	pol policyState          // request policies' state (policy.go); guarded by mu
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -331,12 +332,29 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header()["Strict-Transport-Security"] = rv.hsts
 		}
 	}
-	if rv.l7 != nil { // redirect and canary choice (l7.go)
+	if rv.policy != nil {
+		p.servePolicies(w, r, rv, start) // policy.go; ends in serveRoute
+		return
+	}
+	p.serveRoute(w, r, rv, start)
+}
+
+// serveRoute applies rv's redirect and canary choice (l7.go), after its
+// request policies: a canary is reached only through the policies of the
+// route it splits. Then it forwards r.
+func (p *Proxy) serveRoute(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
+	if rv.l7 != nil {
 		var done bool
 		if rv, done = p.routeL7(w, r, rv, start); done {
 			return
 		}
 	}
+	p.serveBackend(w, r, rv, start)
+}
+
+// serveBackend forwards r to rv's backend, or answers 503 when it has no
+// endpoints.
+func (p *Proxy) serveBackend(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
 	if rv.backend == nil || len(rv.backend.eps) == 0 {
 		p.answer(w, r, rv, http.StatusServiceUnavailable, bodyNoEndpoint, start)
 		return

@@ -36,6 +36,8 @@ type routeView struct {
 	// l7: rewrite, redirect, header filters and canary split (issue 27,
 	// l7.go); nil for none.
 	l7 *l7View
+	// policy is the route's request policies (policy.go), nil for none.
+	policy *policyView
 }
 
 // backendView is one backend of one table: its endpoints bound to their
@@ -91,6 +93,7 @@ func (p *Proxy) Update(t *route.Table) {
 	if old != nil {
 		p.m.forget(old, v)
 	}
+	p.sweepPolicies()
 
 	for addr, u := range p.ups {
 		if !usedUps[u] {
@@ -170,6 +173,7 @@ func (p *Proxy) routeView(bv *backendView, rt *route.Route) *routeView {
 		if rt.HSTS != "" {
 			rv.hsts = []string{rt.HSTS}
 		}
+		rv.policy = p.policyView(rt)
 	}
 	if bv != nil {
 		rv.service = bv.service

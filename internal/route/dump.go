@@ -16,7 +16,7 @@ func Dump(c *Config) string {
 		}
 		fmt.Fprintf(&b, "host %s\n", host)
 		for _, r := range vh.Routes {
-			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r), dumpL7(r))
+			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r)+dumpPolicies(r), dumpL7(r))
 		}
 	}
 	if c.DefaultBackend != nil {

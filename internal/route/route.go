@@ -129,6 +129,8 @@ type Route struct {
 	// Split: canary and weighted/conditional backends (issue 27,
 	// filters.go); nil sends every request to Backend.
 	Split *Split
+	// L7 request policies (issue 27 part B, policy.go); nil: none.
+	Policies *Policies
 }
 
 // Backend is a Service port and the pod endpoints behind it. Backends are

@@ -103,6 +103,9 @@ type builder struct {
 	alone    bool                                    // Input.Ownership set: one Ingress translated alone
 	hostDefs []hostDefault                           // tenants' default backends, for their own hosts
 	problems []Problem
+	// policiesOf are the request policies of each Ingress that sets any,
+	// by namespace/name (policy.go).
+	policiesOf map[string]*route.Policies
 
 	defaultBackend *route.Backend
 	defaultOwner   string
@@ -184,6 +187,7 @@ func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	for _, e := range errs {
 		b.problem(ing, "InvalidAnnotation", "annotation "+e.key+": "+e.msg)
 	}
+	b.policies(ing, id)
 
 	served := false
 	var ownDefault *route.Backend // a tenant's default backend, for its own hosts
@@ -289,7 +293,7 @@ func (b *builder) addPath(ing *networkingv1.Ingress, id, host string, p *network
 	// SSLRedirect is what the Ingress wants; virtualHosts keeps it only
 	// for hosts with TLS, known once every Ingress is added.
 	vh.routes = append(vh.routes, route.Route{PathType: pt, Path: path, Backend: be, Ingress: id,
-		SSLRedirect: hp.redirect, HSTS: hp.hsts, Filters: l7.filters(pt, path)})
+		SSLRedirect: hp.redirect, HSTS: hp.hsts, Filters: l7.filters(pt, path), Policies: b.policiesOf[id]})
 	return true
 }
 
@@ -330,7 +334,7 @@ func (b *builder) addHostDefaults() {
 			}
 			vh.owners[mk] = "default:" + id
 			vh.routes = append(vh.routes, route.Route{PathType: route.PathPrefix, Path: "/", Backend: d.backend, Ingress: id,
-				SSLRedirect: d.https.redirect, HSTS: d.https.hsts})
+				SSLRedirect: d.https.redirect, HSTS: d.https.hsts, Policies: b.policiesOf[id]})
 		}
 	}
 }

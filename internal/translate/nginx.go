@@ -164,12 +164,21 @@ func (b *builder) annotations(ing *networkingv1.Ingress) (map[string]string, *ng
 func nginxToNative(in map[string]string) (map[string]string, nginxResult) {
 	var res nginxResult
 	out := maps.Clone(in)
+	// The request policies (nginxpolicy.go) convert as a group: their
+	// defaults depend on each other.
+	policies := NginxPolicyAnnotations(in)
 	for k, v := range in {
 		name, ok := strings.CutPrefix(k, NginxAnnotationPrefix)
 		if !ok {
 			continue
 		}
 		delete(out, k)
+		if m, ok := nginxPolicyRow(name); ok {
+			if m.Support == NginxPolicyUnsupported {
+				res.unsupported = append(res.unsupported, k)
+			}
+			continue
+		}
 		row, known := nginxRow(name)
 		switch {
 		case !known || row.Status == NginxUnsupported:
@@ -187,6 +196,7 @@ func nginxToNative(in map[string]string) (map[string]string, nginxResult) {
 			out[row.Native] = v
 		}
 	}
+	maps.Copy(out, policies)
 	slices.Sort(res.refused)
 	slices.Sort(res.unsupported)
 	slices.Sort(res.invalid)

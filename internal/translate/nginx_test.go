@@ -71,3 +71,37 @@ func TestNginxClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestNginxPolicyNames: under compatibility the request policies' nginx
+// names (nginxpolicy.go) convert with ingress-nginx's defaults, count as
+// supported (no UnsupportedAnnotations), and the unsupported ones of that
+// table are listed.
+func TestNginxPolicyNames(t *testing.T) {
+	out, res := nginxToNative(map[string]string{
+		NginxAnnotationPrefix + "whitelist-source-range": "10.0.0.0/8",
+		NginxAnnotationPrefix + "limit-rps":              "5",
+		NginxAnnotationPrefix + "enable-cors":            "true",
+		NginxAnnotationPrefix + "rewrite-target":         "/$1",
+		NginxAnnotationPrefix + "proxy-send-timeout":     "30",
+	})
+	for k, want := range map[string]string{
+		AnnotationAllowSourceRange: "10.0.0.0/8",
+		AnnotationLimitRPS:         "5",
+		AnnotationLimitStatus:      "503",
+		AnnotationCORSEnable:       "true",
+		AnnotationCORSAllowOrigin:  "*",
+		AnnotationRewriteTarget:    "/$1",
+	} {
+		if out[k] != want {
+			t.Errorf("%s = %q, want %q (all: %v)", k, out[k], want, out)
+		}
+	}
+	for k := range out {
+		if strings.HasPrefix(k, NginxAnnotationPrefix) {
+			t.Errorf("nginx annotation %s left in the native set", k)
+		}
+	}
+	if len(res.unsupported) != 1 || res.unsupported[0] != NginxAnnotationPrefix+"proxy-send-timeout" {
+		t.Errorf("unsupported %v, want only proxy-send-timeout", res.unsupported)
+	}
+}

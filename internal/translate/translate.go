@@ -145,6 +145,9 @@ type Options struct {
 	// ingress-nginx classes and reads their nginx.ingress.kubernetes.io
 	// annotations with ingress-nginx's semantics (nginx.go); nil: off.
 	IngressNginx *IngressNginx
+	// ForwardAuthAnyURL lets sluice.dev/auth-url name any http(s) URL;
+	// false: only a Service of the Ingress's namespace (forwardauth.go).
+	ForwardAuthAnyURL bool
 }
 
 // Problem is something wrong with one object: Kind "Ingress" or "Secret",

@@ -1,7 +1,8 @@
 // Package kube is the API-server source of the objects sluice routes by:
 // client-go shared informers on Ingress, IngressClass, Service, EndpointSlice
-// and TLS Secrets, and optionally on the Gateway API objects (gateway.go).
-// (The proxy's own Pod, its drain condition and grace
+// and TLS Secrets, the basic-authentication Secrets labelled
+// translate.AuthSecretLabel=true, and optionally the Gateway API objects
+// (gateway.go). (The proxy's own Pod, its drain condition and grace
 // period, are watched by internal/drain.)
 //
 // Data flow: API server → informer caches (this package) → Snapshot →
@@ -84,6 +85,7 @@ type Source struct {
 	services       []corelisters.ServiceLister
 	endpointSlices []discoverylisters.EndpointSliceLister
 	secrets        []corelisters.SecretLister
+	authSecrets    []corelisters.SecretLister // labelled translate.AuthSecretLabel
 
 	gw *gatewayWatch // nil: Gateway API not watched
 
@@ -126,7 +128,15 @@ func New(opts Options) (*Source, error) {
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
 			}))
-		s.factories = append(s.factories, main, tls)
+		// Basic-auth Secrets: only those labelled for it, so the proxy
+		// holds no other Secret of a tenant.
+		auth := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+			informers.WithNamespace(ns),
+			informers.WithTransform(StripObject),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = translate.AuthSecretLabel + "=true"
+			}))
+		s.factories = append(s.factories, main, tls, auth)
 		suffix := "" // informer names in logs: Ingress, or Ingress/NAMESPACE
 		if len(namespaces) > 1 {
 			suffix = "/" + ns
@@ -148,6 +158,9 @@ func New(opts Options) (*Source, error) {
 		s.services = append(s.services, svc.Lister())
 		s.endpointSlices = append(s.endpointSlices, eps.Lister())
 		s.secrets = append(s.secrets, sec.Lister())
+		authSec := auth.Core().V1().Secrets()
+		s.informers["Secret(auth)"+suffix] = authSec.Informer()
+		s.authSecrets = append(s.authSecrets, authSec.Lister())
 	}
 	if opts.Gateway != nil {
 		s.gw = newGatewayWatch(opts.Client, opts.Gateway, namespaces, log)
@@ -260,6 +273,12 @@ func (s *Source) Snapshot() translate.Input {
 		// promise also against clients that ignore it (the fake clientset).
 		for _, sec := range secrets {
 			if sec.Type == corev1.SecretTypeTLS {
+				in.Secrets = append(in.Secrets, sec)
+			}
+		}
+		authSecrets, _ := s.authSecrets[i].List(labels.Everything())
+		for _, sec := range authSecrets {
+			if sec.Type != corev1.SecretTypeTLS && sec.Labels[translate.AuthSecretLabel] == "true" {
 				in.Secrets = append(in.Secrets, sec)
 			}
 		}
