@@ -470,12 +470,12 @@ func TestL7ErrorPages(t *testing.T) {
 		"sluice.dev/error-backend":      "pages",
 	}, nil, serviceYAML("pages"), sliceYAML("pages", "pages-slice", port, []string{"127.0.9.51"}))
 	wrong := 0
-	body, status, err := l7Get(addr, host, "/?delay=bad", map[string]string{"Accept": "text/html"})
+	body, status, err := policyGet(addr, host, "/?delay=bad", map[string]string{"Accept": "text/html"})
 	if err != nil || status != 400 || body != "<p>custom 400 for text/html</p>" {
 		wrong++
 		t.Errorf("intercepted: %d %q %v", status, body, err)
 	}
-	body, status, err = l7Get(addr, host, "/ok", nil)
+	body, status, err = policyGet(addr, host, "/ok", nil)
 	if err != nil || status != 200 || !strings.HasPrefix(body, "web-0 GET errors.test /ok") {
 		wrong++
 		t.Errorf("passed: %d %q %v", status, body, err)
@@ -483,8 +483,8 @@ func TestL7ErrorPages(t *testing.T) {
 	report(t, "l7 error-pages: requests=2 wrong=%d", wrong)
 }
 
-// l7Get returns the body and status of a GET through the proxy.
-func l7Get(addr, host, path string, hdr map[string]string) (string, int, error) {
+// policyGet sends a GET to addr for host and path with hdr; it returns the body and status.
+func policyGet(addr, host, path string, hdr map[string]string) (string, int, error) {
 	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
 	if err != nil {
 		return "", 0, err

@@ -51,7 +51,7 @@ func TestIngressNginxEvents(t *testing.T) {
 		if s := got[translate.ReasonSnippetRefused]; len(s) != 1 || !strings.Contains(s[0], "configuration-snippet") {
 			t.Errorf("SnippetRefused events %q", s)
 		}
-		if u := got[translate.ReasonUnsupportedAnnotations]; len(u) != 1 || !strings.Contains(u[0], "enable-cors") || !strings.Contains(u[0], "proxy-buffering") {
+		if u := got[translate.ReasonUnsupportedAnnotations]; len(u) != 1 || strings.Contains(u[0], "enable-cors") || !strings.Contains(u[0], "proxy-buffering") {
 			t.Errorf("UnsupportedAnnotations events %q", u)
 		}
 		if len(got[translate.ReasonNotServed]) != 0 {
