@@ -47,7 +47,7 @@ cleanup() {
 	# A second Ctrl-C does not cut the stop short (SIGKILL does).
 	trap '' INT TERM
 	trap - EXIT
-	[[ -n $watcher ]] && kill "$watcher" 2>/dev/null
+	if [[ -n $watcher ]]; then kill "$watcher" 2>/dev/null || true; fi
 	echo
 	echo "== stopping"
 	# The proxies first, while the controller and HAProxy run: scaled to
@@ -135,8 +135,8 @@ frontend fe-tls
 backend sluice-tls
     mode tcp
     balance roundrobin
-    # The proxies' HTTP port answers the check (the binding's healthCheckPort).
-    option httpchk GET /healthz
+    # A TCP connect check: bindings of pod IPs check the traffic port, and
+    # HAProxy's HTTP check would speak plain HTTP to the TLS port.
 CFG
 # Master-worker (-W) with a master CLI (-S): `reload` there starts new
 # workers and keeps this process.
@@ -171,10 +171,9 @@ bindings:
       haproxy: {runtimeAPI: "unix://$sock", backend: sluice}
     drain: {handshake: true}
     publish: [{ip: "${listen%:*}"}]
-  # The same proxies' HTTPS port in the TCP backend, checked on HTTP.
+  # The same proxies' HTTPS port in the TCP backend.
   - name: haproxy-tls
     port: https
-    healthCheckPort: 8080
     provider:
       haproxy: {runtimeAPI: "unix://$sock", backend: sluice-tls}
     drain: {handshake: true}
