@@ -33,6 +33,7 @@ type controllerConfig struct {
 	healthAddress            string
 	ingressClass             string
 	allowEndpointsWithoutPod bool
+	anyAuthURL               bool // --forward-auth-any-url
 	readTLSSecrets           bool
 	resyncPeriod             time.Duration
 	leaderElect              bool
@@ -77,6 +78,7 @@ func (c *controllerConfig) flags(stderr io.Writer) *flagSet {
 	fs.StringVar(&c.healthAddress, "health-address", ":9092", `address for /healthz and /readyz (empty disables; "0", the old spelling, too)`)
 	fs.StringVar(&c.ingressClass, "ingress-class", "sluice", "name of the IngressClass whose Ingresses get status.loadBalancer")
 	fs.BoolVar(&c.allowEndpointsWithoutPod, "allow-endpoints-without-pod", false, "as the proxies' flag: endpoints without a targetRef are used, so not reported (Event EndpointsRefused) as refused")
+	fs.BoolVar(&c.anyAuthURL, "forward-auth-any-url", false, "as the proxies' flag: a sluice.dev/auth-url naming any http(s) URL is not reported (Event InvalidAnnotation)")
 	fs.BoolVar(&c.gatewayAPI, "gateway-api", false, "write the status of the Gateway API objects (gateway.networking.k8s.io/v1) of every GatewayClass whose spec.controllerName is "+string(gateway.ControllerName)+": GatewayClass, Gateway (with the addresses of the class's LoadBalancerBinding) and HTTPRoute; needs the CRDs (looked for again every 30s while absent)")
 	fs.IntVar(&c.gatewayHTTPPort, "gateway-http-port", 80, "as the proxies' flag: the port Gateway HTTP listeners must name")
 	fs.IntVar(&c.gatewayHTTPSPort, "gateway-https-port", 443, "as the proxies' flag: the port Gateway HTTPS listeners must name")
@@ -229,6 +231,7 @@ func serveController(c *controllerConfig, log *slog.Logger) error {
 		IngressClass:             c.ingressClass,
 		IngressNginx:             nginxCompat,
 		AllowEndpointsWithoutPod: c.allowEndpointsWithoutPod,
+		ForwardAuthAnyURL:        c.anyAuthURL,
 		ReadTLSSecrets:           c.readTLSSecrets,
 		Gateway:                  c.gatewayOptions(),
 		HostOwnership:            c.tenancy.hostOwnership,

@@ -62,6 +62,9 @@ type Options struct {
 	// AllowEndpointsWithoutPod matches the proxies' flag of the name, so
 	// the problems reconciler reports the endpoints they refuse.
 	AllowEndpointsWithoutPod bool
+	// ForwardAuthAnyURL matches the proxies' --forward-auth-any-url, so
+	// the Events say what they do.
+	ForwardAuthAnyURL bool
 	// ReadTLSSecrets: the Ingress status and problem reconcilers read TLS
 	// Secrets (--read-tls-secrets), and a missing or invalid one is an
 	// Event on its Ingress. False: no Secret is read or cached.
@@ -263,6 +266,7 @@ func New(o Options) (ctrl.Manager, error) {
 		HostOwnership:            o.HostOwnership,
 		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
 		AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
+		ForwardAuthAnyURL:        o.ForwardAuthAnyURL,
 		ReadSecrets:              o.ReadTLSSecrets,
 		Logger:                   o.Logger.With("controller", "ingressproblems"),
 	})

@@ -77,6 +77,8 @@ type Options struct {
 	// AllowEndpointsWithoutPod is the proxies' --allow-endpoints-without-pod:
 	// endpoints without a targetRef are not reported as refused.
 	AllowEndpointsWithoutPod bool
+	// ForwardAuthAnyURL is the proxies' --forward-auth-any-url.
+	ForwardAuthAnyURL bool
 	// HostOwnership and DefaultBackendNamespaces are the proxies'
 	// translate.Options of the same names, so that the Events
 	// (HostOwnedElsewhere, DefaultBackendRefused) say what the proxies do.
@@ -126,8 +128,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	r.mu.Lock()
 	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, IngressNginx: r.opts.IngressNginx,
-		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod,
-		HostOwnership:            r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces,
+		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod, ForwardAuthAnyURL: r.opts.ForwardAuthAnyURL,
+		HostOwnership: r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces,
 		SecretsUnread: !r.opts.ReadSecrets}, r.keyPairs)
 	r.mu.Unlock()
 	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))

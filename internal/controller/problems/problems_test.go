@@ -253,3 +253,30 @@ func TestRefusedEndpointsAnnounced(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardAuthAnyURL: the controller takes the proxies'
+// --forward-auth-any-url, so an external auth URL is an Event only where
+// the proxies refuse it.
+func TestForwardAuthAnyURL(t *testing.T) {
+	for _, anyURL := range []bool{false, true} {
+		c := ct.NewClient(interceptor.Funcs{},
+			ingress("web", "web", map[string]string{"sluice.dev/auth-url": "https://auth.example.com/check"}, 1), service("web"))
+		rec := &ct.Recorder{}
+		r, err := New(Options{Client: c, Notices: &ct.Notices{Recorder: rec}, ForwardAuthAnyURL: anyURL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		invalid := 0
+		for _, e := range rec.Events() {
+			if e.Reason == "InvalidAnnotation" && strings.Contains(e.Note, "auth-url") {
+				invalid++
+			}
+		}
+		if want := map[bool]int{false: 1, true: 0}[anyURL]; invalid != want {
+			t.Errorf("ForwardAuthAnyURL=%v: %d InvalidAnnotation Events for auth-url, want %d (%v)", anyURL, invalid, want, rec.Events())
+		}
+	}
+}
