@@ -4,6 +4,7 @@ package haproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -185,10 +186,14 @@ func startHoldBackend(t *testing.T) *holdBackend {
 // connections refused (no listener at all, as during a restart).
 type load struct {
 	requests, failed, refused atomic.Int64
-	stop                      chan struct{}
-	wg                        sync.WaitGroup
-	mu                        sync.Mutex
-	errs                      map[string]int // failures by error or status
+	// restarting: HAProxy is being replaced with no listener handed over,
+	// so a connect reset (the kernel had queued the connection on the
+	// closing listener) is a "no listener" like a refused one.
+	restarting atomic.Bool
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	errs       map[string]int // failures by error or status
 }
 
 func (l *load) note(what string) {
@@ -224,7 +229,7 @@ func startLoad(addr string, workers int) *load {
 				resp, err := c.Get("http://" + addr + "/")
 				l.requests.Add(1)
 				switch {
-				case err != nil && isRefused(err):
+				case err != nil && (isRefused(err) || l.restarting.Load() && isDialReset(err)):
 					l.refused.Add(1)
 					time.Sleep(10 * time.Millisecond)
 				case err != nil:
@@ -258,6 +263,13 @@ func isRefused(err error) bool {
 		e = u.Unwrap()
 	}
 	return se == syscall.ECONNREFUSED
+}
+
+// isDialReset reports a connect that the peer reset: the listener it was
+// queued on closed before accepting it.
+func isDialReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && errors.Is(err, syscall.ECONNRESET)
 }
 
 func (l *load) end() {
@@ -338,11 +350,13 @@ func testReloadRestore(t *testing.T, extraGlobal, extraBackend string) map[strin
 		case "takeover":
 			m.takeover(t)
 		default: // a restart: nothing listens for a moment
+			l.restarting.Store(true)
 			m.softStop()
 			m.args = []string{"-W", "-S", m.master}
 			m.start(t)
 		}
 		waitFor(t, "restore after "+change, func() bool { return p.Restarts() >= i+1 })
+		l.restarting.Store(false)
 		l.waitRequests(t, 50) // everything in flight now was sent after the restore
 		gapRequests, gapFailed := l.requests.Load()-before, l.failed.Load()-failedBefore
 		failedAfter := l.failed.Load()
