@@ -167,7 +167,7 @@ func (n *ngx) setup() {
 		ngxIngress("vhost", "vhost.bar.test", map[string]string{nginxPrefix + "upstream-vhost": "internal.bar.svc",
 			nginxPrefix + "x-forwarded-prefix": "/api"}, prefix("/", ngxStable)),
 		ngxIngress("snippet", "snippet.bar.test", map[string]string{nginxPrefix + "configuration-snippet": "more_set_headers \"Request-Id: $req_id\";",
-			nginxPrefix + "enable-cors": "true", nginxPrefix + "proxy-body-size": "8m"}, prefix("/", ngxStable)),
+			nginxPrefix + "enable-cors": "true", nginxPrefix + "proxy-body-size": "8m", nginxPrefix + "proxy-buffering": "on"}, prefix("/", ngxStable)),
 		ngxIngress("main", "canary.bar.test", nil, prefix("/", ngxStable)),
 	)
 	// The canary after its main Ingress, as users apply them; its weight
@@ -226,7 +226,7 @@ func (n *ngx) upstreamVhost(int) bool {
 func (n *ngx) snippet(i int) bool {
 	if i == 0 {
 		n.warned("snippet", "SnippetRefused", "configuration-snippet")
-		n.warned("snippet", "UnsupportedAnnotations", "enable-cors")
+		n.warned("snippet", "UnsupportedAnnotations", "proxy-buffering")
 	}
 	a := n.get("snippet.bar.test", "/")
 	return a.status == 200 && a.from(ngxStable)
