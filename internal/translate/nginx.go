@@ -76,7 +76,8 @@ const (
 	NginxSupported NginxStatus = iota
 	// NginxRefused: a snippet or Lua; refused with a Warning Event.
 	NginxRefused
-	// NginxUnsupported: known, not implemented; listed in the Event.
+	// NginxUnsupported: an ingress-nginx annotation sluice does not serve;
+	// named in the UnsupportedAnnotations Event.
 	NginxUnsupported
 )
 

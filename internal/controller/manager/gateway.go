@@ -6,19 +6,15 @@ import (
 	"log/slog"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/gatewaystatus"
-)
 
-// gatewayResources are the Gateway API resources the status reconciler
-// watches.
-var gatewayResources = []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}
+	"sluice.dev/sluice/internal/gateway"
+)
 
 // gatewayCRDPoll is how often a controller without the Gateway API CRDs
 // looks again.
@@ -78,21 +74,5 @@ func waitGatewayCRDs(ctx context.Context, disco discovery.DiscoveryInterface, po
 }
 
 func gatewayInstalled(disco discovery.DiscoveryInterface) (bool, error) {
-	list, err := disco.ServerResourcesForGroupVersion(gatewayv1.GroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discovering %s: %w", gatewayv1.GroupVersion, err)
-	}
-	served := map[string]bool{}
-	for _, r := range list.APIResources {
-		served[r.Name] = true
-	}
-	for _, k := range gatewayResources {
-		if !served[k] {
-			return false, nil
-		}
-	}
-	return true, nil
+	return gateway.Served(disco)
 }

@@ -14,6 +14,8 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"sluice.dev/sluice/internal/gateway"
 )
 
 // crds answers discovery of gateway.networking.k8s.io/v1: NotFound until
@@ -28,7 +30,7 @@ func (d *crds) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceLis
 		return nil, apierrors.NewNotFound(schema.GroupResource{}, gv)
 	}
 	list := &metav1.APIResourceList{GroupVersion: gv}
-	for i, r := range gatewayResources {
+	for i, r := range gateway.Resources {
 		if i < 2 || d.full.Load() {
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: r})
 		}

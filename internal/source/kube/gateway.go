@@ -2,33 +2,28 @@ package kube
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
 	"sluice.dev/sluice/internal/translate"
-)
 
-// gatewayKinds are the Gateway API resources watched, all of
-// gateway.networking.k8s.io/v1.
-var gatewayKinds = []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}
+	"sluice.dev/sluice/internal/gateway"
+)
 
 // gatewayWatch holds the Gateway API informers (and the Namespace informer
 // their allowedRoutes selectors need). They start only once the API server
-// serves every kind of gatewayKinds: a cluster without the CRDs is told
+// serves every kind of gateway.Resources: a cluster without the CRDs is told
 // once in the log, and checked again every crdPoll until they appear.
 type gatewayWatch struct {
 	log       *slog.Logger
@@ -82,25 +77,7 @@ func newGatewayWatch(client kubernetes.Interface, gw gwclient.Interface, namespa
 }
 
 // installed reports whether the API server serves every watched kind.
-func (w *gatewayWatch) installed() (bool, error) {
-	list, err := w.disco.ServerResourcesForGroupVersion(gatewayv1.GroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discovering %s: %w", gatewayv1.GroupVersion, err)
-	}
-	served := map[string]bool{}
-	for _, r := range list.APIResources {
-		served[r.Name] = true
-	}
-	for _, k := range gatewayKinds {
-		if !served[k] {
-			return false, nil
-		}
-	}
-	return true, nil
-}
+func (w *gatewayWatch) installed() (bool, error) { return gateway.Served(w.disco) }
 
 // run waits for the CRDs, starts the informers and waits for their first
 // list. It closes first once the first check found no CRDs, or once the

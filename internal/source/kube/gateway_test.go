@@ -17,6 +17,8 @@ import (
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
 	"sluice.dev/sluice/internal/translate"
+
+	"sluice.dev/sluice/internal/gateway"
 )
 
 // crdDiscovery answers discovery for gateway.networking.k8s.io/v1 with the
@@ -33,7 +35,7 @@ func (d *crdDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIRes
 		return nil, notFound(gv)
 	}
 	list := &metav1.APIResourceList{GroupVersion: gv}
-	for _, k := range gatewayKinds {
+	for _, k := range gateway.Resources {
 		list.APIResources = append(list.APIResources, metav1.APIResource{Name: k})
 	}
 	return list, nil
