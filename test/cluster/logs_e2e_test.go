@@ -45,8 +45,8 @@ func testLogs(t *testing.T, c *Cluster, ns string) {
 	pods := c.Client().CoreV1().Pods(ns)
 	for _, p := range []*corev1.Pod{
 		shellPod("logger", "echo started; i=0; while :; do echo line $i; i=$((i+1)); sleep 0.1; done", corev1.RestartPolicyAlways),
-		shellPod("restarter", "echo run $$; sleep 0.5; exit 1", corev1.RestartPolicyAlways),
-		shellPod("finite", "echo begin; sleep 3; for i in 1 2 3; do echo end $i; done", corev1.RestartPolicyNever),
+		// $$$$: the kubelet turns $$ into $ (Kubernetes's $(VAR) escaping).
+		shellPod("restarter", "echo run $$$$; sleep 0.5; exit 1", corev1.RestartPolicyAlways),
 	} {
 		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -118,16 +118,27 @@ func testLogs(t *testing.T, c *Cluster, ns string) {
 		t.Errorf("kubectl logs --previous: %q, current: %q; want two different runs", prev, cur)
 	}
 
-	// -f on a container that exits: kubectl returns by itself with all of
-	// its output.
-	eventually(t, 60*time.Second, "finite running", func(ctx context.Context) (bool, error) {
-		p, err := pods.Get(ctx, "finite", metav1.GetOptions{})
-		return err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil, err
-	})
-	began := time.Now()
-	out := kubectl(t, c, "-n", ns, "logs", "-f", "finite", "--request-timeout=60s")
-	if out != "begin\nend 1\nend 2\nend 3\n" {
-		t.Errorf("kubectl logs -f finite: %q", out)
+	// -f on a container that exits: attached while it runs (its first
+	// line is out, its last ones not yet), kubectl returns by itself with
+	// all of its output once the container ends.
+	if _, err := pods.Create(ctx, shellPod("finite", "echo begin; sleep 8; for i in 1 2 3; do echo end $i; done", corev1.RestartPolicyNever), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("e2e cluster-logs: followed_lines=%d previous_ok=%t follow_ended_after=%s", followed, run.MatchString(prev) && prev != cur, time.Since(began).Round(100*time.Millisecond))
+	var before string
+	eventually(t, 60*time.Second, "finite's first line", func(context.Context) (bool, error) {
+		out, err := kubectlTry(c, "-n", ns, "logs", "finite")
+		before = out
+		return err == nil && strings.HasPrefix(out, "begin\n"), nil
+	})
+	fctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(fctx, filepath.Join(c.BinDir(), "kubectl"), "--kubeconfig", c.Kubeconfig(), "-n", ns, "logs", "-f", "finite").Output()
+	ended := err == nil && fctx.Err() == nil
+	if strings.Contains(before, "end") {
+		t.Errorf("finite had ended before kubectl logs -f attached (%q): the case proves nothing", before)
+	}
+	if !ended || string(out) != "begin\nend 1\nend 2\nend 3\n" {
+		t.Errorf("kubectl logs -f finite: %q, ended by itself: %t (%v)", out, ended, err)
+	}
+	t.Logf("e2e cluster-logs: followed_lines=%d previous_ok=%t follow_ended=%t", followed, run.MatchString(prev) && prev != cur, ended)
 }
