@@ -120,7 +120,7 @@ defaults
     timeout client 30s
     timeout server 30s
     timeout http-keep-alive 10s
-    # keep idle client connections through a reload (README: HAProxy)
+    # keep idle client connections through a reload (docs/guides/haproxy.md)
     option idle-close-on-response
 frontend fe
     bind $listen

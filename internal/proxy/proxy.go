@@ -100,7 +100,7 @@ type Options struct {
 	// the bytes move with splice(2), not through user space. Off by
 	// default: on loopback it cut the proxy's CPU per 1 MiB response by
 	// about a third but tripled the receiving client's, and max req/s
-	// fell (README, bench section).
+	// fell (bench/README.md).
 	SpliceBodies bool
 	// TunnelIdleTimeout closes an upgraded connection (WebSocket and
 	// other protocol switches) once no byte went either way for this
