@@ -185,8 +185,13 @@ func TestReadmeCommands(t *testing.T) {
 	}
 }
 
+// cellSepRE is a column separator of a table row (an unescaped |; GitHub
+// splits cells on it inside code spans too).
+var cellSepRE = regexp.MustCompile(`(^|[^\\])\|`)
+
 // TestTablesNotSplit: no Markdown table is cut by a blank line (the rows
-// after it would render as text).
+// after it would render as text), and every row has its header's number
+// of cells (an unescaped | in a cell shifts the rest of the row).
 func TestTablesNotSplit(t *testing.T) {
 	r := root(t)
 	for _, f := range docFiles(t, r) {
@@ -195,6 +200,20 @@ func TestTablesNotSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := prose(string(b))
+		header := 0
+		for i, l := range lines {
+			l = strings.TrimSpace(l)
+			if !strings.HasPrefix(l, "|") {
+				header = 0
+				continue
+			}
+			n := len(cellSepRE.FindAllString(strings.ReplaceAll(l, "||", "| |"), -1))
+			if header == 0 {
+				header = n
+			} else if n != header {
+				t.Errorf("%s:%d: a table row of %d cells under a header of %d", f, i+1, n-1, header-1)
+			}
+		}
 		for i := 2; i < len(lines); i++ {
 			row := strings.HasPrefix(strings.TrimSpace(lines[i]), "|")
 			if !row || strings.TrimSpace(lines[i-1]) != "" || !strings.HasPrefix(strings.TrimSpace(lines[i-2]), "|") {
