@@ -226,3 +226,34 @@ func TestTablesNotSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryDocLinked: every page under docs/ is linked from another page,
+// so none is reachable only by listing the folder.
+func TestEveryDocLinked(t *testing.T) {
+	r := root(t)
+	files := docFiles(t, r)
+	linked := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(r, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range prose(string(b)) {
+			for _, m := range linkRE.FindAllStringSubmatch(codeSpanRE.ReplaceAllString(l, ""), -1) {
+				path, _, _ := strings.Cut(m[1], "#")
+				if path == "" || strings.Contains(path, ":") {
+					continue
+				}
+				dest := filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(f), path)))
+				if dest != f {
+					linked[dest] = true
+				}
+			}
+		}
+	}
+	for _, f := range files {
+		if strings.HasPrefix(f, "docs/") && !linked[f] {
+			t.Errorf("%s is linked from no other page: add it to docs/README.md", f)
+		}
+	}
+}
