@@ -161,5 +161,21 @@ func eventsPage(s *source) string {
 	for _, c := range conds {
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", code(c.value), code(c.name), code(c.file), cell(c.doc))
 	}
+	b.WriteString("\n### Condition reasons\n\n")
+	b.WriteString("The reasons these conditions carry, by the code that writes them (a condition's message says more; `kubectl describe` shows both). Gateway API conditions: [Gateway API](../gateway-api.md).\n\n")
+	b.WriteString("| written by | reasons |\n| --- | --- |\n")
+	byFile := s.conditionReasons()
+	files := make([]string, 0, len(byFile))
+	for f := range byFile {
+		files = append(files, f)
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		var rs []string
+		for _, r := range byFile[f] {
+			rs = append(rs, code(r))
+		}
+		fmt.Fprintf(b, "| %s | %s |\n", code(f), strings.Join(rs, ", "))
+	}
 	return b.String()
 }

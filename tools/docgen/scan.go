@@ -440,3 +440,89 @@ func (s *source) metricOf(lit *ast.CompositeLit, file string) (metric, bool) {
 	}
 	return metric{Name: strings.Join(parts, "_"), Type: typ, Help: fields["Help"], Labels: constLabels, File: file}, true
 }
+
+// conditionReasons collects the reasons sluice writes into the conditions
+// of its own objects and pods (Gateway API statuses aside): Reason fields
+// of *Condition literals and assignments to a Reason field, the literal
+// after a metav1.ConditionTrue/False/Unknown argument, literals passed as
+// the reason of a function whose name says it writes a status or
+// condition, and the literals returned by functions named *Reason. By
+// file.
+func (s *source) conditionReasons() map[string][]string {
+	out := map[string][]string{}
+	add := func(file, v string) {
+		if reasonRE.MatchString(v) && !slices.Contains(out[file], v) {
+			out[file] = append(out[file], v)
+		}
+	}
+	for _, f := range s.files {
+		file := s.paths[f]
+		if strings.HasPrefix(file, "api/") || gatewayOnly(file) {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CompositeLit:
+				if !isConditionType(n.Type) {
+					return true
+				}
+				for _, el := range n.Elts {
+					if kv, ok := el.(*ast.KeyValueExpr); ok {
+						if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Reason" {
+							if v, ok := s.resolve(kv.Value); ok {
+								add(file, v)
+							}
+						}
+					}
+				}
+			case *ast.AssignStmt: // c.Status, c.Reason = ..., "Reason"
+				for i, l := range n.Lhs {
+					if sel, ok := l.(*ast.SelectorExpr); ok && sel.Sel.Name == "Reason" && i < len(n.Rhs) {
+						if v, ok := s.resolve(n.Rhs[i]); ok {
+							add(file, v)
+						}
+					}
+				}
+			case *ast.CallExpr:
+				for i, a := range n.Args { // set(type, metav1.ConditionTrue, "Reason", ...)
+					if sel, ok := a.(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Condition") && i+1 < len(n.Args) {
+						switch strings.TrimPrefix(sel.Sel.Name, "Condition") {
+						case "True", "False", "Unknown":
+							if v, ok := stringLit(n.Args[i+1]); ok {
+								add(file, v)
+							}
+						}
+					}
+				}
+				callee := calleeName(n.Fun)
+				if !strings.Contains(callee, "Status") && !strings.Contains(callee, "ondition") {
+					return true
+				}
+				for _, i := range s.reasonParams[filepath.Dir(file)+"."+callee] {
+					if i < len(n.Args) {
+						if v, ok := stringLit(n.Args[i]); ok {
+							add(file, v)
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				if !strings.HasSuffix(n.Name.Name, "Reason") || n.Body == nil {
+					return true
+				}
+				ast.Inspect(n.Body, func(m ast.Node) bool {
+					if r, ok := m.(*ast.ReturnStmt); ok && len(r.Results) == 1 {
+						if v, ok := stringLit(r.Results[0]); ok {
+							add(file, v)
+						}
+					}
+					return true
+				})
+			}
+			return true
+		})
+	}
+	for _, v := range out {
+		slices.Sort(v)
+	}
+	return out
+}
