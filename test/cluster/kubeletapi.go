@@ -30,7 +30,8 @@ const followPoll = 100 * time.Millisecond
 
 // serveAPI starts, for every node, the part of the kubelet API that
 // kubectl reaches through the API server: /containerLogs (kubectl logs,
-// with follow, tailLines, timestamps, previous and limitBytes). Each
+// with follow, tailLines, timestamps, previous and limitBytes; not
+// sinceSeconds or sinceTime, refused with 400). Each
 // server listens in the node's network namespace with a certificate of
 // the cluster CA for the node's address, and answers only the API
 // server's client certificate. They stop when ctx ends.
@@ -222,6 +223,11 @@ func parseLogRequest(r *http.Request) (logRequest, error) {
 		return b
 	}
 	lr.follow, lr.previous, lr.timestamps = boolean("follow"), boolean("previous"), boolean("timestamps")
+	for _, name := range []string{"sinceSeconds", "sinceTime"} {
+		if q.Get(name) != "" {
+			return lr, fmt.Errorf("%s is not supported by the local cluster's kubelet: its log files carry no time per line", name)
+		}
+	}
 	if v := q.Get("tailLines"); v != "" {
 		n, perr := strconv.Atoi(v)
 		if perr != nil || n < 0 {
