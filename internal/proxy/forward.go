@@ -319,6 +319,20 @@ func (b *replayBody) get() (io.ReadCloser, error) {
 	return b, nil
 }
 
+// keepUpTo makes b keep what is read of a body of length n (Content-Length)
+// if it has not been read yet and n is at most maxReplay, and reports
+// whether the body can be sent again: true for a nil b (no body).
+func (b *replayBody) keepUpTo(n int64) bool {
+	switch {
+	case b == nil || b.keep:
+		return true
+	case b.read.Load() || n <= 0 || n > maxReplay:
+		return false
+	}
+	b.keep, b.kept = true, make([]byte, 0, n)
+	return true
+}
+
 // replayable reports whether the body could be sent again (true for a nil
 // b, no body) as far as is known before it is sent.
 func (b *replayBody) replayable() bool {
