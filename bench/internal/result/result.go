@@ -21,10 +21,15 @@ import (
 // Phases a Record belongs to.
 const (
 	PhaseThroughput = "throughput" // wrk at fixed concurrency, CPU per request
-	PhaseLatency    = "latency"    // open-loop at a fixed rate
-	PhaseIdle       = "idle"       // RSS per idle keep-alive connection
-	PhaseControl    = "control"    // sluice control plane end to end
-	PhaseTranslate  = "translate"  // pure translation in-process
+	// PhaseLatency is an open-loop run at a fixed rate. Variant says which
+	// rate: VariantCommon (or "", older records) is the rate every proxy
+	// runs at; a number is a share in percent of the proxy's own max
+	// req/s ("25", "50"). The direct runs (Proxy "direct") have no
+	// variant: they are matched to a proxy's run by Round and Rate.
+	PhaseLatency   = "latency"
+	PhaseIdle      = "idle"      // RSS per idle keep-alive connection
+	PhaseControl   = "control"   // sluice control plane end to end
+	PhaseTranslate = "translate" // pure translation in-process
 	// PhaseRow is one of the extra rows (TLS, HTTP/2, large bodies), named
 	// by Variant: "https", "tls-new", "tls-resumed", "h2", "body-10k",
 	// "body-1m".
@@ -33,6 +38,9 @@ const (
 	// req/s; Variant is the share in percent ("25", "50", "75", "90").
 	PhaseSweep = "sweep"
 )
+
+// VariantCommon marks the open-loop run at the rate common to every proxy.
+const VariantCommon = "common"
 
 // HDRPercentiles are the percentiles of Record.HDRUs, for the
 // latency-by-percentile (HDR-style) plot.

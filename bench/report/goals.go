@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Goal is one of issue 29's goals against this run's figures.
+type Goal struct {
+	What  string `json:"what"`
+	Goal  string `json:"goal"`
+	Value string `json:"value"`
+	// State is "met", "missed" or "not measured".
+	State string `json:"state"`
+}
+
+// goals checks the run against the goals of issue 29.
+func goals(s *Summary) []Goal {
+	var out []Goal
+	ratioGoal := func(what, goal string, v *float64, limit float64, unit string) {
+		g := Goal{What: what, Goal: goal, Value: "—", State: "not measured"}
+		if v != nil {
+			g.Value = fmt.Sprintf("%.2f× %s", *v, unit)
+			g.State = metOrMissed(*v <= limit)
+		}
+		out = append(out, g)
+	}
+	var sl *Proxy
+	for _, p := range s.Proxies {
+		if p.Name == "sluice" {
+			sl = p
+		}
+	}
+	var h1 *float64
+	if sl != nil {
+		h1 = sl.RatioHAProxy
+	}
+	ratioGoal("HTTP/1.1 keep-alive, CPU µs per request", "≤ 1.0× HAProxy", h1, 1.0, "HAProxy")
+	var h2 *float64
+	for _, row := range s.Rows {
+		if row.Variant != "h2" {
+			continue
+		}
+		for _, p := range row.Proxies {
+			if p.Name == "sluice" {
+				h2 = p.RatioNginx
+			}
+		}
+	}
+	ratioGoal("HTTP/2 over TLS (h2load 4 × 16), CPU µs per request", "≤ 1.2× nginx", h2, 1.2, "nginx")
+
+	live := Goal{What: fmt.Sprintf("change → live, %d Ingresses each with its own certificate", s.ControlTLS.Ingresses),
+		Goal: "≤ 500 ms in 9 of 10 changes", Value: "—", State: "not measured"}
+	if all := s.ControlTLS.ChangeToLiveAll; len(all) > 0 {
+		fast := 0
+		for _, v := range all {
+			if v <= 500 {
+				fast++
+			}
+		}
+		live.Value = fmt.Sprintf("%d of %d", fast, len(all))
+		live.State = metOrMissed(fast*10 >= len(all)*9)
+	}
+	out = append(out, live)
+
+	for _, load := range []string{"25", "common"} {
+		var v *float64
+		if t := tailAt(s.Tail, load, "sluice"); t != nil {
+			v = t.P99RatioHAProxy
+		}
+		what := "p99 added over the direct path at 25% of each proxy's own max req/s"
+		if load == "common" {
+			what = "p99 added over the direct path at the common rate (25% of the slowest proxy's max req/s)"
+		}
+		ratioGoal(what, "≤ 2× HAProxy's", v, 2.0, "HAProxy's")
+	}
+	return out
+}
+
+func metOrMissed(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+// goalsTable renders the goals.
+func goalsTable(b *strings.Builder, gs []Goal) {
+	if len(gs) == 0 {
+		return
+	}
+	b.WriteString("\n## Goals (issue 29)\n\n| measure | goal | this run | |\n| --- | --- | ---: | --- |\n")
+	for _, g := range gs {
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", g.What, g.Goal, g.Value, g.State)
+	}
+}
