@@ -192,8 +192,8 @@ func tailTable(b *strings.Builder, loads []TailLoad) {
 		return
 	}
 	b.WriteString("\n## Added latency by load (open loop, minus the direct path at the same rate)\n\n")
-	b.WriteString("Each proxy runs open loop at 25% and 50% of its own max req/s (phase 1 of the same run) and at one common rate, " +
-		"25% of the slowest proxy's max, so no proxy is near saturation; the direct path (load tool → backend, no proxy) runs at each of these rates " +
+	b.WriteString("Each proxy runs open loop at shares of its own max req/s (phase 1 of the same run) and at one common rate, " +
+		"a share of the slowest proxy's max (bench.sh: 25% and 50%, common 25%), so no proxy is near saturation; the direct path (load tool → backend, no proxy) runs at each of these rates " +
 		"in the same round, and every figure is the proxy's percentile minus the direct one's, median over rounds. " +
 		fmt.Sprintf("Ratios divide by HAProxy's (or nginx's) added latency at the same load, taken as at least %d µs.\n\n", tailFloorUs))
 	b.WriteString("| load | proxy | rate req/s | p50 added | p99 added | p99.9 added | p50 ÷ HAProxy | p99 ÷ HAProxy | p99.9 ÷ HAProxy | p99 ÷ nginx | direct p99 | unsent | failed |\n")

@@ -37,6 +37,18 @@ const (
 	// PhaseSweep is an open-loop run at a share of the proxy's own max
 	// req/s; Variant is the share in percent ("25", "50", "75", "90").
 	PhaseSweep = "sweep"
+	// PhaseCost is a control-plane cost at a size (bench/cost): Variant
+	// VariantDNSPlan or VariantController.
+	PhaseCost = "cost"
+	// PhaseScale is a translate or control record (Variant says which)
+	// at one of the sizes of the cost rows, retagged by `report --tag`.
+	PhaseScale = "scale"
+)
+
+// Variants of PhaseCost.
+const (
+	VariantDNSPlan    = "dns-plan"
+	VariantController = "controller"
 )
 
 // VariantCommon marks the open-loop run at the rate common to every proxy.
@@ -121,6 +133,23 @@ type Record struct {
 	// sluice_table_change_to_live_seconds over the builds the change caused).
 	SourceToLiveMs float64 `json:"source_to_live_ms,omitempty"`
 	ProcessRSSKiB  int64   `json:"process_rss_kib,omitempty"`
+
+	// Cost as work grows (bench/cost). SyncMs and SyncCPUMs: the first
+	// sync (wall and process CPU); SteadyMs and SteadyCPUMs: a sync with
+	// nothing to change (median); HeapKiB: the live heap after them;
+	// StateHeapKiB: of it, what the measured component keeps beyond its
+	// input objects; Changes: records planned or targets registered by
+	// the first sync.
+	Pods         int     `json:"pods,omitempty"`
+	Bindings     int     `json:"bindings,omitempty"`
+	DNSRecords   int     `json:"dns_records,omitempty"`
+	SyncMs       float64 `json:"sync_ms,omitempty"`
+	SyncCPUMs    float64 `json:"sync_cpu_ms,omitempty"`
+	SteadyMs     float64 `json:"steady_ms,omitempty"`
+	SteadyCPUMs  float64 `json:"steady_cpu_ms,omitempty"`
+	HeapKiB      int64   `json:"heap_kib,omitempty"`
+	StateHeapKiB int64   `json:"state_heap_kib,omitempty"`
+	Changes      int     `json:"changes,omitempty"`
 
 	// Runtime is the Go runtime's view of a fixed-rate run (sluice only,
 	// from its /metrics): GC and scheduling latency during the run.
