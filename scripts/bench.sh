@@ -39,6 +39,11 @@
 #      from phase 1, BENCH_ROW_DURATION each: p99 by load (sweep.png, with
 #      phase 2's 25 and 50%).
 #      Phase 2 also records p90, p99.9 and the percentiles of hdr.png.
+#   7. cost as work grows (sluice): bench/translate and bench/ctlplane (one
+#      change) at 1k and 50k Ingresses beside phase 3's 10k: rebuild time
+#      and proxy RSS by size; bench/cost: DNS plan time at 10k records,
+#      the binding reconciler's CPU and memory at 1k and 5k pods across 50
+#      bindings. About a minute; not in bench-quick.
 #   4. profile (when sluice needs over BENCH_PROFILE_RATIO× HAProxy's CPU per
 #      request, or BENCH_PROFILE=1): perf record of sluice under wrk load →
 #      bench/results/sluice-profile.txt.
@@ -50,14 +55,16 @@
 # CPU per request and added p99 over HAProxy's.
 #
 # Knobs (environment): BENCH_ROUNDS=3 BENCH_DURATION=10s BENCH_CONNS=64
-# BENCH_PHASES="1 2 6 5 3" (which phases run; they run in the order 1 2 6 5 3,
-# phase 4 follows its own rule) BENCH_ROW_DURATION=5s (phases 5 and 6)
+# BENCH_PHASES="1 2 6 5 3 7" (which phases run; they run in the order
+# 1 2 6 5 3 7, phase 4 follows its own rule) BENCH_ROW_DURATION=5s (phases 5 and 6)
 # BENCH_IDLE_CONNS=auto BENCH_IDLE_QUIET=10s BENCH_IDLE_SETTLE_MAX=180s
 # BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
 # BENCH_TAIL_SHARES="25 50" (phase 2: percent of each proxy's own max)
 # BENCH_COMMON_SHARE=25 (phase 2: the common rate, percent of the slowest
 # proxy's max) BENCH_RATE=N (the common rate in req/s instead)
 # BENCH_TAIL_DURATION=8s (each phase 2 run) BENCH_SWEEP_SHARES="75 90"
+# BENCH_SCALE_INGRESSES="1000 10000 50000" BENCH_DNS_RECORDS=10000
+# BENCH_CONTROLLER_PODS="1000 5000" BENCH_CONTROLLER_BINDINGS=50 (phase 7)
 # BENCH_SLUICE=PATH (a prebuilt sluice instead of building ./cmd/sluice)
 # BENCH_PROXIES="sluice haproxy nginx" BENCH_OUT=bench/results BENCH_KEEP=1
 # (keep the work directory with every log) BENCH_PROFILE=auto|1|0.
@@ -78,7 +85,7 @@ fi
 ROUNDS=${BENCH_ROUNDS:-3}
 DURATION=${BENCH_DURATION:-10s}
 ROW_DURATION=${BENCH_ROW_DURATION:-5s}
-PHASES=" ${BENCH_PHASES:-1 2 6 5 3} "
+PHASES=" ${BENCH_PHASES:-1 2 6 5 3 7} "
 WRK_CONNS=${BENCH_CONNS:-64}
 INGRESSES=${BENCH_INGRESSES:-10000}
 PORT_BASE=${BENCH_PORT_BASE:-24080}
@@ -93,6 +100,11 @@ COMMON_SHARE=${BENCH_COMMON_SHARE:-25}
 COMMON_VARIANT=common
 TAIL_DURATION=${BENCH_TAIL_DURATION:-8s}
 SWEEP_SHARES=${BENCH_SWEEP_SHARES:-75 90}
+# Phase 7's sizes.
+SCALE_INGRESSES=${BENCH_SCALE_INGRESSES:-1000 10000 50000}
+DNS_RECORDS=${BENCH_DNS_RECORDS:-10000}
+CONTROLLER_PODS=${BENCH_CONTROLLER_PODS:-1000 5000}
+CONTROLLER_BINDINGS=${BENCH_CONTROLLER_BINDINGS:-50}
 read -r -a PROXIES <<<"${BENCH_PROXIES:-sluice haproxy nginx}"
 phase() { [[ $PHASES == *" $1 "* ]]; }
 
@@ -200,7 +212,7 @@ wait_ok() {
 
 # ---------------------------------------------------------------- build
 log "building sluice and the bench tools"
-go build -o "$tmp/bin/" ./bench/backend ./bench/throughput ./bench/latency ./bench/idleconns ./bench/report ./bench/ctlplane ./bench/tlsconns
+go build -o "$tmp/bin/" ./bench/backend ./bench/throughput ./bench/latency ./bench/idleconns ./bench/report ./bench/ctlplane ./bench/tlsconns ./bench/cost
 translate_ok=1
 go build -o "$tmp/bin/" ./bench/translate 2>"$tmp/log/build-translate.log" || {
 	translate_ok=0
@@ -653,6 +665,36 @@ if phase 3 && [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
 		--http-address "127.0.0.1:$CTL_HTTP" --https-address "127.0.0.1:$CTL_HTTPS" --admin-address "127.0.0.1:$CTL_ADMIN" \
 		--drain-max-wait 0s --shutdown-timeout 2s >>"$raw"
 	tail -n 3 "$raw" >&2
+fi
+
+# ---------------------------------------------------------------- phase 7
+# Cost as work grows (sluice only): the proxy at each of SCALE_INGRESSES
+# (phase 3's size is not run twice: the report takes phase 3's figures),
+# the DNS planner at DNS_RECORDS, the binding reconciler at each of
+# CONTROLLER_PODS across CONTROLLER_BINDINGS.
+if phase 7 && [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
+	log "phase 7: cost as work grows: proxy at $SCALE_INGRESSES Ingresses, DNS plan at $DNS_RECORDS records, controller at $CONTROLLER_PODS pods across $CONTROLLER_BINDINGS bindings"
+	for n in $SCALE_INGRESSES; do
+		if phase 3 && ((n == INGRESSES)); then
+			continue
+		fi
+		if ((translate_ok)); then
+			env GOMAXPROCS=1 taskset -c 0 "$B/translate" --ingresses "$n" --runs 3 | "$B/report" --as-scale >>"$raw"
+		fi
+		rm -rf "$tmp/scale"
+		taskset -c 1 "$B/ctlplane" --dir "$tmp/scale" --ingresses "$n" --backend-port "$BACKEND_PORT" \
+			--http "127.0.0.1:$CTL_HTTP" --admin "127.0.0.1:$CTL_ADMIN" --changes 1 --log "$tmp/log/scale-$n-sluice.log" -- \
+			env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/scale" "${LOOPBACK[@]}" \
+			--http-address "127.0.0.1:$CTL_HTTP" --https-address "" --admin-address "127.0.0.1:$CTL_ADMIN" \
+			--drain-max-wait 0s --shutdown-timeout 2s | "$B/report" --as-scale >>"$raw"
+		rm -rf "$tmp/scale"
+		tail -n 2 "$raw" | cut -c1-200 >&2
+	done
+	env GOMAXPROCS=1 taskset -c 0 "$B/cost" dns --records "$DNS_RECORDS" --runs 3 >>"$raw"
+	for n in $CONTROLLER_PODS; do
+		env GOMAXPROCS=1 taskset -c 0 "$B/cost" controller --pods "$n" --bindings "$CONTROLLER_BINDINGS" --runs 3 >>"$raw"
+	done
+	tail -n 3 "$raw" | cut -c1-200 >&2
 fi
 
 # ---------------------------------------------------------------- report

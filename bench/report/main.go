@@ -34,8 +34,16 @@ func main() {
 	printWhat := flag.String("print", "", "print one number and write nothing: \"max:PROXY\" (the proxy's median max req/s, from which bench.sh takes the open-loop rates) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's); or \"quick\": the make bench-quick summary")
 	var meta metaFlag
 	flag.Var(&meta, "meta", "KEY=VALUE shown in the header (repeatable, kept in order)")
+	asScale := flag.Bool("as-scale", false, "copy the records on stdin to stdout as scale records (the cost rows' sizes), their phase as variant, and write nothing else")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *asScale {
+		if err := retagScale(os.Stdin, os.Stdout); err != nil {
+			log.Error("report failed", "error", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *printWhat != "" {
 		if err := printOne(*raw, *printWhat); err != nil {
 			log.Error("report failed", "error", err)
@@ -200,6 +208,10 @@ type Summary struct {
 	// Tail is the latency added over the direct path at the common rate
 	// and at shares of each proxy's own max req/s.
 	Tail []TailLoad `json:"tail,omitempty"`
+	// Scale is the proxy's cost at each number of Ingresses; Cost the DNS
+	// planner's and the binding reconciler's at each size.
+	Scale []ScaleRow `json:"scale,omitempty"`
+	Cost  []CostRow  `json:"cost,omitempty"`
 	// Goals are issue 29's goals against this run's figures.
 	Goals []Goal `json:"goals,omitempty"`
 }
@@ -270,10 +282,15 @@ func summarize(recs []result.Record) *Summary {
 	s.Sweep = summarizeSweep(recs)
 	s.Runtime = summarizeRuntime(recs)
 	s.Tail = summarizeTail(recs)
+	var scaleErrs, costErrs []string
+	s.Scale, scaleErrs = summarizeScale(recs)
+	s.Cost, costErrs = summarizeCost(recs)
+	s.RowErrors = append(s.RowErrors, append(scaleErrs, costErrs...)...)
 	common := commonRate(recs)
 	for _, r := range recs {
-		if r.Phase == result.PhaseRow || r.Phase == result.PhaseSweep {
-			continue
+		switch r.Phase {
+		case result.PhaseRow, result.PhaseSweep, result.PhaseScale, result.PhaseCost:
+			continue // summarized on their own above
 		}
 		if r.Phase == result.PhaseControl || r.Phase == result.PhaseTranslate {
 			if r.Variant == "tls" {

@@ -117,6 +117,7 @@ func markdown(s *Summary) string {
 	if len(s.Rows) > 0 {
 		rowsTable(&b, s.Rows)
 	}
+	costTables(&b, s.Scale, s.Cost)
 	if ct := s.ControlTLS; ct.Ingresses > 0 || len(ct.Errors) > 0 {
 		controlTable(&b, ct, "Control plane with TLS (every Ingress its own ECDSA P-256 certificate and Secret)")
 		for _, e := range ct.Errors {
