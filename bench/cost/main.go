@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -37,18 +38,35 @@ func main() {
 	}
 	fs := flag.NewFlagSet("cost "+os.Args[1], flag.ExitOnError)
 	runs := fs.Int("runs", 5, "timed passes; the median is reported")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole measurement to this file")
+	start := func() {
+		if *cpuProfile == "" {
+			return
+		}
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cost: starting the CPU profile:", err)
+			os.Exit(1)
+		}
+	}
+	defer pprof.StopCPUProfile()
 	var rec result.Record
 	var err error
 	switch os.Args[1] {
 	case "dns":
 		n := fs.Int("records", 10000, "hosts, one A record (and its ownership TXT record) each")
 		fs.Parse(os.Args[2:])
+		start()
 		rec = result.Record{Phase: result.PhaseCost, Variant: result.VariantDNSPlan, Proxy: "sluice", DNSRecords: *n}
 		err = measureDNS(&rec, *n, *runs)
 	case "controller":
 		pods := fs.Int("pods", 1000, "ingress pods, spread evenly over the bindings")
 		bindings := fs.Int("bindings", 50, "LoadBalancerBindings, one HAProxy backend each")
 		fs.Parse(os.Args[2:])
+		start()
 		rec = result.Record{Phase: result.PhaseCost, Variant: result.VariantController, Proxy: "sluice", Pods: *pods, Bindings: *bindings}
 		err = measureController(&rec, *pods, *bindings, *runs)
 	default:

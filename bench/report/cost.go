@@ -176,6 +176,18 @@ func perUnit(v *float64, n int, f float64) *float64 {
 	return &x
 }
 
+// marginal is the cost per unit of the work added since the smallest
+// size, (v − v0) / (n − n0): it leaves out what the process costs
+// whatever the work (runtime, buffers, the GC's heap floor). Nil for the
+// smallest size itself.
+func marginal(v, v0 *float64, n, n0 int) *float64 {
+	if v == nil || v0 == nil || n <= n0 {
+		return nil
+	}
+	x := (*v - *v0) / float64(n-n0)
+	return &x
+}
+
 // growth is how much more a cost is than at the smallest size, over how
 // much more work there is: 1.00× is linear, below it sublinear.
 func growth(v, v0 *float64, n, n0 int) *float64 {
@@ -195,7 +207,7 @@ func costTables(b *strings.Builder, scale []ScaleRow, cost []CostRow) {
 	b.WriteString("sluice only (nginx and HAProxy have no control plane here). \"growth\" is the cost's increase over the smallest size divided by the work's: " +
 		"1.00× grows linearly, below 1 sublinearly (fixed costs), above 1 faster than the work.\n")
 	if len(scale) > 0 {
-		b.WriteString("\n| Ingresses | routes | rebuild in-process | µs per Ingress | growth | proxy RSS | KiB per Ingress | growth | start → serving | build in the binary | change → live |\n")
+		b.WriteString("\n| Ingresses | routes | rebuild in-process | µs per Ingress | growth | proxy RSS | KiB per added Ingress | growth | start → serving | build in the binary | change → live |\n")
 		b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		s0 := scale[0]
 		for _, s := range scale {
@@ -207,11 +219,12 @@ func costTables(b *strings.Builder, scale []ScaleRow, cost []CostRow) {
 			}
 			fmt.Fprintf(b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Ingresses, s.Routes,
 				num(s.RebuildMs, "%.0f ms"), num(perUnit(s.RebuildMs, s.Ingresses, 1000), "%.1f"), num(growth(s.RebuildMs, s0.RebuildMs, s.Ingresses, s0.Ingresses), "%.2f×"),
-				num(rssMiB, "%.0f MiB"), num(perUnit(rss, s.Ingresses, 1), "%.1f"), num(growth(rss, s0.RSSKiB, s.Ingresses, s0.Ingresses), "%.2f×"),
+				num(rssMiB, "%.0f MiB"), num(marginal(rss, s0.RSSKiB, s.Ingresses, s0.Ingresses), "%.1f"), num(growth(rss, s0.RSSKiB, s.Ingresses, s0.Ingresses), "%.2f×"),
 				num(s.StartupMs, "%.0f ms"), num(s.BinaryBuildMs, "%.0f ms"), num(s.ChangeToLiveMs, "%.0f ms"))
 		}
 		b.WriteString("\n- rebuild in-process: translate + compile every Ingress (two routes each) as the proxy's rebuild loop does it (bench/translate, GOMAXPROCS=1, median of 3); " +
-			"proxy RSS, start → serving, build in the binary and change → live: `sluice proxy --manifests` on the same Ingresses as files (bench/ctlplane, one change; the 10k row is phase 3's).\n")
+			"proxy RSS, start → serving, build in the binary and change → live: `sluice proxy --manifests` on the same Ingresses as files (bench/ctlplane, one change; the 10k row is phase 3's); " +
+			"KiB per added Ingress: the RSS growth from the smallest size, per Ingress added.\n")
 	}
 	if len(cost) > 0 {
 		b.WriteString("\n| measure | size | first sync (wall / CPU) | steady sync (wall / CPU) | steady CPU per unit | growth | live heap | of it, own state | process RSS |\n")
