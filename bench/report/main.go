@@ -92,6 +92,11 @@ func run(rawPath, out string, meta []string) error {
 	if err := writeLatencyCharts(out, s); err != nil {
 		return err
 	}
+	if len(s.Tail) > 0 {
+		if err := writeTailChart(filepath.Join(out, "tail.png"), s.Tail); err != nil {
+			return err
+		}
+	}
 	if err := writeChart(filepath.Join(out, "cpu.png"), s); err != nil {
 		return err
 	}

@@ -105,7 +105,7 @@ func TestSummarize(t *testing.T) {
 			t.Errorf("latest.md lacks %q:\n%s", want, md)
 		}
 	}
-	for _, name := range []string{"latest.json", "cpu.png", "hdr.png", "sweep.png"} {
+	for _, name := range []string{"latest.json", "cpu.png", "hdr.png", "sweep.png", "tail.png"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written: %v", name, err)
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"image"
+	"image/color"
 	"strconv"
 	"strings"
 
@@ -191,7 +193,7 @@ func tailTable(b *strings.Builder, loads []TailLoad) {
 	if len(loads) == 0 {
 		return
 	}
-	b.WriteString("\n## Added latency by load (open loop, minus the direct path at the same rate)\n\n")
+	b.WriteString("\n## Added latency by load (open loop, minus the direct path at the same rate; plot: tail.png)\n\n")
 	b.WriteString("Each proxy runs open loop at shares of its own max req/s (phase 1 of the same run) and at one common rate, " +
 		"a share of the slowest proxy's max (bench.sh: 25% and 50%, common 25%), so no proxy is near saturation; the direct path (load tool → backend, no proxy) runs at each of these rates " +
 		"in the same round, and every figure is the proxy's percentile minus the direct one's, median over rounds. " +
@@ -224,4 +226,67 @@ func tailAt(loads []TailLoad, load, proxy string) *TailProxy {
 		}
 	}
 	return nil
+}
+
+// writeTailChart draws tail.png: the p99 each proxy adds over the direct
+// path, grouped by load, side by side. Negative figures (the direct run
+// was slower) are drawn as zero.
+func writeTailChart(path string, loads []TailLoad) error {
+	const (
+		w, h                     = 720, 420
+		scale                    = 2
+		left, right, top, bottom = 70, 30, 70, 60
+	)
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	white := color.RGBA{255, 255, 255, 255}
+	black := color.RGBA{30, 30, 30, 255}
+	grey := color.RGBA{220, 220, 220, 255}
+	fill(img, img.Bounds(), white)
+	title := "P99 ADDED OVER DIRECT, MS, BY LOAD"
+	drawText(img, (w-textWidth(title, scale))/2, 16, title, scale, black)
+	maxY := 0.0
+	for _, tl := range loads {
+		for _, p := range tl.Proxies {
+			if p.P99Us != nil {
+				maxY = max(maxY, *p.P99Us/1000)
+			}
+		}
+	}
+	base := h - bottom
+	fill(img, image.Rect(left, base, w-right, base+2), black)
+	if maxY <= 0 {
+		return savePNG(path, img)
+	}
+	maxY *= 1.1
+	py := func(y float64) int { return base - int(y/maxY*float64(base-top)) }
+	for i := 1; i <= 4; i++ {
+		y := maxY * float64(i) / 4
+		fill(img, image.Rect(left, py(y), w-right, py(y)+1), grey)
+		label := fmt.Sprintf("%.1f", y)
+		drawText(img, left-8-textWidth(label, 1), py(y)-3, label, 1, black)
+	}
+	slot := (w - left - right) / len(loads)
+	for li, tl := range loads {
+		x0 := left + li*slot
+		label := strings.ToUpper(loadName(tl.Load))
+		drawText(img, x0+(slot-textWidth(label, 1))/2, base+14, label, 1, black)
+		bw := slot * 3 / 4 / max(len(tl.Proxies), 1)
+		for pi, p := range tl.Proxies {
+			if p.P99Us == nil {
+				continue
+			}
+			c, ok := lineColors[p.Name]
+			if !ok {
+				c = black
+			}
+			x := x0 + slot/8 + pi*bw
+			fill(img, image.Rect(x+2, py(max(*p.P99Us/1000, 0)), x+bw-2, base), c)
+		}
+	}
+	for i, name := range []string{"sluice", "haproxy", "nginx"} {
+		lx := left + 10 + i*150
+		fill(img, image.Rect(lx, top-28, lx+14, top-14), lineColors[name])
+		drawText(img, lx+20, top-28, strings.ToUpper(name), scale, black)
+	}
+	return savePNG(path, img)
 }
