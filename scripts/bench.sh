@@ -543,7 +543,9 @@ declare -A LAT_RATE=()
 if phase 2; then
 	RATE=
 	for p in "${PROXIES[@]}"; do
-		max=$("$B/report" --raw "$raw" --print "max:$p") || die "phase 2 needs phase 1's max req/s of $p (run phase 1 too)"
+		# Without phase 1, BENCH_RATE alone: the common rate only.
+		max=$("$B/report" --raw "$raw" --print "max:$p" 2>/dev/null) ||
+			{ [[ -n ${BENCH_RATE:-} ]] && continue; } || die "phase 2 needs phase 1's max req/s of $p (run phase 1 too, or set BENCH_RATE=N)"
 		for share in $TAIL_SHARES; do
 			LAT_RATE[$p:$share]=$((max * share / 100))
 		done
@@ -573,7 +575,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		# slowest proxy's) is not run twice: the report counts it as both.
 		runs=("$RATE:$COMMON_VARIANT")
 		for share in $TAIL_SHARES; do
-			if [[ ${LAT_RATE[$p:$share]} == "$RATE" ]]; then
+			if [[ -z ${LAT_RATE[$p:$share]:-} ]]; then
+				continue
+			elif [[ ${LAT_RATE[$p:$share]} == "$RATE" ]]; then
 				runs[0]="$RATE:$share"
 			else
 				runs+=("${LAT_RATE[$p:$share]}:$share")
