@@ -10,7 +10,8 @@ type Goal struct {
 	What  string `json:"what"`
 	Goal  string `json:"goal"`
 	Value string `json:"value"`
-	// State is "met", "missed" or "not measured".
+	// State is "met", "missed", "not measured" or "inconclusive" (a
+	// proxy was saturated at that load).
 	State string `json:"state"`
 }
 
@@ -69,14 +70,22 @@ func goals(s *Summary) []Goal {
 
 	for _, load := range []string{"25", "common"} {
 		var v *float64
-		if t := tailAt(s.Tail, load, "sluice"); t != nil {
-			v = t.P99RatioHAProxy
+		st, ht := tailAt(s.Tail, load, "sluice"), tailAt(s.Tail, load, "haproxy")
+		if st != nil {
+			v = st.P99RatioHAProxy
 		}
 		what := "p99 added over the direct path at 25% of each proxy's own max req/s"
 		if load == "common" {
 			what = "p99 added over the direct path at the common rate (25% of the slowest proxy's max req/s)"
 		}
 		ratioGoal(what, "≤ 2× HAProxy's", v, 2.0, "HAProxy's")
+		// A proxy that left requests unsent was saturated: its tail is a
+		// queue, and the comparison says nothing.
+		if v != nil && (st.Unsent > 0 || ht != nil && ht.Unsent > 0) {
+			g := &out[len(out)-1]
+			g.Value += " (requests left unsent: saturated)"
+			g.State = "inconclusive"
+		}
 	}
 	return out
 }

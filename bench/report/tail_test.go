@@ -92,7 +92,7 @@ func TestTailMainTableAndGoals(t *testing.T) {
 	}
 	for what, want := range map[string]string{
 		"p99 added over the direct path at 25% of each proxy's own max req/s":                      "missed 2.40× HAProxy's",
-		"p99 added over the direct path at the common rate (25% of the slowest proxy's max req/s)": "met 1.50× HAProxy's",
+		"p99 added over the direct path at the common rate (25% of the slowest proxy's max req/s)": "inconclusive 1.50× HAProxy's (requests left unsent: saturated)",
 		"HTTP/1.1 keep-alive, CPU µs per request":                                                  "not measured —",
 		"HTTP/2 over TLS (h2load 4 × 16), CPU µs per request":                                      "not measured —",
 	} {
@@ -107,6 +107,20 @@ func TestTailMainTableAndGoals(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("latest.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestTailGoalInconclusiveWhenSaturated(t *testing.T) {
+	recs := tailRecs()
+	for i := range recs {
+		if recs[i].Proxy == "haproxy" {
+			recs[i].Unsent = 3
+		}
+	}
+	for _, g := range summarize(recs).Goals {
+		if strings.HasPrefix(g.What, "p99 added") && g.State != "inconclusive" {
+			t.Errorf("goal %q with HAProxy saturated: %s %s, want inconclusive", g.What, g.State, g.Value)
 		}
 	}
 }
