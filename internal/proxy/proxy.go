@@ -391,6 +391,9 @@ type outcome struct {
 	upstream     string
 	upstreamTime time.Duration
 	retries      int
+	// body is the request's body as forward read it, nil if it had none
+	// or was not forwarded: the access log's request_bytes.
+	body *replayBody
 }
 
 // record updates metrics and writes the access log line.
