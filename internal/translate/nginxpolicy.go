@@ -46,7 +46,7 @@ var NginxPolicyTable = []NginxMapping{
 	{Nginx: "auth-response-headers", Sluice: AnnotationAuthResponseHeaders, Support: NginxPolicyDifferent,
 		Note: "a client's own value of a listed header is removed even when the auth service does not send it"},
 	{Nginx: "auth-secret", Sluice: AnnotationAuthSecret, Support: NginxPolicyDifferent,
-		Note: "the Secret must be in the Ingress's namespace (namespace/name of another is refused, the route answers 503) and labelled sluice.dev/auth-secret=true; only {SHA} and $apr1$ (htpasswd's default) hashes, no bcrypt or crypt (golang.org/x/crypto is not a dependency)"},
+		Note: "the Secret must be in the Ingress's namespace (namespace/name of another is refused, the route answers 503) and labelled sluice.dev/auth-secret=true; {SHA}, $apr1$ (htpasswd's default) and bcrypt ($2a$, $2b$, $2y$) hashes up to cost 12, no crypt"},
 	{Nginx: "auth-secret-type", Support: NginxPolicyDifferent, Default: "auth-file",
 		Note: `only "auth-file" (htpasswd lines in key auth); "auth-map" is refused and the route answers 503`},
 	{Nginx: "auth-signin", Sluice: AnnotationAuthSignin, Support: NginxPolicyDifferent,
