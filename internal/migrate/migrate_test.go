@@ -145,7 +145,7 @@ func TestAnalyzeClasses(t *testing.T) {
 func TestReadFormats(t *testing.T) {
 	const ingYAML = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: %s, namespace: shop}\nspec: {ingressClassName: nginx}\n"
 	for _, tc := range []struct {
-		name, data string
+		name, data     string
 		ings, problems int
 	}{
 		{"multi.yaml", "---\n" + strings.ReplaceAll(ingYAML, "%s", "a") + "---\n# only a comment\n---\n" + strings.ReplaceAll(ingYAML, "%s", "b"), 2, 0},

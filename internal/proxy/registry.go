@@ -64,7 +64,7 @@ type poolKey struct {
 	connect, response time.Duration
 	// send is the write timeout of its connections (iotimeout.go).
 	send     time.Duration
-	protocol          route.Protocol
+	protocol route.Protocol
 	// tls is the backend's route.UpstreamTLS in comparable form, "" for
 	// none: its server name, skip-verify flag and CA bundle.
 	tls string

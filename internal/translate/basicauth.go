@@ -44,7 +44,7 @@ const (
 	// able to raise at will. htpasswd -B uses 5 by default, ingress-nginx
 	// users' generators commonly 10.
 	MaxBcryptCost = 12
-	maxRealmLen  = 128
+	maxRealmLen   = 128
 )
 
 // basicAuth reads the basic-authentication annotations of ing and loads its
