@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,24 @@ func TestRunMigrate(t *testing.T) {
 	for _, args := range [][]string{{"--dir", filepath.Join(dir, "missing")}, {"--output", "yaml", "--dir", dir}, {"extra"}, {"--nope"}} {
 		if code, _, _ := run(args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestControllerForwardAuthAnyURL: the controller takes the proxies'
+// --forward-auth-any-url, so its Events agree with what they serve.
+func TestControllerForwardAuthAnyURL(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		args := []string{"--kubeconfig", "k", "--leader-election-namespace", "ns"}
+		if on {
+			args = append(args, "--forward-auth-any-url")
+		}
+		c, err := parseControllerFlags(args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if c.anyAuthURL != on {
+			t.Errorf("%v: anyAuthURL %v", args, c.anyAuthURL)
 		}
 	}
 }
