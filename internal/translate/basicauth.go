@@ -51,7 +51,7 @@ const (
 // Secret. Problems about the Secret are reported here (ReasonAuthSecret);
 // annotation problems are appended to errs.
 func (b *builder) basicAuth(ing *networkingv1.Ingress, errs []annotationError) (*route.BasicAuth, []annotationError) {
-	ann := ing.Annotations
+	ann, _ := b.annotations(ing) // nginx.go: the nginx names translated
 	typ, typeSet := ann[AnnotationAuthType]
 	name, secretSet := ann[AnnotationAuthSecret]
 	realm, realmSet := ann[AnnotationAuthRealm]
