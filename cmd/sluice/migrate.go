@@ -23,12 +23,9 @@ import (
 // when an annotation is unsupported, refused or invalid or a document
 // could not be read, 2 for a usage or read error.
 func runMigrate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice migrate", stderr)
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, else the in-cluster configuration (ignored with --dir)")
-	dir := fs.String("dir", "", "read the Ingresses and IngressClasses from this directory of manifests (*.yaml, *.yml, *.json, recursively; YAML multi-document, JSON, Lists) or file instead of a cluster")
-	class := fs.String("ingress-nginx-class", translate.DefaultIngressNginxClass, "the IngressClass name served as ingress-nginx's even without an IngressClass object (the proxies' --ingress-nginx-class)")
-	output := fs.String("output", "text", `"text" or "json"`)
-	timeout := fs.Duration("timeout", 30*time.Second, "how long the cluster reads may take")
+	var c migrateConfig
+	fs := c.flags(stderr)
+	kubeconfig, dir, class, output, timeout := &c.kubeconfig, &c.dir, &c.class, &c.output, &c.timeout
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice migrate [--dir DIR | --kubeconfig FILE] [--output text|json]")
 		fmt.Fprintln(stderr, "Reports how sluice --ingress-nginx-compat serves each ingress-nginx annotation in use; exit 1 when any is unsupported, refused or invalid.")
@@ -81,6 +78,23 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// migrateConfig is `sluice migrate`'s flags.
+type migrateConfig struct {
+	kubeconfig, dir, class, output string
+	timeout                        time.Duration
+}
+
+// flags declares `sluice migrate`'s flags into c.
+func (c *migrateConfig) flags(stderr io.Writer) *flagSet {
+	fs := newFlagSet("sluice migrate", stderr)
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, else the in-cluster configuration (ignored with --dir)")
+	fs.StringVar(&c.dir, "dir", "", "read the Ingresses and IngressClasses from this directory of manifests (*.yaml, *.yml, *.json, recursively; YAML multi-document, JSON, Lists) or file instead of a cluster")
+	fs.StringVar(&c.class, "ingress-nginx-class", translate.DefaultIngressNginxClass, "the IngressClass name served as ingress-nginx's even without an IngressClass object (the proxies' --ingress-nginx-class)")
+	fs.StringVar(&c.output, "output", "text", `"text" or "json"`)
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long the cluster reads may take")
+	return fs
 }
 
 // readMigrateCluster lists every Ingress and IngressClass. IngressClasses
