@@ -113,15 +113,11 @@ type Totals struct {
 // unsupported, refused or with an invalid value, and unreadable documents.
 func (t Totals) Findings() int { return t.Unsupported + t.Refused + t.Invalid + t.ReadErrors }
 
-// Lookup returns the report of one annotation (key with its prefix) with
-// value, from translate's tables.
-func Lookup(key, value string) AnnotationReport {
-	name := strings.TrimPrefix(key, translate.NginxAnnotationPrefix)
-	e := translate.NginxLookup(name)
+// Lookup returns the report of one annotation (key with its prefix), from
+// translate's tables.
+func Lookup(key string) AnnotationReport {
+	e := translate.NginxLookup(strings.TrimPrefix(key, translate.NginxAnnotationPrefix))
 	r := AnnotationReport{Name: key, Status: statusOf(e.Support), Native: e.Native, Note: e.Note}
-	if (r.Status == Supported || r.Status == Different) && !translate.NginxValueValid(name, value) {
-		r.Status, r.Note = Invalid, "sluice refuses this value and ignores the annotation"
-	}
 	if r.Status == Unsupported && r.Note == "" {
 		r.Note = "not served by sluice; the Ingress gets an UnsupportedAnnotations Event"
 	}
@@ -160,19 +156,20 @@ func Analyze(in Input) Report {
 			continue
 		}
 		ir := IngressReport{Namespace: ing.Namespace, Name: ing.Name, Class: className(ing), Annotations: []AnnotationReport{}}
-		for k, v := range ing.Annotations {
+		invalid := translate.NginxInvalid(ing.Annotations)
+		for k := range ing.Annotations {
 			if !strings.HasPrefix(k, translate.NginxAnnotationPrefix) {
 				continue
 			}
-			a := Lookup(k, v)
+			a := Lookup(k)
+			if (a.Status == Supported || a.Status == Different) && slices.Contains(invalid, k) {
+				a.Status, a.Note = Invalid, "sluice refuses this value and ignores the annotation (the Ingress gets an InvalidAnnotation Event); "+
+					"see the "+a.Native+" annotation for the values it takes"
+			}
 			ir.Annotations = append(ir.Annotations, a)
 			s := byName[k]
 			if s == nil {
-				st := a.Status
-				if st == Invalid {
-					st = statusOf(translate.NginxLookup(strings.TrimPrefix(k, translate.NginxAnnotationPrefix)).Support)
-				}
-				s = &AnnotationSummary{Name: k, Status: st, Native: a.Native}
+				s = &AnnotationSummary{Name: k, Status: Lookup(k).Status, Native: a.Native}
 				byName[k] = s
 			}
 			s.Ingresses++

@@ -87,7 +87,7 @@ func TestLookup(t *testing.T) {
 		{"lua-resty-waf", Refused, ""},
 		{"Limit-RPS", Unsupported, ""}, // annotation keys are case-sensitive
 	} {
-		got := Lookup(p+tc.name, "1")
+		got := Lookup(p + tc.name)
 		if got.Status != tc.status || got.Native != tc.native || got.Name != p+tc.name {
 			t.Errorf("%s: %+v, want %s %q", tc.name, got, tc.status, tc.native)
 		}

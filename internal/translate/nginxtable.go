@@ -61,21 +61,6 @@ func NginxLookup(name string) NginxEntry {
 	return NginxEntry{Name: name, Support: NginxPolicyUnsupported}
 }
 
-// NginxValueValid reports whether sluice accepts value for the supported
-// ingress-nginx annotation name: false when its conversion refuses it (the
-// annotation is then ignored with an InvalidAnnotation problem).
-func NginxValueValid(name, value string) bool {
-	if _, ok := nginxPolicyRow(name); ok {
-		return true // converted as a group, checked by the native parsers
-	}
-	r, ok := nginxRow(name)
-	if !ok || r.Status != NginxSupported || r.Convert == nil {
-		return true
-	}
-	_, valid := r.Convert(value)
-	return valid
-}
-
 func fromNginxRow(r NginxAnnotation) NginxEntry {
 	e := NginxEntry{Name: r.Name, Native: r.Native, Note: r.Note}
 	switch {
@@ -94,4 +79,50 @@ func fromNginxRow(r NginxAnnotation) NginxEntry {
 
 func fromPolicyRow(name string, m NginxMapping) NginxEntry {
 	return NginxEntry{Name: name, Support: m.Support, Native: m.Sluice, Note: m.Note}
+}
+
+// NginxInvalid returns the ingress-nginx annotations of ann (full keys,
+// sorted) whose value the translation would refuse: its conversion fails,
+// or the sluice.dev annotation it becomes is rejected by that
+// annotation's own parser (an InvalidAnnotation problem). The checks that
+// need other objects (the auth Secret, the auth and error Services) are
+// not made. Pure; for `sluice migrate`.
+func NginxInvalid(ann map[string]string) []string {
+	native, res := nginxToNative(ann)
+	bad := map[string]bool{}
+	for _, k := range res.invalid {
+		bad[k] = true
+	}
+	_, errs := parsePolicy(native)
+	_, l7 := parseL7(native, true)
+	_, canary := parseCanary(native)
+	errs = append(append(errs, l7...), canary...)
+	_, errs = parseSourceAccess(native, errs)
+	_, errs = parseBodyLimit(native, errs)
+	_, errs = parseCORS(native, errs)
+	_, errs = parseRateLimit(native, errs)
+	rejected := map[string]bool{}
+	for _, e := range errs {
+		rejected[e.key] = true
+	}
+	for k := range ann {
+		name, ok := strings.CutPrefix(k, NginxAnnotationPrefix)
+		if !ok {
+			continue
+		}
+		if e := NginxLookup(name); e.Native != "" && rejected[e.Native] {
+			// Only when the native value is this one's: a sluice.dev
+			// annotation set beside a policy one wins, and the newer of
+			// two names of one feature.
+			if native[e.Native] == ann[k] {
+				bad[k] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(bad))
+	for k := range bad {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

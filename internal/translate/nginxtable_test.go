@@ -55,3 +55,25 @@ func TestNginxLookupAgreesWithTranslation(t *testing.T) {
 		}
 	}
 }
+
+// TestNginxInvalid: the nginx annotations whose value the translation
+// refuses, and only those whose value is the one read.
+func TestNginxInvalid(t *testing.T) {
+	p := NginxAnnotationPrefix
+	for _, tc := range []struct {
+		ann  map[string]string
+		want string
+	}{
+		{map[string]string{p + "limit-rps": "10", p + "enable-cors": "true", p + "proxy-body-size": "8m"}, ""},
+		{map[string]string{p + "limit-rps": "lots", p + "proxy-body-size": "8m"}, p + "limit-rps"},
+		{map[string]string{p + "limit-rps": "lots", AnnotationLimitRPS: "5"}, ""}, // the native one is read
+		{map[string]string{p + "whitelist-source-range": "office", p + "allowlist-source-range": "10.0.0.0/8"}, ""},
+		{map[string]string{p + "allowlist-source-range": "office"}, p + "allowlist-source-range"},
+		{map[string]string{p + "proxy-send-timeout": "-3", p + "rewrite-target": "/$host"}, p + "proxy-send-timeout," + p + "rewrite-target"},
+		{map[string]string{p + "server-snippet": "x", p + "ssl-redirect": "maybe"}, ""}, // refused and unsupported are not invalid
+	} {
+		if got := strings.Join(NginxInvalid(tc.ann), ","); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.ann, got, tc.want)
+		}
+	}
+}
