@@ -88,8 +88,27 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		var err error
 		if fast {
 			res, hc, err = p.roundTrip(r, ep.pool, rb, &bv.m, start)
+			if err == nil && bv.policy.ReadTimeout > 0 && res.Body != http.NoBody { // iotimeout.go
+				res.Body = newIdleBody(res.Body, bv.policy.ReadTimeout, hc.close, nil)
+			}
 		} else {
-			res, err = ep.pool.roundTripper(again && rb == nil).RoundTrip(outbound(r, ep.pool.scheme, ep.u.addr, body, rb))
+			req := outbound(r, ep.pool.scheme, ep.u.addr, body, rb)
+			ctx, cancel := attemptContext(r.Context(), bv.policy.ReadTimeout)
+			if ctx != r.Context() {
+				req = req.WithContext(ctx)
+			}
+			res, err = ep.pool.roundTripper(again && rb == nil).RoundTrip(req)
+			switch {
+			case err != nil:
+				cancel()
+			case res.StatusCode == http.StatusSwitchingProtocols:
+				// A tunnel: its body is the connection; the attempt's
+				// context ends with the request's.
+			case bv.policy.ReadTimeout > 0 && res.Body != http.NoBody:
+				res.Body = newIdleBody(res.Body, bv.policy.ReadTimeout, cancel, cancel)
+			default:
+				cancel()
+			}
 		}
 		o := outcome{upstream: ep.u.addr, retries: attempt, upstreamTime: time.Since(sent)}
 		if err == nil {

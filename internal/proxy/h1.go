@@ -211,6 +211,11 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 		if _, ok := werr.(*http1.BodyReadError); ok || werr == http1.ErrInvalidHeader {
 			return nil, false, werr
 		}
+		if hc.pl.send > 0 && http1.IsTimeout(werr) {
+			// The send timeout: the upstream stopped reading; an
+			// answer is not waited for (504).
+			return nil, true, werr
+		}
 	}
 	// After a write error the upstream may still have answered (a 413
 	// before the whole body): read what it sent.
@@ -351,6 +356,10 @@ func (p *Proxy) putReader(hc *h1conn) {
 func (p *Proxy) writeRequest(hc *h1conn, r *http.Request, rb *replayBody) error {
 	bw := p.bws.Get().(*bufio.Writer)
 	bw.Reset(hc.c)
+	if d := hc.pl.send; d > 0 { // iotimeout.go
+		bw.Reset(withSend(hc.c, d))
+		defer hc.c.SetWriteDeadline(time.Time{})
+	}
 	defer func() {
 		bw.Reset(nil)
 		p.bws.Put(bw)
