@@ -56,6 +56,9 @@ const (
 //   - gateway-not-allowed: a route from a namespace the listener does not
 //     allow is not attached (Accepted=False NotAllowedByListeners) and its
 //     host is not served (404);
+//   - explain-gateway-healthy and explain-gateway-route-refused: `sluice
+//     explain gateway` on a healthy Gateway, and on the suite's, which
+//     names the route its listener refuses;
 //   - gateway-proxy-roll: the proxies rolled (helm upgrade) under load on
 //     the Gateway's host: no request lost.
 //
@@ -79,6 +82,7 @@ func TestGateway(t *testing.T) {
 	if cs.wants("gateway-not-allowed") {
 		g.line("gateway-not-allowed", g.notAllowed)
 	}
+	g.explainCases(cs) // explain_test.go
 	e.loadOpts = func(o *load.Options) { o.Host, o.Check = gwAppHost, load.FromEcho(echoGWA+"-") }
 	cs.run("gateway-proxy-roll", func() {
 		h.helm(append(append([]string{"upgrade", release, h.chart, "-n", proxyNS}, h.valueFiles()...), "--set", "proxy.logLevel=debug")...)
