@@ -77,6 +77,7 @@ func Build(in Input, opts Options) Result {
 	for _, r := range routes {
 		b.httpRoute(r)
 	}
+	slices.SortStableFunc(b.res.Rules, specificity) // matches.go
 	b.certificates(gws)
 	b.listenerStatuses()
 

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/internal/route"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
@@ -68,15 +70,25 @@ func render(res Result) string {
 		if host == "" {
 			host = "*"
 		}
-		be := "503 (no backend)"
-		if r.Backend != nil {
-			be = fmt.Sprintf("%s/%s:%d", r.Backend.Namespace, r.Backend.Service, r.Backend.Port)
+		ref := func(r *BackendRef) string {
+			if r == nil {
+				return "500 (no backend)"
+			}
+			return fmt.Sprintf("%s/%s:%d", r.Namespace, r.Service, r.Port)
+		}
+		be := ref(r.Backend)
+		if r.Backends != nil {
+			var parts []string
+			for _, w := range r.Backends {
+				parts = append(parts, fmt.Sprintf("%d %s", w.Weight, ref(w.Ref)))
+			}
+			be = "[" + strings.Join(parts, ", ") + "]"
 		}
 		only := ""
 		if r.HTTPSOnly {
 			only = " https-only"
 		}
-		fmt.Fprintf(&b, "  %s %s %s -> %s (%s)%s\n", host, r.PathType, r.Path, be, r.Route, only)
+		fmt.Fprintf(&b, "  %s %s %s -> %s (%s)%s%s\n", host, r.PathType, r.Path, be, r.Route, only, renderL7(r))
 	}
 	b.WriteString("certificates:\n")
 	for _, c := range res.Certificates {
@@ -266,4 +278,20 @@ func allowedSomewhere(in Input, r *gatewayv1.HTTPRoute) bool {
 		}
 	}
 	return false
+}
+
+// renderL7 describes a rule's conditions, filters, mirrors and timeout
+// with the routing table's own dump (route.Dump).
+func renderL7(r Rule) string {
+	rt := route.Route{Filters: r.Filters, Conditions: r.Conditions}
+	for _, m := range r.Mirrors {
+		rt.Mirrors = append(rt.Mirrors, &route.Backend{Name: fmt.Sprintf("%s/%s:%d", m.Namespace, m.Service, m.Port)})
+	}
+	d := route.Dump(&route.Config{VirtualHosts: []route.VirtualHost{{Routes: []route.Route{rt}}}})
+	line, _, _ := strings.Cut(strings.SplitN(d, "\n", 3)[1], "\n")
+	_, l7, _ := strings.Cut(line, "(ingress )")
+	if r.Timeout > 0 {
+		l7 += fmt.Sprintf(" timeout=%s", r.Timeout)
+	}
+	return l7
 }

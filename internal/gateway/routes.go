@@ -231,7 +231,13 @@ func (b *builder) rules(r *gatewayv1.HTTPRoute) (out []Rule, unsupported []strin
 			unsupported = append(unsupported, where+": "+why)
 			continue
 		}
+		timeout, why := timeoutOf(rule.Timeouts)
+		if why != "" {
+			unsupported = append(unsupported, where+": "+why)
+			continue
+		}
 		var paths []Rule
+		var mirrorRefs []gatewayv1.BackendObjectReference
 		bad := ""
 		matches := rule.Matches
 		if len(matches) == 0 {
@@ -239,42 +245,40 @@ func (b *builder) rules(r *gatewayv1.HTTPRoute) (out []Rule, unsupported []strin
 		}
 		for j := range matches {
 			m := &matches[j]
-			if why := unsupportedMatch(m); why != "" {
-				bad = fmt.Sprintf("matches[%d]: %s", j, why)
-				break
-			}
 			pt, p, why := pathOf(m.Path)
 			if why != "" {
 				bad = fmt.Sprintf("matches[%d]: %s", j, why)
 				break
 			}
-			paths = append(paths, Rule{PathType: pt, Path: p})
+			cond, why := conditionsOf(m) // matches.go
+			if why != "" {
+				bad = fmt.Sprintf("matches[%d]: %s", j, why)
+				break
+			}
+			filters, mirrors, why := filtersOf(rule.Filters, pt) // filters.go
+			if why != "" {
+				bad = why
+				break
+			}
+			mirrorRefs = mirrors
+			paths = append(paths, Rule{PathType: pt, Path: p, Conditions: cond, Filters: filters, Timeout: timeout})
 		}
 		if bad != "" {
 			unsupported = append(unsupported, where+": "+bad)
 			continue
 		}
-		// Backends: one with a non-zero weight is served; none answers 503.
-		var chosen *BackendRef
-		active := 0
-		for k := range rule.BackendRefs {
-			br := &rule.BackendRefs[k]
-			be, reason, msg := b.backend(r, br)
-			if reason != "" && refsOK {
-				refsOK, refReason, refMsg = false, reason, fmt.Sprintf("%s.backendRefs[%d]: %s", where, k, msg)
-			}
-			if br.Weight != nil && *br.Weight == 0 {
-				continue
-			}
-			active++
-			chosen = be // nil when unresolved: 503, never another backend
+		// Backends (backends.go): one share is served alone, several by
+		// weight; one that cannot be used answers 500 for its share.
+		single, shares, reason, msg := b.ruleBackends(r, rule, where)
+		if reason != "" && refsOK {
+			refsOK, refReason, refMsg = false, reason, msg
 		}
-		if active > 1 {
-			unsupported = append(unsupported, where+": several backendRefs with weights are not supported yet")
-			continue
+		mirrors, reason, msg := b.mirrorBackends(r, mirrorRefs, where)
+		if reason != "" && refsOK {
+			refsOK, refReason, refMsg = false, reason, msg
 		}
 		for _, p := range paths {
-			p.Backend = chosen
+			p.Backend, p.Backends, p.Mirrors = single, shares, mirrors
 			out = append(out, p)
 		}
 	}
@@ -314,10 +318,6 @@ func (b *builder) backend(r *gatewayv1.HTTPRoute, br *gatewayv1.HTTPBackendRef) 
 // "" when nothing.
 func unsupportedRule(rule *gatewayv1.HTTPRouteRule) string {
 	switch {
-	case len(rule.Filters) > 0:
-		return "filters are not supported yet"
-	case rule.Timeouts != nil:
-		return "timeouts are not supported yet"
 	case rule.Retry != nil:
 		return "retry is not supported yet"
 	case rule.SessionPersistence != nil:
@@ -327,18 +327,6 @@ func unsupportedRule(rule *gatewayv1.HTTPRouteRule) string {
 		if len(br.Filters) > 0 {
 			return "backendRef filters are not supported yet"
 		}
-	}
-	return ""
-}
-
-func unsupportedMatch(m *gatewayv1.HTTPRouteMatch) string {
-	switch {
-	case len(m.Headers) > 0:
-		return "header matches are not supported yet"
-	case len(m.QueryParams) > 0:
-		return "query parameter matches are not supported yet"
-	case m.Method != nil:
-		return "method matches are not supported yet"
 	}
 	return ""
 }
