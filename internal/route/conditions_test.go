@@ -36,11 +36,11 @@ func TestMatchRequestConditions(t *testing.T) {
 		{"HEAD", "/x", map[string][]string{"Version": {"two"}}, "v2"},
 		{"GET", "/x", map[string][]string{"Version": {"one"}}, "any"},
 		{"GET", "/x", map[string][]string{"X-Id": {"123"}}, "re"},
-		{"GET", "/x", map[string][]string{"X-Id": {"12a"}}, "any"}, // whole value
+		{"GET", "/x", map[string][]string{"X-Id": {"12a"}}, "any"},    // whole value
 		{"GET", "/x", map[string][]string{"X-Id": {"1", "2"}}, "any"}, // "1,2"
 		{"GET", "/x?animal=whale", nil, "q"},
 		{"GET", "/x?animal=dolphin&animal=whale", nil, "any"}, // first value
-		{"GET", "/x?Animal=whale", nil, "any"},                 // case-sensitive name
+		{"GET", "/x?Animal=whale", nil, "any"},                // case-sensitive name
 		{"PUT", "/x", nil, "any"},
 		{"POST", "/api/v1", nil, "api-post"},
 		{"GET", "/api/v1", nil, "any"},
