@@ -353,7 +353,9 @@ func (b *builder) virtualHosts() []route.VirtualHost {
 				vh.routes[i].SSLRedirect = false
 			}
 		}
-		slices.SortFunc(vh.routes, func(x, y route.Route) int {
+		// Stable: the routes of one path with route.Conditions are tried
+		// in the order translation added them (the spec's precedence).
+		slices.SortStableFunc(vh.routes, func(x, y route.Route) int {
 			return cmp.Or(cmp.Compare(x.PathType, y.PathType), strings.Compare(x.Path, y.Path))
 		})
 		out = append(out, route.VirtualHost{Host: host, Routes: vh.routes})

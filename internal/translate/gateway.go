@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -119,44 +120,38 @@ func (b *builder) addGatewayRule(r gateway.Rule, unresolved map[string]*route.Ba
 		b.vhosts[r.Host] = vh
 	}
 	id := GatewayRouteID(r.Route)
-	mk := matchKey(r.PathType, r.Path)
+	mk, ok := b.gatewayMatchKey(vh, r) // gatewayl7.go
+	if !ok {
+		return
+	}
 	if owner, taken := vh.owners[mk]; taken {
 		if owner != id {
-			b.routeProblem(r.Route, "Conflict", fmt.Sprintf("host %s %s %s is already routed by %s, which takes precedence (an Ingress, or an older route); skipped", hostLabel(r.Host), r.PathType, r.Path, owner))
+			b.routeProblem(r.Route, "Conflict", fmt.Sprintf("host %s %s %s%s is already routed by %s, which takes precedence (an Ingress, or an older route); skipped", hostLabel(r.Host), r.PathType, r.Path, conditionsLabel(r.Conditions), owner))
 		}
 		return
 	}
-	var be *route.Backend
-	if r.Backend == nil {
-		// Claimed without endpoints: 503, never another route's backend.
-		be = unresolved[r.Route]
-		if be == nil {
-			_, name, _ := strings.Cut(r.Route, "/")
-			be = &route.Backend{Name: ns + "/HTTPRoute:" + name + ":unresolved", Namespace: ns, Service: "HTTPRoute:" + name, Port: "unresolved",
-				Policy: route.Policy{Retries: -1}}
-			unresolved[r.Route] = be
-		}
-	} else {
-		be = b.gatewayBackend(r)
-	}
 	vh.owners[mk] = id
-	vh.routes = append(vh.routes, route.Route{PathType: r.PathType, Path: r.Path, Backend: be, Ingress: id, SSLRedirect: r.HTTPSOnly})
+	rt := route.Route{PathType: r.PathType, Path: r.Path, Ingress: id, SSLRedirect: r.HTTPSOnly,
+		Conditions: r.Conditions, Filters: r.Filters}
+	b.gatewayBackends(&rt, r, unresolved) // gatewayl7.go
+	vh.routes = append(vh.routes, rt)
 }
 
 // gatewayBackend returns the shared Backend of a Service port an HTTPRoute
-// names, with the default policy and the protocol of its appProtocol.
-func (b *builder) gatewayBackend(r gateway.Rule) *route.Backend {
-	key := serviceKey{namespace: r.Backend.Namespace, service: r.Backend.Service, port: strconv.Itoa(int(r.Backend.Port))}
+// names, with the default policy (its response timeout from the rule's
+// timeouts) and the protocol of its appProtocol.
+func (b *builder) gatewayBackend(ref gateway.BackendRef, routeID string, timeout time.Duration) *route.Backend {
+	key := serviceKey{namespace: ref.Namespace, service: ref.Service, port: strconv.Itoa(int(ref.Port))}
 	res, ok := b.resolved[key]
 	if !ok {
 		res = b.resolve(key)
 		b.resolved[key] = res
 	}
 	if res.reason != "" {
-		b.routeProblem(r.Route, res.reason, res.message)
+		b.routeProblem(routeID, res.reason, res.message)
 	}
 	if res.refused != "" {
-		b.routeProblem(r.Route, ReasonEndpointsRefused, res.refused)
+		b.routeProblem(routeID, ReasonEndpointsRefused, res.refused)
 	}
 	proto := protocolOf(res.appProtocol)
 	if proto.TLS() {
@@ -164,6 +159,7 @@ func (b *builder) gatewayBackend(r gateway.Rule) *route.Backend {
 		proto = route.ProtocolHTTP
 	}
 	pol, _ := parsePolicy(nil) // the default, as an Ingress without annotations
+	pol.ResponseTimeout = timeout
 	bk := backendKey{svc: key, pol: keyOf(pol), up: upstreamKey{protocol: proto}}
 	if be := b.backends[bk]; be != nil {
 		return be
