@@ -38,12 +38,15 @@ type gatewayResult struct {
 
 // gatewayRules translates the Gateway API objects (internal/gateway); nil
 // without Options.Gateway.
-func (b *builder) gatewayRules(in Input) *gatewayResult {
-	if b.opts.Gateway == nil {
+func (b *builder) gatewayRules(in Input) *gatewayResult { return buildGateway(in, b.opts) }
+
+// buildGateway is gatewayRules for options o.
+func buildGateway(in Input, o Options) *gatewayResult {
+	if o.Gateway == nil {
 		return nil
 	}
-	opts := *b.opts.Gateway
-	opts.SecretsUnread = opts.SecretsUnread || b.opts.SecretsUnread
+	opts := *o.Gateway
+	opts.SecretsUnread = opts.SecretsUnread || o.SecretsUnread
 	g := &gatewayResult{routes: map[string]*gatewayv1.HTTPRoute{}}
 	g.res = gateway.Build(gateway.Input{
 		GatewayClasses:  in.Gateway.GatewayClasses,
