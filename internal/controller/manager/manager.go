@@ -330,6 +330,7 @@ func New(o Options) (ctrl.Manager, error) {
 			AllowApex:        o.DNS.AllowApex,
 			NamespaceDomains: o.DNS.NamespaceDomains,
 			Serving:          serving,
+			Routes:           routes,
 			Recorder:         recorder,
 			Notices:          dnsNotices,
 			Registerer:       ctrlmetrics.Registry,
