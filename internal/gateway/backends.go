@@ -17,13 +17,14 @@ type WeightedRef struct {
 	Weight int32
 }
 
-// ruleBackends resolves a rule's backendRefs. It returns the backend of a
-// rule with one share (nil: 500), or the shares of a rule with several,
-// and the first ResolvedRefs problem ("" reason when none).
-func (b *builder) ruleBackends(r *gatewayv1.HTTPRoute, rule *gatewayv1.HTTPRouteRule, where string) (single *BackendRef, shares []WeightedRef, reason, msg string) {
-	for k := range rule.BackendRefs {
-		br := &rule.BackendRefs[k]
-		be, rsn, m := b.backend(r, br)
+// ruleBackends resolves the backendRefs of a rule of a route of kind in
+// namespace ns. It returns the backend of a rule with one share (nil:
+// 500), or the shares of a rule with several, and the first ResolvedRefs
+// problem ("" reason when none).
+func (b *builder) ruleBackends(kind, ns string, refs []gatewayv1.BackendRef, where string) (single *BackendRef, shares []WeightedRef, reason, msg string) {
+	for k := range refs {
+		br := &refs[k]
+		be, rsn, m := b.refBackend(kind, ns, br.BackendObjectReference)
 		if rsn != "" && reason == "" {
 			reason, msg = rsn, fmt.Sprintf("%s.backendRefs[%d]: %s", where, k, m)
 		}
@@ -53,9 +54,9 @@ func (b *builder) ruleBackends(r *gatewayv1.HTTPRoute, rule *gatewayv1.HTTPRoute
 
 // mirrorBackends resolves RequestMirror backendRefs as backendRefs of the
 // rule are resolved; one that cannot be used is left out and reported.
-func (b *builder) mirrorBackends(r *gatewayv1.HTTPRoute, refs []gatewayv1.BackendObjectReference, where string) (out []BackendRef, reason, msg string) {
+func (b *builder) mirrorBackends(kind, ns string, refs []gatewayv1.BackendObjectReference, where string) (out []BackendRef, reason, msg string) {
 	for k, ref := range refs {
-		be, rsn, m := b.backend(r, &gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: ref}})
+		be, rsn, m := b.refBackend(kind, ns, ref)
 		if be == nil {
 			if reason == "" {
 				reason, msg = rsn, fmt.Sprintf("%s.filters: requestMirror %d: %s", where, k, m)

@@ -64,9 +64,11 @@ const Group = gatewayv1.GroupName
 // Input is one consistent view of the objects Build reads. Services and
 // Secrets are those translate reads too (Secrets: kubernetes.io/tls only).
 type Input struct {
-	GatewayClasses  []*gatewayv1.GatewayClass
-	Gateways        []*gatewayv1.Gateway
-	HTTPRoutes      []*gatewayv1.HTTPRoute
+	GatewayClasses []*gatewayv1.GatewayClass
+	Gateways       []*gatewayv1.Gateway
+	HTTPRoutes     []*gatewayv1.HTTPRoute
+	// GRPCRoutes (grpcroute.go); nil when the CRD is not served.
+	GRPCRoutes      []*gatewayv1.GRPCRoute
 	ReferenceGrants []*gatewayv1.ReferenceGrant
 	// Namespaces, for allowedRoutes namespace selectors (their labels).
 	Namespaces []*corev1.Namespace
@@ -111,6 +113,7 @@ type Result struct {
 	GatewayClasses []ClassStatus
 	Gateways       []GatewayStatus
 	HTTPRoutes     []RouteStatus
+	GRPCRoutes     []RouteStatus
 	// Problems are the same findings as the statuses, for logs, metrics and
 	// Events; sorted.
 	Problems []problem.Problem
@@ -142,8 +145,11 @@ type Rule struct {
 	// timeouts.request and timeouts.backendRequest); 0 for the proxy's
 	// default.
 	Timeout time.Duration
-	// Route is the HTTPRoute, "namespace/name".
+	// Route is the HTTPRoute (or with GRPC the GRPCRoute),
+	// "namespace/name".
 	Route string
+	// GRPC: the rule is a GRPCRoute's; its backends speak gRPC.
+	GRPC bool
 	// HTTPSOnly: attached only through HTTPS listeners, so plain HTTP
 	// requests are redirected to HTTPS rather than served.
 	HTTPSOnly bool

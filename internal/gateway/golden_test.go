@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
@@ -88,6 +89,9 @@ func render(res Result) string {
 		if r.HTTPSOnly {
 			only = " https-only"
 		}
+		if r.GRPC {
+			only += " grpc"
+		}
 		fmt.Fprintf(&b, "  %s %s %s -> %s (%s)%s%s\n", host, r.PathType, r.Path, be, r.Route, only, renderL7(r))
 	}
 	b.WriteString("certificates:\n")
@@ -119,6 +123,17 @@ func render(res Result) string {
 			ref, _ := json.Marshal(p.ParentRef)
 			fmt.Fprintf(&b, "    parent %s %s\n", ref, p.ControllerName)
 			conditions(&b, "      ", p.Conditions)
+		}
+	}
+	if len(res.GRPCRoutes) > 0 {
+		b.WriteString("grpcroutes:\n")
+		for _, r := range res.GRPCRoutes {
+			fmt.Fprintf(&b, "  %s/%s\n", r.Namespace, r.Name)
+			for _, p := range r.Parents {
+				ref, _ := json.Marshal(p.ParentRef)
+				fmt.Fprintf(&b, "    parent %s %s\n", ref, p.ControllerName)
+				conditions(&b, "      ", p.Conditions)
+			}
 		}
 	}
 	b.WriteString("problems:\n")
@@ -163,6 +178,10 @@ func decode(data []byte) (Input, Options, error) {
 			o := &gatewayv1.HTTPRoute{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
 			in.HTTPRoutes = append(in.HTTPRoutes, o)
+		case "GRPCRoute":
+			o := &gatewayv1.GRPCRoute{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.GRPCRoutes = append(in.GRPCRoutes, o)
 		case "ReferenceGrant":
 			o := &gatewayv1.ReferenceGrant{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
@@ -212,6 +231,10 @@ func checkInvariants(t testing.TB, in Input, res Result) {
 		}
 	}
 	for _, rl := range res.Rules {
+		if rl.GRPC {
+			checkGRPCRule(t, in, res, rl)
+			continue
+		}
 		r := routes[rl.Route]
 		if r == nil {
 			t.Fatalf("rule %+v names no input route", rl)
@@ -294,4 +317,53 @@ func renderL7(r Rule) string {
 		l7 += fmt.Sprintf(" timeout=%s", r.Timeout)
 	}
 	return l7
+}
+
+// checkGRPCRule: a GRPCRoute's rule comes from a route Accepted on some
+// parent and reaches another namespace only with a ReferenceGrant from
+// GRPCRoutes.
+func checkGRPCRule(t testing.TB, in Input, res Result, rl Rule) {
+	t.Helper()
+	var r *gatewayv1.GRPCRoute
+	for _, x := range in.GRPCRoutes {
+		if x != nil && x.Namespace+"/"+x.Name == rl.Route {
+			r = x
+		}
+	}
+	if r == nil {
+		t.Fatalf("grpc rule %+v names no input GRPCRoute", rl)
+	}
+	accepted := false
+	for _, st := range res.GRPCRoutes {
+		if st.Namespace+"/"+st.Name != rl.Route {
+			continue
+		}
+		for _, p := range st.Parents {
+			accepted = accepted || meta.IsStatusConditionTrue(p.Conditions, "Accepted")
+		}
+	}
+	if !accepted {
+		t.Errorf("grpc rule %+v served for a route not Accepted on any parent", rl)
+	}
+	refs := []*BackendRef{rl.Backend}
+	for _, w := range rl.Backends {
+		refs = append(refs, w.Ref)
+	}
+	for _, be := range refs {
+		if be == nil || be.Namespace == r.Namespace {
+			continue
+		}
+		granted := false
+		for _, g := range in.ReferenceGrants {
+			if g == nil || g.Namespace != be.Namespace {
+				continue
+			}
+			for _, f := range g.Spec.From {
+				granted = granted || f.Kind == "GRPCRoute" && string(f.Namespace) == r.Namespace
+			}
+		}
+		if !granted {
+			t.Errorf("grpc rule %+v reaches namespace %s without a ReferenceGrant", rl, be.Namespace)
+		}
+	}
 }

@@ -101,6 +101,11 @@ func (b *builder) httpRoute(r *gatewayv1.HTTPRoute) {
 // attach finds the listeners a parentRef reaches and that allow the route,
 // and the hosts it is served for there; it counts the attachments.
 func (b *builder) attach(r *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference, lns []*listener, routeHosts []string, badHost string, atts *[]attachment) (ok bool, reason, msg string) {
+	return b.attachKind("HTTPRoute", r.Namespace, pr, lns, routeHosts, badHost, atts)
+}
+
+// attachKind is attach for a route of kind in namespace ns.
+func (b *builder) attachKind(kind gatewayv1.Kind, ns string, pr gatewayv1.ParentReference, lns []*listener, routeHosts []string, badHost string, atts *[]attachment) (ok bool, reason, msg string) {
 	if badHost != "" {
 		return false, string(gatewayv1.RouteReasonUnsupportedValue), badHost
 	}
@@ -119,12 +124,12 @@ func (b *builder) attach(r *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference, l
 	}
 	var allowed []*listener
 	for _, ln := range candidates {
-		if b.allows(ln, r.Namespace) {
+		if b.allows(ln, ns) && ln.takes(kind) {
 			allowed = append(allowed, ln)
 		}
 	}
 	if len(allowed) == 0 {
-		return false, string(gatewayv1.RouteReasonNotAllowedByListeners), "no listener the parentRef matches allows routes from namespace " + r.Namespace + " (or none is programmed)"
+		return false, string(gatewayv1.RouteReasonNotAllowedByListeners), "no listener the parentRef matches allows " + string(kind) + "s from namespace " + ns + " (or none is programmed)"
 	}
 	n := 0
 	for _, ln := range allowed {
@@ -269,11 +274,15 @@ func (b *builder) rules(r *gatewayv1.HTTPRoute) (out []Rule, unsupported []strin
 		}
 		// Backends (backends.go): one share is served alone, several by
 		// weight; one that cannot be used answers 500 for its share.
-		single, shares, reason, msg := b.ruleBackends(r, rule, where)
+		refs := make([]gatewayv1.BackendRef, len(rule.BackendRefs))
+		for k := range rule.BackendRefs {
+			refs[k] = rule.BackendRefs[k].BackendRef
+		}
+		single, shares, reason, msg := b.ruleBackends("HTTPRoute", r.Namespace, refs, where)
 		if reason != "" && refsOK {
 			refsOK, refReason, refMsg = false, reason, msg
 		}
-		mirrors, reason, msg := b.mirrorBackends(r, mirrorRefs, where)
+		mirrors, reason, msg := b.mirrorBackends("HTTPRoute", r.Namespace, mirrorRefs, where)
 		if reason != "" && refsOK {
 			refsOK, refReason, refMsg = false, reason, msg
 		}
@@ -285,21 +294,20 @@ func (b *builder) rules(r *gatewayv1.HTTPRoute) (out []Rule, unsupported []strin
 	return out, unsupported, refsOK, refReason, refMsg
 }
 
-// backend resolves one backendRef, or says why it cannot be used with a
-// ResolvedRefs reason.
-func (b *builder) backend(r *gatewayv1.HTTPRoute, br *gatewayv1.HTTPBackendRef) (*BackendRef, string, string) {
-	ref := br.BackendObjectReference
+// refBackend resolves a backend reference of a route of kind fromKind in
+// namespace rns, or says why it cannot be used with a ResolvedRefs reason.
+func (b *builder) refBackend(fromKind string, rns string, ref gatewayv1.BackendObjectReference) (*BackendRef, string, string) {
 	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
 		return nil, string(gatewayv1.RouteReasonInvalidKind), "only core Services are supported as backends"
 	}
-	ns := r.Namespace
+	ns := rns
 	if ref.Namespace != nil && *ref.Namespace != "" {
 		ns = string(*ref.Namespace)
 	}
 	name := string(ref.Name)
-	if ns != r.Namespace && !b.granted(r.Namespace, "HTTPRoute", Group, ns, "", "Service", name) {
+	if ns != rns && !b.granted(rns, fromKind, Group, ns, "", "Service", name) {
 		return nil, string(gatewayv1.RouteReasonRefNotPermitted),
-			fmt.Sprintf("Service %s/%s is in another namespace, and no ReferenceGrant there allows HTTPRoutes of namespace %s to use it", truncate(ns, 64), truncate(name, 253), r.Namespace)
+			fmt.Sprintf("Service %s/%s is in another namespace, and no ReferenceGrant there allows %ss of namespace %s to use it", truncate(ns, 64), truncate(name, 253), fromKind, rns)
 	}
 	if ref.Port == nil || *ref.Port < 1 || *ref.Port > 65535 {
 		return nil, string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf("Service %s/%s: a port from 1 to 65535 is required", truncate(ns, 64), truncate(name, 253))
