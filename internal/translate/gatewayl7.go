@@ -20,8 +20,8 @@ func (b *builder) gatewayMatchKey(vh *vhostRoutes, r gateway.Rule) (string, bool
 	if r.Conditions == nil {
 		return mk, true
 	}
-	if owner, taken := vh.owners[mk]; taken && !strings.HasPrefix(owner, GatewayRouteID("")) {
-		b.routeProblem(r.Route, "Conflict", fmt.Sprintf("host %s %s %s is routed by %s, which takes precedence over an HTTPRoute; the rule%s is skipped", hostLabel(r.Host), r.PathType, r.Path, owner, conditionsLabel(r.Conditions)))
+	if owner, taken := vh.owners[mk]; taken && !strings.HasPrefix(owner, GatewayRouteID("")) && !strings.HasPrefix(owner, grpcPrefix) {
+		b.routeProblem(routeKey(r), "Conflict", fmt.Sprintf("host %s %s %s is routed by %s, which takes precedence over an HTTPRoute; the rule%s is skipped", hostLabel(r.Host), r.PathType, r.Path, owner, conditionsLabel(r.Conditions)))
 		return "", false
 	}
 	return mk + conditionsLabel(r.Conditions), true
@@ -60,9 +60,9 @@ func op(regex bool) string {
 func (b *builder) gatewayBackends(rt *route.Route, r gateway.Rule, unresolved map[string]*route.Backend) {
 	backend := func(ref *gateway.BackendRef) *route.Backend {
 		if ref == nil {
-			return b.invalidBackend(r.Route, unresolved)
+			return b.invalidBackend(routeKey(r), unresolved)
 		}
-		return b.gatewayBackend(*ref, r.Route, r.Timeout)
+		return b.gatewayBackend(*ref, routeKey(r), r.Timeout, r.GRPC)
 	}
 	rt.Backend = backend(r.Backend)
 	if len(r.Backends) > 1 {
@@ -73,20 +73,46 @@ func (b *builder) gatewayBackends(rt *route.Route, r gateway.Rule, unresolved ma
 		rt.Split = s
 	}
 	for _, m := range r.Mirrors {
-		rt.Mirrors = append(rt.Mirrors, b.gatewayBackend(m, r.Route, 0))
+		rt.Mirrors = append(rt.Mirrors, b.gatewayBackend(m, routeKey(r), 0, r.GRPC))
 	}
 }
 
 // invalidBackend is the one backend without endpoints of an HTTPRoute's
 // references that cannot be used: its requests answer 500, never reach
 // another route's backend.
-func (b *builder) invalidBackend(routeID string, unresolved map[string]*route.Backend) *route.Backend {
-	if be := unresolved[routeID]; be != nil {
+func (b *builder) invalidBackend(key string, unresolved map[string]*route.Backend) *route.Backend {
+	if be := unresolved[key]; be != nil {
 		return be
 	}
-	ns, name, _ := strings.Cut(routeID, "/")
-	be := &route.Backend{Name: ns + "/HTTPRoute:" + name + ":unresolved", Namespace: ns, Service: "HTTPRoute:" + name, Port: "unresolved",
+	kind := "HTTPRoute"
+	nsName, isGRPC := strings.CutPrefix(key, grpcPrefix)
+	if isGRPC {
+		kind = "GRPCRoute"
+	}
+	ns, name, _ := strings.Cut(nsName, "/")
+	be := &route.Backend{Name: ns + "/" + kind + ":" + name + ":unresolved", Namespace: ns, Service: kind + ":" + name, Port: "unresolved",
 		Policy: route.Policy{Retries: -1}, Invalid: true}
-	unresolved[routeID] = be
+	unresolved[key] = be
 	return be
+}
+
+// grpcPrefix marks a GRPCRoute in a routeKey and a route ID.
+const grpcPrefix = "GRPCRoute:"
+
+// routeKey names a rule's route for problems and maps: "namespace/name"
+// for an HTTPRoute, "GRPCRoute:namespace/name" for a GRPCRoute.
+func routeKey(r gateway.Rule) string {
+	if r.GRPC {
+		return grpcPrefix + r.Route
+	}
+	return r.Route
+}
+
+// ruleID is the route.Route Ingress field of a rule: GatewayRouteID, or
+// "GRPCRoute:namespace/name".
+func ruleID(r gateway.Rule) string {
+	if r.GRPC {
+		return grpcPrefix + r.Route
+	}
+	return GatewayRouteID(r.Route)
 }
