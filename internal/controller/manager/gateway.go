@@ -43,7 +43,10 @@ func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalanc
 	}
 	log := o.Logger.With("controller", "gatewaystatus")
 	setup := func() error {
-		routes.Serve() // host ownership counts attached HTTPRoutes from now on
+		grpc := gateway.GRPCRoutesServed(disco)
+		routes.ServeGRPCRoutes(grpc)
+		routes.Serve() // host ownership counts attached routes from now on
+		r.ServeGRPCRoutes(grpc)
 		return r.Setup(mgr)
 	}
 	if ok, _ := gatewayInstalled(disco); ok {

@@ -45,6 +45,7 @@ type Options struct {
 type Reader struct {
 	opts   Options
 	served atomic.Bool
+	grpc   atomic.Bool
 }
 
 // New returns a Reader that reads nothing until Serve.
@@ -58,6 +59,14 @@ func New(o Options) *Reader {
 func (r *Reader) Serve() {
 	if r != nil {
 		r.served.Store(true)
+	}
+}
+
+// ServeGRPCRoutes records whether the API server serves GRPCRoutes too:
+// then they claim hosts as HTTPRoutes do.
+func (r *Reader) ServeGRPCRoutes(served bool) {
+	if r != nil {
+		r.grpc.Store(served)
 	}
 }
 
@@ -97,6 +106,17 @@ func (r *Reader) Read(ctx context.Context) (translate.GatewayInput, *gateway.Opt
 	}
 	for i := range nss.Items {
 		in.Namespaces = append(in.Namespaces, &nss.Items[i])
+	}
+	if r.grpc.Load() {
+		var grpcs gatewayv1.GRPCRouteList
+		if err := r.opts.Client.List(ctx, &grpcs); err != nil {
+			return in, nil, fmt.Errorf("listing %T for host ownership: %w", &grpcs, err)
+		}
+		for i := range grpcs.Items {
+			if grpcs.Items[i].DeletionTimestamp == nil {
+				in.GRPCRoutes = append(in.GRPCRoutes, &grpcs.Items[i])
+			}
+		}
 	}
 	opts := r.opts.Gateway
 	return in, &opts, nil
