@@ -265,4 +265,7 @@ func (g *gatewaySuite) routeCases(cs *cases) {
 	cs.runNoted("gateway-weight-shift", g.weightShift)
 	e.loadOpts = func(o *load.Options) { o.Host, o.Check = gwAppHost, load.FromEcho(echoGWA+"-") }
 	cs.runNoted("gateway-refgrant-revoke", g.refGrantRevoke)
+	if cs.wants("gateway-grpc") {
+		g.line("gateway-grpc", g.grpcRoute) // gateway_grpc_test.go
+	}
 }

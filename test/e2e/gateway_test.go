@@ -64,6 +64,8 @@ const (
 //   - gateway-refgrant-revoke: the ReferenceGrant deleted under load on
 //     another host: the cross-namespace rule answers 500, nothing else
 //     changes;
+//   - gateway-grpc: a GRPCRoute's method match served over HTTP/2 by a
+//     gRPC app, an unmatched method refused;
 //   - gateway-proxy-roll: the proxies rolled (helm upgrade) under load on
 //     the Gateway's host: no request lost.
 //
