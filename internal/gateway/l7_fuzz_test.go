@@ -124,3 +124,57 @@ func routesOf(rules []Rule) []route.Route {
 	}
 	return out
 }
+
+// FuzzGRPCMatch builds a GRPCRoute with a fuzzed method match and header:
+// Build must not panic, and a served rule's path is one the routing table
+// compiles (Exact and Prefix paths absolute, regex paths compiling).
+func FuzzGRPCMatch(f *testing.F) {
+	f.Add("Exact", "echo.v1.Echo", "Say", "x-canary", "yes")
+	f.Add("RegularExpression", "echo\\.v[0-9]+\\..*", "", "", "")
+	f.Add("RegularExpression", "a)|(b", "(", "a b", "x\n")
+	f.Add("", "", "Watch", "X", "[")
+	f.Fuzz(func(t *testing.T, typ, svc, method, hName, hValue string) {
+		m := gatewayv1.GRPCRouteMatch{Method: &gatewayv1.GRPCMethodMatch{}}
+		if typ != "" {
+			m.Method.Type = ptr(gatewayv1.GRPCMethodMatchType(typ))
+		}
+		if svc != "" {
+			m.Method.Service = &svc
+		}
+		if method != "" {
+			m.Method.Method = &method
+		}
+		if hName != "" {
+			m.Headers = []gatewayv1.GRPCHeaderMatch{{Name: gatewayv1.GRPCHeaderName(hName), Value: hValue}}
+		}
+		rt := &gatewayv1.GRPCRoute{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "g"},
+			Spec: gatewayv1.GRPCRouteSpec{
+				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "web"}}},
+				Rules: []gatewayv1.GRPCRouteRule{{Matches: []gatewayv1.GRPCRouteMatch{m},
+					BackendRefs: []gatewayv1.GRPCBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{Name: "app", Port: ptr(gatewayv1.PortNumber(80))}}}}}},
+			},
+		}
+		in := l7Input(nil)
+		in.HTTPRoutes = nil
+		in.GRPCRoutes = []*gatewayv1.GRPCRoute{rt}
+		res := Build(in, Options{})
+		checkInvariants(t, in, res)
+		for _, r := range res.Rules {
+			switch r.PathType {
+			case route.PathRegex:
+				if _, err := route.CompilePath(r.Path); err != nil {
+					t.Errorf("served regex path %q does not compile: %v", r.Path, err)
+				}
+			default:
+				if !strings.HasPrefix(r.Path, "/") || strings.ContainsAny(r.Path, " \n\r\x00") {
+					t.Errorf("served path %q", r.Path)
+				}
+			}
+		}
+		tbl := route.New(route.Config{VirtualHosts: []route.VirtualHost{{Routes: routesOf(res.Rules)}}})
+		req := httptest.NewRequest("POST", "/", nil)
+		req.URL.Path = "/" + svc + "/" + method
+		tbl.MatchRequest("", req.URL.Path, req)
+	})
+}
