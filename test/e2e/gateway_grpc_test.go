@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"strings"
@@ -18,7 +17,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"sluice.dev/sluice/test/grpcecho"
 )
@@ -30,7 +29,7 @@ const (
 
 // grpcRoute: case gateway-grpc. A GRPCRoute sends the Unary method of the
 // echo service to a gRPC app of gw-a (its Service without appProtocol: the
-// GRPCRoute makes it gRPC); calls to every proxy (HTTP/2 over TLS) are
+// GRPCRoute makes it gRPC); calls to every proxy (h2c) are
 // answered by the app, a method the route does not match is refused, and
 // the route is Accepted.
 func (g *gatewaySuite) grpcRoute() (int, int, string) {
@@ -79,17 +78,22 @@ func (g *gatewaySuite) grpcRoute() (int, int, string) {
 	tn := &tenancy{e: e}
 	var conns []*grpc.ClientConn
 	for _, ip := range tn.podIPs(proxyNS, proxyName) {
-		cc, err := grpc.NewClient(net.JoinHostPort(ip, "8443"), grpc.WithAuthority(grpcGWHost),
-			grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{ServerName: grpcGWHost, InsecureSkipVerify: true}))) //nolint:gosec // the proxy's self-signed default certificate
+		cc, err := grpc.NewClient(net.JoinHostPort(ip, "8080"), grpc.WithAuthority(grpcGWHost),
+			grpc.WithTransportCredentials(insecure.NewCredentials())) // h2c: the suite's proxies run with --h2c
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		defer cc.Close()
 		conns = append(conns, cc)
+		var last error
 		e.eventually(time.Minute, "a gRPC call through proxy "+ip, func(ctx context.Context) (bool, error) {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			got, err := grpcecho.Unary(cctx, cc, "ping")
+			if err != nil && (last == nil || err.Error() != last.Error()) {
+				e.t.Logf("gRPC call through proxy %s: %v", ip, err)
+				last = err
+			}
 			return err == nil && strings.HasPrefix(got, grpcGWApp), nil
 		})
 	}

@@ -73,7 +73,8 @@ const (
 func TestGateway(t *testing.T) {
 	h := newChartEnv(t, "gw", chartOptions{
 		setup:  func(e *env) string { installGatewayCRDs(e); return "" },
-		values: "gatewayAPI: {enabled: true}\n",
+		// --h2c: gRPC clients (gateway-grpc) reach the proxies' HTTP port.
+		values: "gatewayAPI: {enabled: true}\nproxy: {extraArgs: [--h2c]}\n",
 	})
 	e := h.env
 	g := newGatewaySuite(e)
