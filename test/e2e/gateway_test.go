@@ -72,7 +72,7 @@ const (
 // Each prints `e2e gateway-<case>: requests=N failed=F ...`.
 func TestGateway(t *testing.T) {
 	h := newChartEnv(t, "gw", chartOptions{
-		setup:  func(e *env) string { installGatewayCRDs(e); return "" },
+		setup: func(e *env) string { installGatewayCRDs(e); return "" },
 		// --h2c: gRPC clients (gateway-grpc) reach the proxies' HTTP port.
 		values: "gatewayAPI: {enabled: true}\nproxy: {extraArgs: [--h2c]}\n",
 	})
