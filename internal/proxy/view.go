@@ -215,6 +215,7 @@ func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, use
 	if b.Policy.ResponseTimeout > 0 {
 		key.response = b.Policy.ResponseTimeout
 	}
+	key.send = b.Policy.SendTimeout
 	bv.protocol = b.Protocol
 
 	seen := make(map[string]bool, len(b.Endpoints))

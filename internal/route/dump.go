@@ -126,5 +126,11 @@ func dumpPolicy(p Policy) string {
 	if p.ResponseTimeout > 0 {
 		s += fmt.Sprintf(" response-timeout=%s", p.ResponseTimeout)
 	}
+	if p.ReadTimeout > 0 {
+		s += fmt.Sprintf(" read-timeout=%s", p.ReadTimeout)
+	}
+	if p.SendTimeout > 0 {
+		s += fmt.Sprintf(" send-timeout=%s", p.SendTimeout)
+	}
 	return s
 }

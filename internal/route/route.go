@@ -242,6 +242,11 @@ type Policy struct {
 	// non-zero.
 	ConnectTimeout  time.Duration
 	ResponseTimeout time.Duration
+	// ReadTimeout bounds the wait between two successive reads of the
+	// upstream's response body, SendTimeout that between two successive
+	// writes of the request upstream (nginx's proxy_read_timeout and
+	// proxy_send_timeout); zero for none.
+	ReadTimeout, SendTimeout time.Duration
 }
 
 // CookieAffinity configures sticky sessions.

@@ -38,6 +38,7 @@ type policyKey struct {
 	maxAge          int64
 	retries         int
 	connect, answer int64
+	read, send      int64
 }
 
 func keyOf(p route.Policy) policyKey {
@@ -47,6 +48,8 @@ func keyOf(p route.Policy) policyKey {
 		retries:    p.Retries,
 		connect:    int64(p.ConnectTimeout),
 		answer:     int64(p.ResponseTimeout),
+		read:       int64(p.ReadTimeout),
+		send:       int64(p.SendTimeout),
 	}
 	if p.Affinity != nil {
 		k.affinity, k.cookie, k.maxAge = true, p.Affinity.Name, int64(p.Affinity.MaxAge)

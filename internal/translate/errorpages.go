@@ -28,7 +28,7 @@ const (
 const maxErrorCodes = 50
 
 func (b *builder) errorPages(ing *networkingv1.Ingress, errs []annotationError) (*route.ErrorPages, []annotationError) {
-	ann := ing.Annotations
+	ann, _ := b.annotations(ing) // nginx.go: the nginx names translated
 	codesV, codesSet := ann[AnnotationCustomHTTPErrors]
 	svcV, svcSet := ann[AnnotationErrorBackend]
 	if !codesSet {

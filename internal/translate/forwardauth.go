@@ -51,7 +51,7 @@ const (
 
 // forwardAuth reads the forward-auth annotations of ing.
 func (b *builder) forwardAuth(ing *networkingv1.Ingress, errs []annotationError) (*route.ForwardAuth, []annotationError) {
-	ann := ing.Annotations
+	ann, _ := b.annotations(ing) // nginx.go: the nginx names translated
 	raw, on := ann[AnnotationAuthURL]
 	if !on {
 		for _, k := range []string{AnnotationAuthSignin, AnnotationAuthResponseHeaders, AnnotationAuthTimeout} {
