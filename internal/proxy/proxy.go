@@ -310,6 +310,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt := v.table.Match(r.Host, path)
+	if rt != nil && rt.Conditions != nil {
+		rt = v.table.MatchRequest(r.Host, path, r) // method, header, query matches
+	}
 	if rt == nil {
 		p.answer(w, r, p.unrouted, http.StatusNotFound, bodyNoRoute, start)
 		return
@@ -343,6 +346,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request policies: a canary is reached only through the policies of the
 // route it splits. Then it forwards r.
 func (p *Proxy) serveRoute(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
+	if rv.mirrors != nil {
+		p.mirror(r, rv) // mirror.go
+	}
 	if rv.l7 != nil {
 		var done bool
 		if rv, done = p.routeL7(w, r, rv, start); done {
@@ -356,6 +362,11 @@ func (p *Proxy) serveRoute(w http.ResponseWriter, r *http.Request, rv *routeView
 // endpoints.
 func (p *Proxy) serveBackend(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
 	if rv.backend == nil || len(rv.backend.eps) == 0 {
+		if rv.backend != nil && rv.backend.invalid {
+			// A reference that cannot be resolved (Gateway API: 500).
+			p.answer(w, r, rv, http.StatusInternalServerError, bodyInvalidBackend, start)
+			return
+		}
 		p.answer(w, r, rv, http.StatusServiceUnavailable, bodyNoEndpoint, start)
 		return
 	}

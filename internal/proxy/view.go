@@ -38,6 +38,8 @@ type routeView struct {
 	l7 *l7View
 	// policy is the route's request policies (policy.go), nil for none.
 	policy *policyView
+	// mirrors get a copy of each request (mirror.go); nil for none.
+	mirrors []*mirrorView
 }
 
 // backendView is one backend of one table: its endpoints bound to their
@@ -50,6 +52,8 @@ type backendView struct {
 	retries int
 	// protocol spoken to the endpoints.
 	protocol route.Protocol
+	// invalid: route.Backend.Invalid, answered 500.
+	invalid bool
 	// hashHeader is Policy.HashHeader in canonical form, so the request
 	// header map can be indexed without allocating.
 	hashHeader string
@@ -152,6 +156,9 @@ func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[
 			bv := backend(r.Backend)
 			rv := p.routeView(bv, r)
 			p.attachL7(v, rv, r, backend) // l7.go; nothing without Filters or Split
+			if r.Mirrors != nil {
+				attachMirrors(rv, r, backend) // mirror.go
+			}
 			v.routes[r] = rv
 			v.pairs[[2]string{rv.ingress, rv.service}] = struct{}{}
 		}
@@ -187,6 +194,7 @@ func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, use
 		service: b.Namespace + "/" + b.Service,
 		policy:  b.Policy,
 		retries: b.Policy.Retries,
+		invalid: b.Invalid,
 	}
 	if bv.retries < 0 {
 		bv.retries = p.opts.Retries

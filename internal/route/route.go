@@ -131,6 +131,12 @@ type Route struct {
 	Split *Split
 	// L7 request policies (issue 27 part B, policy.go); nil: none.
 	Policies *Policies
+	// Conditions restrict the route to requests with a method, header
+	// fields and query parameters (conditions.go); nil: every request.
+	Conditions *Conditions
+	// Mirrors receive a copy of each request, whose answers are dropped
+	// (mirror.go); nil: none.
+	Mirrors []*Backend
 }
 
 // Backend is a Service port and the pod endpoints behind it. Backends are
@@ -151,6 +157,10 @@ type Backend struct {
 	Protocol Protocol
 	// TLS configures HTTPS and GRPCS; nil for the other protocols.
 	TLS *UpstreamTLS
+	// Invalid: the reference to the Service could not be resolved
+	// (Gateway API: a backendRef of a kind, namespace or name that cannot
+	// be used); its requests get 500 rather than 503.
+	Invalid bool
 	// RefusedEndpoints counts the endpoints of the Service's slices that
 	// translation refused (not a Pod of the Service's namespace, or a
 	// special address); they get no traffic. For metrics only.
@@ -273,6 +283,9 @@ type vhost struct {
 	exact    map[string]*Route
 	prefixes map[string]*Route // normalized: trailing slashes removed; "" is "/"
 	regex    []regexRoute      // longest pattern first (regex.go)
+	// groups: for each route of exact or prefixes with Conditions, the
+	// routes of its type and path in the order tried (conditions.go).
+	groups map[*Route][]*condMatcher
 }
 
 // New compiles c into a Table. c must not be modified afterwards. When two
@@ -296,14 +309,20 @@ func New(c Config) *Table {
 				continue
 			}
 			if r.PathType == PathExact {
-				if _, dup := v.exact[r.Path]; !dup {
+				if head, dup := v.exact[r.Path]; !dup {
 					v.exact[r.Path] = r
+					v.addHead(r)
+				} else {
+					v.addAlternative(head, r)
 				}
 				continue
 			}
 			key := strings.TrimRight(r.Path, "/")
-			if _, dup := v.prefixes[key]; !dup {
+			if head, dup := v.prefixes[key]; !dup {
 				v.prefixes[key] = r
+				v.addHead(r)
+			} else {
+				v.addAlternative(head, r)
 			}
 		}
 		v.sortRegex()
@@ -352,7 +371,9 @@ func (t *Table) Config() *Config { return &t.config }
 
 // Match returns the route for a request with the given Host header (a port is
 // ignored) and URL path, or nil when nothing matches and there is no default
-// backend. Match does not allocate for lower-case hosts.
+// backend. Match does not allocate for lower-case hosts. A route it returns
+// with Conditions may not accept the request: the caller then asks
+// MatchRequest (conditions.go).
 func (t *Table) Match(host, path string) *Route {
 	if r := t.matchHost(canonicalHost(host), path); r != nil {
 		return r
@@ -361,6 +382,14 @@ func (t *Table) Match(host, path string) *Route {
 }
 
 func (t *Table) matchHost(host, path string) *Route {
+	if v := t.vhostOf(host); v != nil {
+		return v.match(path)
+	}
+	return nil
+}
+
+// vhostOf returns the virtual host serving a canonical host, nil for none.
+func (t *Table) vhostOf(host string) *vhost {
 	v := t.exact[host]
 	if v == nil {
 		if i := strings.IndexByte(host, '.'); i > 0 {
@@ -370,10 +399,7 @@ func (t *Table) matchHost(host, path string) *Route {
 	if v == nil {
 		v = t.catchAll
 	}
-	if v == nil {
-		return nil
-	}
-	return v.match(path)
+	return v
 }
 
 func (v *vhost) match(path string) *Route {

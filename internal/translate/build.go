@@ -40,18 +40,10 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 	}
 
 	filter := NewClassFilter(in.IngressClasses, opts)
-	claims := NewClaimFilter(in.IngressClasses, opts)
 	ings := make([]*networkingv1.Ingress, 0, len(in.Ingresses))
-	claimants := make([]*networkingv1.Ingress, 0, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
-		if ing == nil {
-			continue
-		}
-		if filter.Serves(ing) {
+		if ing != nil && filter.Serves(ing) {
 			ings = append(ings, ing)
-		}
-		if claims.Serves(ing) {
-			claimants = append(claimants, ing)
 		}
 	}
 	slices.SortFunc(ings, olderFirst)
@@ -59,9 +51,7 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 	b.own = in.Ownership
 	b.alone = in.Ownership != nil
 	if b.own == nil {
-		// Every class of ours claims hosts, not only those this fleet
-		// serves (NewClaimFilter); so do the attached HTTPRoutes.
-		b.own = NewOwnership(append(claimants, gw.claims()...), opts.HostOwnership)
+		b.own = hostOwnership(in, opts, gw) // hostowner.go
 	}
 	b.classes = filter
 	b.addIngresses(ings) // canaries last (canary.go)
@@ -353,7 +343,9 @@ func (b *builder) virtualHosts() []route.VirtualHost {
 				vh.routes[i].SSLRedirect = false
 			}
 		}
-		slices.SortFunc(vh.routes, func(x, y route.Route) int {
+		// Stable: the routes of one path with route.Conditions are tried
+		// in the order translation added them (the spec's precedence).
+		slices.SortStableFunc(vh.routes, func(x, y route.Route) int {
 			return cmp.Or(cmp.Compare(x.PathType, y.PathType), strings.Compare(x.Path, y.Path))
 		})
 		out = append(out, route.VirtualHost{Host: host, Routes: vh.routes})

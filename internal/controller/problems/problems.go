@@ -39,6 +39,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sluice.dev/sluice/internal/controller/notices"
+	"sluice.dev/sluice/internal/controller/routeclaims"
+	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/problem"
 	"sluice.dev/sluice/internal/translate"
 )
@@ -90,6 +92,10 @@ type Options struct {
 	// (translate.Options.SecretsUnread); the proxies report Secret
 	// problems in their logs and metrics.
 	ReadSecrets bool
+	// Routes reads the HTTPRoutes that claim hosts as the proxies count
+	// them (translate.HostOwnership); nil: Ingresses alone (Gateway API
+	// off).
+	Routes *routeclaims.Reader
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -122,7 +128,7 @@ const EventAction = "Translate"
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	in, err := r.read(ctx)
+	in, gw, err := r.read(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -130,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, IngressNginx: r.opts.IngressNginx,
 		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod, ForwardAuthAnyURL: r.opts.ForwardAuthAnyURL,
 		HostOwnership: r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces,
-		SecretsUnread: !r.opts.ReadSecrets}, r.keyPairs)
+		SecretsUnread: !r.opts.ReadSecrets, Gateway: gw}, r.keyPairs)
 	r.mu.Unlock()
 	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
@@ -167,29 +173,28 @@ func onIngresses(ps []problem.Problem) []problem.Problem {
 
 // read lists the objects translation needs. EndpointSlices are read for
 // the endpoint checks (EndpointsRefused).
-func (r *Reconciler) read(ctx context.Context) (translate.Input, error) {
-	var in translate.Input
+func (r *Reconciler) read(ctx context.Context) (in translate.Input, gw *gateway.Options, _ error) {
 	var ings networkingv1.IngressList
 	if err := r.opts.Client.List(ctx, &ings); err != nil {
-		return in, fmt.Errorf("listing ingresses: %w", err)
+		return in, nil, fmt.Errorf("listing ingresses: %w", err)
 	}
 	var classes networkingv1.IngressClassList
 	if err := r.opts.Client.List(ctx, &classes); err != nil {
-		return in, fmt.Errorf("listing ingress classes: %w", err)
+		return in, nil, fmt.Errorf("listing ingress classes: %w", err)
 	}
 	var svcs corev1.ServiceList
 	if err := r.opts.Client.List(ctx, &svcs); err != nil {
-		return in, fmt.Errorf("listing services: %w", err)
+		return in, nil, fmt.Errorf("listing services: %w", err)
 	}
 	var secrets corev1.SecretList
 	if r.opts.ReadSecrets {
 		if err := r.opts.Client.List(ctx, &secrets); err != nil {
-			return in, fmt.Errorf("listing secrets: %w", err)
+			return in, nil, fmt.Errorf("listing secrets: %w", err)
 		}
 	}
 	var epSlices discoveryv1.EndpointSliceList
 	if err := r.opts.Client.List(ctx, &epSlices); err != nil {
-		return in, fmt.Errorf("listing endpoint slices: %w", err)
+		return in, nil, fmt.Errorf("listing endpoint slices: %w", err)
 	}
 	for i := range epSlices.Items {
 		in.EndpointSlices = append(in.EndpointSlices, &epSlices.Items[i])
@@ -208,5 +213,7 @@ func (r *Reconciler) read(ctx context.Context) (translate.Input, error) {
 			in.Secrets = append(in.Secrets, &secrets.Items[i])
 		}
 	}
-	return in, nil
+	var err error
+	in.Gateway, gw, err = r.opts.Routes.Read(ctx) // attached HTTPRoutes own hosts too
+	return in, gw, err
 }

@@ -16,7 +16,7 @@
 // cluster-wide); get, list and watch on pods in its own namespace for
 // internal/drain. With Options.Gateway also list and watch on
 // gateway.networking.k8s.io gatewayclasses and namespaces (cluster-wide),
-// gateways, httproutes and referencegrants (as Ingresses).
+// gateways, httproutes, grpcroutes and referencegrants (as Ingresses).
 //
 // Unit tests use client-go's fake clientset. Tests against a real
 // kube-apiserver carry the build tag e2e (e2e_test.go here) and come with the
