@@ -54,7 +54,8 @@ import (
 // caller shares them between builds.
 type PodAddresses interface {
 	// PodIPs returns the status.podIPs of Pod namespace/name and true,
-	// or false when no such Pod is known.
+	// or false when no such Pod is known. Callers must not modify the
+	// slice.
 	PodIPs(namespace, name string) ([]string, bool)
 }
 
