@@ -1,7 +1,11 @@
 package kube
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"slices"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,14 +107,20 @@ func (x *podIndex) PodIPs(namespace, name string) ([]string, bool) {
 // conditions, container restarts: the most frequent changes in a
 // cluster) wakes nothing.
 func (s *Source) podHandler(notify func()) cache.ResourceEventHandler {
+	return addressHandler(&s.synced, notify)
+}
+
+// addressHandler is podHandler for a cache whose first load is done once
+// synced is true.
+func addressHandler(synced *atomic.Bool, notify func()) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if s.synced.Load() && len(podIPs(obj)) > 0 {
+			if synced.Load() && len(podIPs(obj)) > 0 {
 				notify()
 			}
 		},
 		UpdateFunc: func(old, cur any) {
-			if s.synced.Load() && !slices.Equal(podIPs(old), podIPs(cur)) {
+			if synced.Load() && !slices.Equal(podIPs(old), podIPs(cur)) {
 				notify()
 			}
 		},
@@ -118,11 +128,67 @@ func (s *Source) podHandler(notify func()) cache.ResourceEventHandler {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if s.synced.Load() && (len(podIPs(obj)) > 0 || obj == nil) {
+			if synced.Load() && (len(podIPs(obj)) > 0 || obj == nil) {
 				notify()
 			}
 		},
 	}
+}
+
+// PodWatch is the Pod address cache alone, cluster-wide, for a caller
+// that translates without a Source: the controller's problems reconciler,
+// whose Events must say what the proxies do.
+type PodWatch struct {
+	log     *slog.Logger
+	factory informers.SharedInformerFactory
+	inf     cache.SharedIndexInformer
+	index   *podIndex
+	synced  atomic.Bool
+}
+
+var _ translate.PodAddresses = (*PodWatch)(nil)
+
+// NewPodWatch builds the watch; nothing talks to the API server until Run.
+// logger nil means slog.Default().
+func NewPodWatch(client kubernetes.Interface, logger *slog.Logger) *PodWatch {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	f := newPodFactory(client, metav1.NamespaceAll)
+	inf := f.Core().V1().Pods().Informer()
+	return &PodWatch{log: logger.With("kind", "Pod"), factory: f, inf: inf, index: &podIndex{all: inf.GetIndexer()}}
+}
+
+// Run watches until ctx ends, calling notify after the first load and
+// after every address change (as podHandler). It returns nil when ctx
+// ends and an error only when it cannot start; it may be called once.
+func (w *PodWatch) Run(ctx context.Context, notify func()) error {
+	if err := w.inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		LogWatchError(w.log, err)
+	}); err != nil {
+		return fmt.Errorf("setting watch error handler for Pods: %w", err)
+	}
+	if _, err := w.inf.AddEventHandler(addressHandler(&w.synced, notify)); err != nil {
+		return fmt.Errorf("adding event handler for Pods: %w", err)
+	}
+	w.factory.StartWithContext(ctx)
+	defer w.factory.Shutdown()
+	if res := w.factory.WaitForCacheSyncWithContext(ctx); res.Err != nil {
+		return nil
+	}
+	w.synced.Store(true)
+	notify()
+	<-ctx.Done()
+	return nil
+}
+
+// Synced reports whether the first list is done: before, every Pod is
+// unknown and every endpoint would be refused.
+func (w *PodWatch) Synced() bool { return w.synced.Load() }
+
+// PodIPs implements translate.PodAddresses.
+func (w *PodWatch) PodIPs(namespace, name string) ([]string, bool) {
+	return w.index.PodIPs(namespace, name)
 }
 
 // podIPs returns a cached Pod's addresses; nil for anything else.

@@ -262,3 +262,49 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// TestPodWatch: the controller's watch notifies after its first load and
+// for an address change, and answers lookups from its cache.
+func TestPodWatch(t *testing.T) {
+	client := fake.NewClientset(fullPod("team-a", "a-1", "10.244.1.5"))
+	w := NewPodWatch(client, testLogger(t))
+	notes := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Run(ctx, func() {
+			select {
+			case notes <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-notes:
+		case <-time.After(waitTimeout):
+			t.Fatalf("no notify after %s", what)
+		}
+	}
+	wait("first load")
+	if !w.Synced() {
+		t.Fatal("notified before Synced")
+	}
+	if ips, ok := w.PodIPs("team-a", "a-1"); !ok || len(ips) != 1 || ips[0] != "10.244.1.5" {
+		t.Fatalf("PodIPs = %v, %v", ips, ok)
+	}
+	if _, err := client.CoreV1().Pods("team-b").Create(ctx, fullPod("team-b", "b-1", "10.244.2.7"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("a new Pod")
+	if ips, ok := w.PodIPs("team-b", "b-1"); !ok || len(ips) != 1 || ips[0] != "10.244.2.7" {
+		t.Fatalf("PodIPs of the new Pod = %v, %v", ips, ok)
+	}
+}
