@@ -166,24 +166,21 @@ func TestSliceBeforePod(t *testing.T) {
 		return ok && len(ips) == 1 && ips[0] == "10.244.2.7"
 	})
 
-	// Count the notifies of the Pod watch alone: a conditions-only update,
-	// then an address change. Events of one informer arrive in order, so
-	// when the second notified, the first was handled.
+	// Count the notifies of the Pod handler for updates alone (a new
+	// handler first gets the cache replayed as adds): a conditions-only
+	// update, then an address change. Events of one informer arrive in
+	// order, so when the second notified, the first was handled.
 	var n atomic.Int32
 	notified := make(chan struct{}, 1)
-	inf := h.src.podInformers["Pod"]
-	if _, err := inf.AddEventHandler(h.src.podHandler(func() {
+	updates := h.src.podHandler(func() {
 		n.Add(1)
 		select {
 		case notified <- struct{}{}:
 		default:
 		}
-	})); err != nil {
+	})
+	if _, err := h.src.podInformers["Pod"].AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: updates.OnUpdate}); err != nil {
 		t.Fatal(err)
-	}
-	n.Store(0) // the handler's initial replay of the cache
-	for len(notified) > 0 {
-		<-notified
 	}
 	pod.Status.Conditions[0].Status = corev1.ConditionFalse
 	pod.ResourceVersion = "2"
