@@ -96,7 +96,7 @@ func New(o Options) (*Loop, error) {
 	l.endpoints = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "sluice", Name: "table_endpoints", Help: "Distinct endpoint addresses in the routing table in use."})
 	l.refused = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: "sluice", Name: "endpoints_refused", Help: "Endpoints of the Services the routing table uses that the endpoint checks refused (no Pod of the Service's namespace, or a special address); they get no traffic. Each is named in an EndpointsRefused problem."})
+		Namespace: "sluice", Name: "endpoints_refused", Help: "Endpoints of the Services the routing table uses that the endpoint checks refused (no Pod of the Service's namespace, an address that is not the targetRef Pod's, or a special address); they get no traffic. Each is named in an EndpointsRefused problem."})
 	if o.Registerer != nil {
 		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.certExpiry, l.routes, l.endpoints, l.refused} {
 			if err := o.Registerer.Register(c); err != nil {

@@ -191,7 +191,7 @@ func (b *builder) resolve(key serviceKey) resolved {
 	if sp == nil {
 		return resolved{reason: "ServicePortNotFound", message: "service " + nsName + " has no port " + key.port + "; the route answers 503 (name one of its ports, by number or name)"}
 	}
-	eps, refused := endpointsOf(b.slices[nsName], sp.Name, b.opts)
+	eps, refused := endpointsOf(b.slices[nsName], sp.Name, b.pods, b.opts)
 	res := resolved{endpoints: eps, refusedCount: len(refused)}
 	if len(refused) > 0 {
 		res.refused = refusedMessage(nsName, refused)
@@ -206,7 +206,7 @@ func (b *builder) resolve(key serviceKey) resolved {
 // the ready endpoints, or, when none is ready, the serving and terminating
 // ones. Sorted by address, without duplicates. Endpoints the checks refuse
 // (checkEndpoint) are left out and returned as refused, ready or not.
-func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string, opts Options) (eps []route.Endpoint, refused []refusal) {
+func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string, pods PodAddresses, opts Options) (eps []route.Endpoint, refused []refusal) {
 	var ready, terminating []route.Endpoint
 	for _, s := range epSlices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
@@ -221,13 +221,13 @@ func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string, opts Op
 			if len(ep.Addresses) == 0 {
 				continue
 			}
-			addr, why := checkEndpoint(s, ep, opts)
+			addr, why := checkEndpoint(s, ep, pods, opts)
 			if why != "" {
 				shown := strconv.Quote(truncate(ep.Addresses[0], 64))
 				if addr.IsValid() {
 					shown = addr.String()
 				}
-				refused = append(refused, refusal{address: shown, reason: why})
+				refused = append(refused, refusal{address: shown, slice: strconv.Quote(truncate(s.Name, 64)), reason: why})
 				continue
 			}
 			e := route.Endpoint{Address: net.JoinHostPort(addr.String(), strconv.Itoa(port))}

@@ -77,6 +77,7 @@ type builder struct {
 	opts     Options
 	services map[string]*corev1.Service              // namespace/name
 	slices   map[string][]*discoveryv1.EndpointSlice // namespace/service
+	pods     PodAddresses                            // Input.Pods; nil: not watched
 	secrets  map[string]*corev1.Secret               // namespace/name
 	resolved map[serviceKey]resolved                 // Service ports looked up
 	backends map[backendKey]*route.Backend           // shared backends
@@ -110,6 +111,7 @@ type vhostRoutes struct {
 func newBuilder(in Input, opts Options) *builder {
 	b := &builder{
 		opts:     opts,
+		pods:     in.Pods,
 		services: make(map[string]*corev1.Service, len(in.Services)),
 		slices:   make(map[string][]*discoveryv1.EndpointSlice, len(in.EndpointSlices)),
 		secrets:  make(map[string]*corev1.Secret, len(in.Secrets)),

@@ -187,6 +187,19 @@ func decodeObjects(data []byte) (Input, Options, error) {
 			o := &discoveryv1.EndpointSlice{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
 			in.EndpointSlices = append(in.EndpointSlices, o)
+		case "Pod": // into Input.Pods: with any Pod, the endpoint checks compare addresses
+			o := &corev1.Pod{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			pods, _ := in.Pods.(PodMap)
+			if pods == nil {
+				pods = PodMap{}
+				in.Pods = pods
+			}
+			var ips []string
+			for _, ip := range o.Status.PodIPs {
+				ips = append(ips, ip.IP)
+			}
+			pods[o.Namespace+"/"+o.Name] = ips
 		case "Secret":
 			o := &corev1.Secret{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)

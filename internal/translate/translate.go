@@ -83,6 +83,11 @@ type Input struct {
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	Secrets        []*corev1.Secret
+	// Pods are the addresses of the Pods that endpoints' targetRefs may
+	// name: an endpoint is used only when its address is one of the named
+	// Pod's status.podIPs (endpoints.go). Nil: Pods are not watched
+	// (--manifests mode), and a targetRef is taken at its word.
+	Pods PodAddresses
 	// Ownership, when non-nil, decides host ownership instead of the
 	// Ingresses above: the controller translates one Ingress alone against
 	// the ownership of all (NewOwnership).

@@ -98,8 +98,10 @@ func expected(f features) map[grant]bool {
 	if f.secrets {
 		add(ctl, "cluster", "", []string{"secrets"}, read)
 	}
-	// EndpointSlices: the refused endpoints reported as EndpointsRefused.
+	// EndpointSlices: the refused endpoints reported as EndpointsRefused;
+	// Pods (their addresses), compared with the endpoints as the proxies do.
 	add(ctl, "cluster", "discovery.k8s.io", []string{"endpointslices"}, read)
+	add(ctl, "cluster", "", []string{"pods"}, []string{"list", "watch"})
 	// Bindings read everywhere, written (finalizer, status) only in the
 	// binding namespaces.
 	add(ctl, "cluster", "sluice.dev", []string{"loadbalancerbindings"}, read)
@@ -157,6 +159,8 @@ func expected(f features) map[grant]bool {
 		add(proxy, scope, "networking.k8s.io", []string{"ingresses"}, read)
 		add(proxy, scope, "", []string{"services", "secrets"}, read)
 		add(proxy, scope, "discovery.k8s.io", []string{"endpointslices"}, read)
+		// Pods: an endpoint is used only if the Pod it names has its address.
+		add(proxy, scope, "", []string{"pods"}, []string{"list", "watch"})
 	}
 	add(proxy, "ns/sluice-system", "", []string{"pods"}, read)
 	// The health checkers of the chart's IngressDaemonSet: their node, and

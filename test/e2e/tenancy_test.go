@@ -92,6 +92,7 @@ func TestTenancy(t *testing.T) {
 	tn.run("tenancy-sni-host-mismatch", tn.sniHostMismatch)
 	tn.run("tenancy-dot-segments", tn.dotSegments)
 	tn.run("tenancy-foreign-endpoint", tn.foreignEndpoint)
+	tn.forgedEndpointIP()
 	tn.run("tenancy-share-host", tn.shareHost)
 	tn.run("tenancy-acme-http01", tn.acmeHTTP01)
 	tn.limits()
@@ -255,8 +256,8 @@ func (tn *tenancy) settle(class, fleet, name string) client.Object {
 // (the problems reconciler runs the proxies' translation), and checks that
 // an ownership Event does not name the other team's namespace (it would
 // tell who owns a host). EndpointsRefused quotes the refused targetRef,
-// which the Ingress's own namespace wrote.
-func (tn *tenancy) warned(ing client.Object, reason string) {
+// which the Ingress's own namespace wrote. It returns the Event's message.
+func (tn *tenancy) warned(ing client.Object, reason string) string {
 	e := tn.e
 	e.t.Helper()
 	var note string
@@ -279,6 +280,7 @@ func (tn *tenancy) warned(ing client.Object, reason string) {
 			e.t.Errorf("Event %s on %s/%s names namespace %s: %q", reason, ing.GetNamespace(), ing.GetName(), ns, note)
 		}
 	}
+	return note
 }
 
 // remove deletes a case's objects.

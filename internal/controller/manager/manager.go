@@ -267,8 +267,14 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	pods, podChanges, err := podWatch(mgr, o.Logger)
+	if err != nil {
+		return nil, err
+	}
 	probs, err := problems.New(problems.Options{
 		Client:                   mgr.GetClient(),
+		Pods:                     pods,
+		PodChanges:               podChanges,
 		Notices:                  standing,
 		IngressClass:             o.IngressClass,
 		IngressNginx:             o.IngressNginx,

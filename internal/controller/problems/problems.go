@@ -5,9 +5,10 @@
 // for every problem it finds: a rejected rule, an invalid annotation and
 // why, a conflict naming the Ingress that wins, a missing Service, port or
 // Secret, a bad certificate, endpoints refused (not a Pod of the Service's
-// namespace, or a special address), an Ingress of which nothing is served.
+// namespace, an address that is not the named Pod's, or a special
+// address), an Ingress of which nothing is served.
 //
-//	Ingresses, IngressClasses, Services, Secrets, EndpointSlices ─► translate.BuildCached (pure) ─► notices.Writer ─► Events
+//	Ingresses, IngressClasses, Services, Secrets, EndpointSlices, Pod addresses ─► translate.BuildCached (pure) ─► notices.Writer ─► Events
 //
 // Every change runs the whole translation (it is the same work each proxy
 // does on every change, and the cluster-wide view is what decides
@@ -36,6 +37,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sluice.dev/sluice/internal/controller/notices"
@@ -76,6 +78,13 @@ type Options struct {
 	// IngressNginx also serves ingress-nginx classes and reports their
 	// annotations (refused snippets, unsupported ones); nil: off.
 	IngressNginx *translate.IngressNginx
+	// Pods, when set, are the Pods' addresses the endpoint checks compare
+	// each endpoint with, as the proxies do (translate.Input.Pods); runs
+	// wait until it has synced. Nil: targetRefs are believed.
+	Pods PodIndex
+	// PodChanges, with Pods, queues a run for each value sent (the Pod
+	// watch's address changes). Nil: none.
+	PodChanges <-chan event.GenericEvent
 	// AllowEndpointsWithoutPod is the proxies' --allow-endpoints-without-pod:
 	// endpoints without a targetRef are not reported as refused.
 	AllowEndpointsWithoutPod bool
@@ -99,6 +108,16 @@ type Options struct {
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
+
+// PodIndex is a translate.PodAddresses that says when its first load is
+// done (kube.PodWatch).
+type PodIndex interface {
+	translate.PodAddresses
+	Synced() bool
+}
+
+// podsUnsynced is how soon a run waiting for the Pod cache tries again.
+const podsUnsynced = time.Second
 
 // Reconciler announces translation problems as Events. Every request
 // reconciles the whole cluster; the request's name does not matter.
@@ -128,9 +147,16 @@ const EventAction = "Translate"
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	if r.opts.Pods != nil && !r.opts.Pods.Synced() {
+		// Every endpoint would be refused for want of its Pod.
+		return reconcile.Result{RequeueAfter: podsUnsynced}, nil
+	}
 	in, gw, err := r.read(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if r.opts.Pods != nil {
+		in.Pods = r.opts.Pods
 	}
 	r.mu.Lock()
 	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, IngressNginx: r.opts.IngressNginx,
