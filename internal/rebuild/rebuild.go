@@ -4,9 +4,11 @@
 // atomically. Changes arriving while a table is being built are coalesced into
 // the next build, so a burst of object updates costs one build, not many. The
 // loop keeps the parsed TLS Secrets between builds (translate.KeyPairCache),
-// so a rebuild parses only the certificates that changed.
+// so a rebuild parses only the certificates that changed, and the last
+// translation with its index (translate.Update), so a rebuild translates
+// only the hosts the change touches.
 //
-// Data flow: source.Source → Loop (here) → translate.Build → route.New →
+// Data flow: source.Source → Loop (here) → translate.Update → route.New →
 // Updater (the proxy).
 package rebuild
 
@@ -65,9 +67,11 @@ type Loop struct {
 	routes       prometheus.Gauge
 	endpoints    prometheus.Gauge
 	refused      prometheus.Gauge
+	translations *prometheus.CounterVec
 
 	lastProblems map[string]bool
 	keyPairs     *translate.KeyPairCache // parsed TLS Secrets, used by rebuild only
+	last         *translate.Result       // the last translation, consumed by the next; used by rebuild only
 }
 
 // New returns a Loop. Call Run to start it.
@@ -97,8 +101,11 @@ func New(o Options) (*Loop, error) {
 		Namespace: "sluice", Name: "table_endpoints", Help: "Distinct endpoint addresses in the routing table in use."})
 	l.refused = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "sluice", Name: "endpoints_refused", Help: "Endpoints of the Services the routing table uses that the endpoint checks refused (no Pod of the Service's namespace, or a special address); they get no traffic. Each is named in an EndpointsRefused problem."})
+	l.translations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "table_translations_total", Help: "Translations of objects into a routing table, by kind: \"full\" (every Ingress) or \"incremental\" (only the Ingresses linked to the changed objects by hosts, Services and Secrets)."},
+		[]string{"kind"})
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.certExpiry, l.routes, l.endpoints, l.refused} {
+		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.certExpiry, l.routes, l.endpoints, l.refused, l.translations} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("registering table metrics: %w", err)
 			}
@@ -144,13 +151,20 @@ func (l *Loop) rebuild() {
 	since := l.changed.Swap(0)
 	start := time.Now()
 	in := l.o.Source.Snapshot()
-	cfg, problems := translate.BuildCached(in, l.o.Translate, l.keyPairs)
+	res := translate.Update(l.last, in, l.o.Translate, l.keyPairs)
+	l.last = res
+	cfg, problems := res.Config, res.Problems
 	t := route.New(cfg)
 	built := time.Since(start)
 	l.o.Updater.Update(t)
 	gen := l.gen.Add(1)
 	l.generation.Set(float64(gen))
 	l.buildSeconds.Observe(built.Seconds())
+	kind := "incremental"
+	if res.Full {
+		kind = "full"
+	}
+	l.translations.WithLabelValues(kind).Inc()
 	if since != 0 {
 		l.liveSeconds.Observe(time.Since(time.Unix(0, since)).Seconds())
 	}
@@ -158,7 +172,8 @@ func (l *Loop) rebuild() {
 	if !l.ready.Swap(true) {
 		l.log.Info("first routing table live", "generation", gen, "ingresses", len(in.Ingresses), "hosts", len(cfg.VirtualHosts), "build", built)
 	} else {
-		l.log.Debug("routing table live", "generation", gen, "hosts", len(cfg.VirtualHosts), "build", built)
+		l.log.Debug("routing table live", "generation", gen, "hosts", len(cfg.VirtualHosts), "build", built,
+			"translation", kind, "retranslated", res.Retranslated)
 	}
 	if l.o.OnTable != nil {
 		l.o.OnTable(t, problems)
