@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -169,7 +170,8 @@ func (l *Loop) rebuild() {
 		l.liveSeconds.Observe(time.Since(time.Unix(0, since)).Seconds())
 	}
 	l.record(&cfg, problems)
-	if !l.ready.Swap(true) {
+	first := !l.ready.Swap(true)
+	if first {
 		l.log.Info("first routing table live", "generation", gen, "ingresses", len(in.Ingresses), "hosts", len(cfg.VirtualHosts), "build", built)
 	} else {
 		l.log.Debug("routing table live", "generation", gen, "hosts", len(cfg.VirtualHosts), "build", built,
@@ -177,6 +179,15 @@ func (l *Loop) rebuild() {
 	}
 	if l.o.OnTable != nil {
 		l.o.OnTable(t, problems)
+	}
+	if first {
+		// The first load leaves the garbage of decoding every object
+		// and of the first full translation, and a heap goal set while
+		// loading. Left to the collector, that cycle came with the
+		// first change and ran beside its rebuild (the first change
+		// after start was the slowest). Collect it now, before any
+		// change waits, and give the pages back.
+		debug.FreeOSMemory()
 	}
 }
 
