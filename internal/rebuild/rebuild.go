@@ -6,7 +6,8 @@
 // loop keeps the parsed TLS Secrets between builds (translate.KeyPairCache),
 // so a rebuild parses only the certificates that changed, and the last
 // translation with its index (translate.Update), so a rebuild translates
-// only the hosts the change touches.
+// only the hosts the change touches and compiles only those
+// (route.NewFrom).
 //
 // Data flow: source.Source → Loop (here) → translate.Update → route.New →
 // Updater (the proxy).
@@ -73,6 +74,7 @@ type Loop struct {
 	lastProblems map[string]bool
 	keyPairs     *translate.KeyPairCache // parsed TLS Secrets, used by rebuild only
 	last         *translate.Result       // the last translation, consumed by the next; used by rebuild only
+	table        *route.Table            // the last table, whose unchanged hosts the next reuses; used by rebuild only
 }
 
 // New returns a Loop. Call Run to start it.
@@ -155,7 +157,8 @@ func (l *Loop) rebuild() {
 	res := translate.Update(l.last, in, l.o.Translate, l.keyPairs)
 	l.last = res
 	cfg, problems := res.Config, res.Problems
-	t := route.New(cfg)
+	t := route.NewFrom(l.table, cfg)
+	l.table = t
 	built := time.Since(start)
 	l.o.Updater.Update(t)
 	gen := l.gen.Add(1)
