@@ -224,7 +224,11 @@ func (w *world) step() string {
 	case kind < 7:
 		name := fmt.Sprintf("svc-%d", w.r.IntN(3))
 		if w.r.IntN(2) == 0 {
-			return apply(w.eps, "EndpointSlice", ns, name+"-1", op, func() *discoveryv1.EndpointSlice { return w.slice(ns, name+"-1", name) },
+			svc := name
+			if w.r.IntN(4) == 0 {
+				svc = fmt.Sprintf("svc-%d", w.r.IntN(3)) // a slice may move to another Service
+			}
+			return apply(w.eps, "EndpointSlice", ns, name+"-1", op, func() *discoveryv1.EndpointSlice { return w.slice(ns, name+"-1", svc) },
 				func(o *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice { return o.DeepCopy() })
 		}
 		return apply(w.svcs, "Service", ns, name, op, func() *corev1.Service { return w.service(ns, name) },
@@ -365,4 +369,55 @@ func FuzzIncremental(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64, steps uint8) {
 		checkIncremental(t, seed, int(steps%64), certs)
 	})
+}
+
+// TestUpdateFallsBackToFull: what is not decided per host, Service or
+// Secret is translated in full; a plain change is not.
+func TestUpdateFallsBackToFull(t *testing.T) {
+	prefix := networkingv1.PathTypePrefix
+	class := DefaultIngressClass
+	ing := func(name, host string) *networkingv1.Ingress {
+		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: networkingv1.IngressSpec{IngressClassName: &class, Rules: []networkingv1.IngressRule{{Host: host,
+				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+					Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+						Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}
+	}
+	base := func() Input {
+		return Input{Ingresses: []*networkingv1.Ingress{ing("a", "a.example.com"), ing("b", "b.example.com")},
+			Services: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}}}
+	}
+	cases := []struct {
+		name   string
+		change func(in *Input)
+		full   bool
+	}{
+		{"a host changes", func(in *Input) { in.Ingresses[0] = ing("a", "c.example.com") }, false},
+		{"an Ingress is added", func(in *Input) { in.Ingresses = append(in.Ingresses, ing("c", "c.example.com")) }, false},
+		{"a default backend is set", func(in *Input) {
+			in.Ingresses[0] = ing("a", "a.example.com")
+			in.Ingresses[0].Spec.DefaultBackend = &in.Ingresses[0].Spec.Rules[0].HTTP.Paths[0].Backend
+		}, true},
+		{"a rule without a host", func(in *Input) { in.Ingresses[0] = ing("a", "") }, true},
+		{"a wildcard host comes", func(in *Input) { in.Ingresses[0] = ing("a", "*.example.com") }, true},
+		{"an IngressClass comes", func(in *Input) {
+			in.IngressClasses = []*networkingv1.IngressClass{{ObjectMeta: metav1.ObjectMeta{Name: "other"}}}
+		}, true},
+		{"the Input names an Ingress twice", func(in *Input) { in.Ingresses = append(in.Ingresses, ing("a", "d.example.com")) }, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := Translate(base(), Options{}, nil)
+			in := base()
+			c.change(&in)
+			res = Update(res, in, Options{}, nil)
+			if res.Full != c.full {
+				t.Errorf("full translation: %t; want %t", res.Full, c.full)
+			}
+			if want, wantProblems := Build(in, Options{}); !reflect.DeepEqual(res.Config, want) || !reflect.DeepEqual(res.Problems, wantProblems) {
+				t.Errorf("result differs from Build's")
+			}
+		})
+	}
 }
