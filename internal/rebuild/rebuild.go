@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -173,8 +172,7 @@ func (l *Loop) rebuild() {
 		l.liveSeconds.Observe(time.Since(time.Unix(0, since)).Seconds())
 	}
 	l.record(&cfg, problems)
-	first := !l.ready.Swap(true)
-	if first {
+	if !l.ready.Swap(true) {
 		l.log.Info("first routing table live", "generation", gen, "ingresses", len(in.Ingresses), "hosts", len(cfg.VirtualHosts), "build", built)
 	} else {
 		l.log.Debug("routing table live", "generation", gen, "hosts", len(cfg.VirtualHosts), "build", built,
@@ -182,15 +180,6 @@ func (l *Loop) rebuild() {
 	}
 	if l.o.OnTable != nil {
 		l.o.OnTable(t, problems)
-	}
-	if first {
-		// The first load leaves the garbage of decoding every object
-		// and of the first full translation, and a heap goal set while
-		// loading. Left to the collector, that cycle came with the
-		// first change and ran beside its rebuild (the first change
-		// after start was the slowest). Collect it now, before any
-		// change waits, and give the pages back.
-		debug.FreeOSMemory()
 	}
 }
 
