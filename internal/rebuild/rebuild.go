@@ -71,6 +71,7 @@ type Loop struct {
 	translations *prometheus.CounterVec
 
 	lastProblems map[string]bool
+	lastExpiry   map[string]int64        // certExpiry as set: Secret → Unix seconds
 	keyPairs     *translate.KeyPairCache // parsed TLS Secrets, used by rebuild only
 	last         *translate.Result       // the last translation, consumed by the next; used by rebuild only
 	table        *route.Table            // the last table, whose unchanged hosts the next reuses; used by rebuild only
@@ -79,7 +80,8 @@ type Loop struct {
 // New returns a Loop. Call Run to start it.
 func New(o Options) (*Loop, error) {
 	l := &Loop{o: o, log: o.Logger, kick: make(chan struct{}, 1), lastProblems: map[string]bool{},
-		keyPairs: translate.NewKeyPairCache()}
+		lastExpiry: map[string]int64{},
+		keyPairs:   translate.NewKeyPairCache()}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -213,16 +215,29 @@ func (l *Loop) record(cfg *route.Config, problems []translate.Problem) {
 	l.endpoints.Set(float64(len(addrs)))
 	l.refused.Set(float64(nrefused))
 
-	l.certExpiry.Reset()
+	// Only the series that changed: with 10,000s of certificates,
+	// resetting and setting every one was a cost of every change.
 	certs := cfg.Certificates
 	if cfg.DefaultCertificate != nil {
 		certs = append(certs[:len(certs):len(certs)], *cfg.DefaultCertificate)
 	}
+	expiry := make(map[string]int64, len(certs))
 	for _, c := range certs {
 		if c.Cert != nil && c.Cert.Leaf != nil {
-			l.certExpiry.WithLabelValues(c.Source).Set(float64(c.Cert.Leaf.NotAfter.Unix()))
+			expiry[c.Source] = c.Cert.Leaf.NotAfter.Unix()
 		}
 	}
+	for src := range l.lastExpiry {
+		if _, ok := expiry[src]; !ok {
+			l.certExpiry.DeleteLabelValues(src)
+		}
+	}
+	for src, t := range expiry {
+		if last, ok := l.lastExpiry[src]; !ok || last != t {
+			l.certExpiry.WithLabelValues(src).Set(float64(t))
+		}
+	}
+	l.lastExpiry = expiry
 
 	l.rejected.Reset()
 	counts := map[[3]string]int{}
