@@ -33,7 +33,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 
 	"sluice.dev/sluice/internal/route"
 )
@@ -370,7 +369,10 @@ func dedupe(keys []string) []string {
 }
 
 // equalObjects reports whether two versions of an object are the same for
-// translation: the same pointer, or equal content.
+// translation: the same pointer, or equal content. reflect.DeepEqual, not
+// the API's semantic equality (which takes nil and empty as equal): a
+// difference it sees that translation ignores costs a re-translation,
+// never a missed change.
 func equalObjects[T any](a, b *T) bool {
-	return a == b || (a != nil && b != nil && equality.Semantic.DeepEqual(a, b))
+	return a == b || (a != nil && b != nil && reflect.DeepEqual(a, b))
 }
