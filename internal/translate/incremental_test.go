@@ -99,10 +99,13 @@ func (w *world) ingress(ns, name string) *networkingv1.Ingress {
 		Namespace: ns, Name: name, Annotations: map[string]string{},
 		CreationTimestamp: metav1.Unix(int64(w.r.IntN(4)), 0), // ties: then by namespace/name
 	}}
-	switch w.r.IntN(8) {
+	switch w.r.IntN(9) {
 	case 0:
 		other := "other"
 		ing.Spec.IngressClassName = &other
+	case 8:
+		nginx := DefaultIngressNginxClass // served with Options.IngressNginx
+		ing.Spec.IngressClassName = &nginx
 	case 1: // no class: the default class serves it
 	default:
 		ing.Spec.IngressClassName = &class
@@ -137,7 +140,13 @@ func (w *world) ingress(ns, name string) *networkingv1.Ingress {
 		ing.Spec.DefaultBackend = &be
 	}
 	a := ing.Annotations
-	switch w.r.IntN(10) {
+	switch w.r.IntN(12) {
+	case 10:
+		a[NginxAnnotationPrefix+"canary"] = "true"
+		a[NginxAnnotationPrefix+"canary-weight"] = "50"
+	case 11:
+		a[NginxAnnotationPrefix+"rewrite-target"] = "/"
+		a[NginxAnnotationPrefix+"configuration-snippet"] = "return 200;" // refused
 	case 0:
 		a[AnnotationCanary] = "true"
 		a[AnnotationCanaryWeight] = "30"
@@ -297,6 +306,9 @@ func worldOptions(seed uint64) Options {
 	}
 	if seed%5 == 0 {
 		o.DefaultCertificate = "platform/tls-0"
+	}
+	if seed%4 == 3 {
+		o.IngressNginx = &IngressNginx{}
 	}
 	return o
 }
