@@ -65,6 +65,7 @@ func (b *builder) build(in Input, cache *KeyPairCache) route.Config {
 	}
 	slices.SortFunc(ings, olderFirst)
 	gw := b.gatewayRules(in) // nil without opts.Gateway
+	b.gw = gw
 	b.own = in.Ownership
 	b.alone = in.Ownership != nil
 	if b.own == nil {
@@ -130,6 +131,7 @@ type builder struct {
 	// namespace/name (cur: the Ingress being added).
 	deps map[string][]string
 	cur  string
+	gw   *gatewayResult // the Gateway API translation of this build; nil without
 }
 
 // vhostRoutes collects one host's routes and which Ingress owns each match.

@@ -18,8 +18,12 @@ package translate
 // outside it can see the difference. What is not per host or group falls
 // back to a full translation: the catch-all default backend and rules
 // without a host, wildcard hosts that come or go, IngressClasses, Options,
-// the default certificate's Secret, Gateway API objects, Input.Ownership,
-// and groups larger than half of the Ingresses.
+// the default certificate's Secret, Input.Ownership, and groups larger than
+// half of the Ingresses. Gateway API objects are translated again on every
+// Update (there are few); if their translation changed, or the group
+// touches a host, Service or Secret of theirs (where Ingresses and routes
+// decide together: ownership, precedence, shared backends, certificates),
+// the translation is full; otherwise their part of the table stays.
 //
 // The index (object → the keys it touches, key → the Ingresses touching it)
 // is built by every full translation, so the first change after a full
@@ -34,6 +38,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/route"
 )
 
@@ -75,7 +80,10 @@ type index struct {
 
 	keysOf map[string][]string // Ingress namespace/name → keys it touches
 	byKey  map[string][]string // key → Ingresses touching it
-	wild   map[string]int      // wildcard hosts → Ingresses naming them
+	wild   map[string]int      // wildcard hosts → Ingresses (and Gateway API rules) naming them
+
+	gw     *gateway.Result // the Gateway API translation; nil without Options.Gateway
+	gwKeys map[string]bool // the hosts, Services and Secrets gw touches
 }
 
 // Translate is a full translation that also returns the index for Update.
@@ -95,7 +103,7 @@ func Translate(in Input, opts Options, cache *KeyPairCache) *Result {
 
 // canIndex reports whether results for in can be updated incrementally.
 func canIndex(in Input, opts Options) bool {
-	return in.Ownership == nil && opts.Gateway == nil
+	return in.Ownership == nil
 }
 
 // Update translates in, which is the Input of prev after some change,
@@ -111,13 +119,14 @@ func Update(prev *Result, in Input, opts Options, cache *KeyPairCache) *Result {
 	x := prev.idx
 	prev.idx = nil
 	ch, ok := x.diff(in, cache)
-	if !ok {
+	if !ok || !x.sameGateway(in, opts) {
 		return Translate(in, opts, cache)
 	}
 	if ch.empty() {
 		return &Result{Config: prev.Config, Problems: prev.Problems, idx: x}
 	}
 	g, ok := x.group(ch)
+	ok = ok && !x.touchesGateway(g)
 	if ok && len(g.ings) == 0 {
 		// Objects no Ingress uses.
 		return &Result{Config: prev.Config, Problems: prev.Problems, idx: x}
@@ -144,7 +153,7 @@ func Update(prev *Result, in Input, opts Options, cache *KeyPairCache) *Result {
 			}
 		}
 		if len(more) > 0 {
-			ok = x.grow(&g, more)
+			ok = x.grow(&g, more) && !x.touchesGateway(g)
 			continue
 		}
 		if !g.owns(cfg, b.problems) {
@@ -177,7 +186,57 @@ func (x *index) builder(opts Options) *builder {
 		partial:  true,
 		deps:     map[string][]string{},
 	}
+	b.opts.Gateway = nil // its part of the table stays (sameGateway, touchesGateway)
 	return b
+}
+
+// sameGateway reports whether the Gateway API objects of in translate as
+// they did for the index (trivially without Options.Gateway).
+func (x *index) sameGateway(in Input, opts Options) bool {
+	if opts.Gateway == nil {
+		return x.gw == nil
+	}
+	b := &builder{opts: opts}
+	g := b.gatewayRules(in)
+	return x.gw != nil && g != nil && reflect.DeepEqual(g.res, *x.gw)
+}
+
+// touchesGateway reports whether g shares a host, Service or Secret with
+// the Gateway API rules and certificates.
+func (x *index) touchesGateway(g group) bool {
+	if len(x.gwKeys) == 0 {
+		return false
+	}
+	for k := range g.keys {
+		if x.gwKeys[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// gatewayKeys are the keys of what a Gateway API translation touches.
+func gatewayKeys(res *gateway.Result, wild map[string]int) map[string]bool {
+	keys := map[string]bool{}
+	host := func(h string) {
+		keys["h:"+h] = true
+		if strings.HasPrefix(h, "*.") {
+			wild[h]++
+		}
+	}
+	for _, r := range res.Rules {
+		host(r.Host)
+		if r.Backend != nil {
+			keys["s:"+r.Backend.Namespace+"/"+r.Backend.Service] = true
+		}
+	}
+	for _, c := range res.Certificates {
+		keys["k:"+c.Secret] = true
+		for _, h := range c.Hosts {
+			host(h)
+		}
+	}
+	return keys
 }
 
 // use records that the Ingress being added looked up key.
@@ -309,6 +368,10 @@ func newIndex(in Input, opts Options, b *builder) *index {
 		return nil
 	}
 	x.wild = wildcards(x.ings)
+	if b.gw != nil {
+		x.gw = &b.gw.res
+		x.gwKeys = gatewayKeys(x.gw, x.wild)
+	}
 	for id, ing := range x.ings {
 		x.setKeys(id.String(), ing, b.deps[id.String()])
 	}

@@ -13,6 +13,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/testcert"
 )
 
@@ -27,6 +30,8 @@ type world struct {
 	secrets  map[string]*corev1.Secret
 	classes  []*networkingv1.IngressClass
 	wildcard bool // hosts may be wildcards and hostless rules
+	routes   map[string]*gatewayv1.HTTPRoute
+	gateway  bool // Gateway API objects (Options.Gateway)
 }
 
 var (
@@ -50,6 +55,12 @@ func (w *world) input() Input {
 	}
 	for _, k := range sortedKeys(w.secrets) {
 		in.Secrets = append(in.Secrets, w.secrets[k])
+	}
+	if w.gateway {
+		in.Gateway = worldGateway()
+		for _, k := range sortedKeys(w.routes) {
+			in.Gateway.HTTPRoutes = append(in.Gateway.HTTPRoutes, w.routes[k])
+		}
 	}
 	// Sources list objects in any order (informer stores).
 	w.r.Shuffle(len(in.Ingresses), func(i, j int) { in.Ingresses[i], in.Ingresses[j] = in.Ingresses[j], in.Ingresses[i] })
@@ -225,7 +236,15 @@ func (w *world) secret(ns, name string) *corev1.Secret {
 func (w *world) step() string {
 	ns := w.pick(worldNamespaces)
 	op := w.r.IntN(10)
-	switch kind := w.r.IntN(10); {
+	kind := w.r.IntN(10)
+	if w.gateway && w.r.IntN(6) == 0 {
+		kind = 10
+	}
+	switch {
+	case kind == 10:
+		name := fmt.Sprintf("route-%d", w.r.IntN(3))
+		return apply(w.routes, "HTTPRoute", ns, name, op, func() *gatewayv1.HTTPRoute { return w.route(ns, name) },
+			func(o *gatewayv1.HTTPRoute) *gatewayv1.HTTPRoute { return o.DeepCopy() })
 	case kind < 5:
 		name := fmt.Sprintf("ing-%d", w.r.IntN(5))
 		return apply(w.ings, "Ingress", ns, name, op, func() *networkingv1.Ingress { return w.ingress(ns, name) },
@@ -274,8 +293,10 @@ func newWorld(t testing.TB, seed uint64, certs [][2][]byte) *world {
 		certs: certs,
 		ings:  map[string]*networkingv1.Ingress{}, svcs: map[string]*corev1.Service{},
 		eps: map[string]*discoveryv1.EndpointSlice{}, secrets: map[string]*corev1.Secret{},
+		routes: map[string]*gatewayv1.HTTPRoute{},
 	}
 	w.wildcard = w.r.IntN(3) == 0
+	w.gateway = seed%4 == 1
 	w.classes = []*networkingv1.IngressClass{{ObjectMeta: metav1.ObjectMeta{Name: DefaultIngressClass,
 		Annotations: map[string]string{networkingv1.AnnotationIsDefaultIngressClass: "true"}},
 		Spec: networkingv1.IngressClassSpec{Controller: ControllerName}}}
@@ -309,6 +330,9 @@ func worldOptions(seed uint64) Options {
 	}
 	if seed%4 == 3 {
 		o.IngressNginx = &IngressNginx{}
+	}
+	if seed%4 == 1 {
+		o.Gateway = &gateway.Options{}
 	}
 	return o
 }
@@ -432,4 +456,42 @@ func TestUpdateFallsBackToFull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// worldGateway is the Gateway of the worlds with Gateway API: an HTTP
+// listener, and an HTTPS one for b.example.com with the Secret tls-0 of
+// its namespace, both open to routes of every namespace.
+func worldGateway() GatewayInput {
+	all := &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptrTo(gatewayv1.NamespacesFromAll)}}
+	return GatewayInput{
+		GatewayClasses: []*gatewayv1.GatewayClass{{ObjectMeta: metav1.ObjectMeta{Name: "sluice"},
+			Spec: gatewayv1.GatewayClassSpec{ControllerName: gateway.ControllerName}}},
+		Gateways: []*gatewayv1.Gateway{{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "web"},
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "sluice", Listeners: []gatewayv1.Listener{
+				{Name: "http", Protocol: gatewayv1.HTTPProtocolType, Port: 80, AllowedRoutes: all},
+				{Name: "https", Protocol: gatewayv1.HTTPSProtocolType, Port: 443, Hostname: ptrTo(gatewayv1.Hostname("b.example.com")), AllowedRoutes: all,
+					TLS: &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "tls-0"}}}},
+			}}}},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// route is an HTTPRoute attached to the world's Gateway, for a host of the
+// pool (shared with Ingresses), to a Service of its namespace.
+func (w *world) route(ns, name string) *gatewayv1.HTTPRoute {
+	rt := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.Unix(int64(w.r.IntN(4)), 0)},
+		Spec: gatewayv1.HTTPRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{
+			Name: "web", Namespace: ptrTo(gatewayv1.Namespace("platform"))}}}}}
+	if w.r.IntN(4) > 0 {
+		rt.Spec.Hostnames = []gatewayv1.Hostname{gatewayv1.Hostname(w.pick(worldHosts))}
+	}
+	for range 1 + w.r.IntN(2) {
+		rt.Spec.Rules = append(rt.Spec.Rules, gatewayv1.HTTPRouteRule{
+			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptrTo(gatewayv1.PathMatchPathPrefix), Value: ptrTo(w.pick(worldPaths))}}},
+			BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+				Name: gatewayv1.ObjectName(fmt.Sprintf("svc-%d", w.r.IntN(3))), Port: ptrTo(gatewayv1.PortNumber(80))}}}},
+		})
+	}
+	return rt
 }
