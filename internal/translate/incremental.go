@@ -90,7 +90,7 @@ type index struct {
 func Translate(in Input, opts Options, cache *KeyPairCache) *Result {
 	opts = opts.withDefaults()
 	b := newBuilder(in, opts)
-	if !canIndex(in, opts) {
+	if !canIndex(in) {
 		cfg := b.build(in, cache)
 		return &Result{Config: cfg, Problems: sortProblems(b.problems), Full: true, Retranslated: len(in.Ingresses)}
 	}
@@ -102,7 +102,7 @@ func Translate(in Input, opts Options, cache *KeyPairCache) *Result {
 }
 
 // canIndex reports whether results for in can be updated incrementally.
-func canIndex(in Input, opts Options) bool {
+func canIndex(in Input) bool {
 	return in.Ownership == nil
 }
 
@@ -113,7 +113,7 @@ func canIndex(in Input, opts Options) bool {
 // fully. The result equals Build(in, opts).
 func Update(prev *Result, in Input, opts Options, cache *KeyPairCache) *Result {
 	opts = opts.withDefaults()
-	if prev == nil || prev.idx == nil || !canIndex(in, opts) || !reflect.DeepEqual(prev.idx.opts, opts) {
+	if prev == nil || prev.idx == nil || !canIndex(in) || !reflect.DeepEqual(prev.idx.opts, opts) {
 		return Translate(in, opts, cache)
 	}
 	x := prev.idx
