@@ -100,7 +100,7 @@ type Options struct {
 	// the bytes move with splice(2), not through user space. Off by
 	// default: on loopback it cut the proxy's CPU per 1 MiB response by
 	// about a third but tripled the receiving client's, and max req/s
-	// fell (README, bench section).
+	// fell (bench/README.md).
 	SpliceBodies bool
 	// TunnelIdleTimeout closes an upgraded connection (WebSocket and
 	// other protocol switches) once no byte went either way for this
@@ -391,6 +391,9 @@ type outcome struct {
 	upstream     string
 	upstreamTime time.Duration
 	retries      int
+	// body is the request's body as forward read it, nil if it had none
+	// or was not forwarded: the access log's request_bytes.
+	body *replayBody
 }
 
 // record updates metrics and writes the access log line.

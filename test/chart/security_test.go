@@ -178,9 +178,13 @@ func expected(f features) map[grant]bool {
 			add(proxy, scope, gw, []string{"gateways", "httproutes", "referencegrants"}, read)
 		}
 	}
-	// The uninstall Job deletes the release's bindings.
-	if f.bindings {
+	// The uninstall Job deletes the release's bindings, and the chart's own
+	// IngressDaemonSet before them.
+	if f.bindings || f.nodeHealth {
 		add("sluice-remove-bindings", "ns/sluice-system", "sluice.dev", []string{"loadbalancerbindings"}, []string{"get", "list", "delete", "patch"})
+	}
+	if f.nodeHealth {
+		add("sluice-remove-bindings", "ns/sluice-system", "sluice.dev", []string{"ingressdaemonsets"}, []string{"get", "list", "delete"})
 	}
 	return out
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // cacheByObject limits what the informers read to what the RBAC grants
-// (README, Security). Pods are read only in the binding namespaces, the
+// (docs/security.md). Pods are read only in the binding namespaces, the
 // Deployments, DaemonSets and PodDisruptionBudgets of IngressDaemonSets
 // only in the IngressDaemonSet namespaces, where the chart grants them by
 // Roles; every namespace when a list is empty or holds "*". Secrets: only
