@@ -286,47 +286,34 @@ type vhost struct {
 	// groups: for each route of exact or prefixes with Conditions, the
 	// routes of its type and path in the order tried (conditions.go).
 	groups map[*Route][]*condMatcher
+	routes []Route // compiled from (NewFrom reuses the vhost for the same slice)
 }
 
 // New compiles c into a Table. c must not be modified afterwards. When two
 // routes of a host have the same type and path, the first one wins (translate
 // resolves and reports conflicts before this).
-func New(c Config) *Table {
+func New(c Config) *Table { return NewFrom(nil, c) }
+
+// NewFrom is New, reusing what prev (nil for none) compiled from the same
+// VirtualHost routes: a host whose Routes slice is the very slice (same
+// array, same length) of a host of prev's Config is not compiled again.
+// Incremental translation (translate.Update) passes the routes of the hosts
+// a change did not touch on unchanged, so a change compiles only its own.
+func NewFrom(prev *Table, c Config) *Table {
 	t := &Table{
 		config:    c,
-		exact:     make(map[string]*vhost),
+		exact:     make(map[string]*vhost, len(c.VirtualHosts)),
 		wildcards: make(map[string]*vhost),
-		certs:     make(map[string]*tls.Certificate),
+		certs:     make(map[string]*tls.Certificate, len(c.Certificates)),
 		wildCerts: make(map[string]*tls.Certificate),
 	}
 	for i := range c.VirtualHosts {
 		vh := &c.VirtualHosts[i]
-		v := &vhost{exact: make(map[string]*Route), prefixes: make(map[string]*Route)}
-		for j := range vh.Routes {
-			r := &vh.Routes[j]
-			if r.PathType == PathRegex {
-				v.addRegex(r)
-				continue
-			}
-			if r.PathType == PathExact {
-				if head, dup := v.exact[r.Path]; !dup {
-					v.exact[r.Path] = r
-					v.addHead(r)
-				} else {
-					v.addAlternative(head, r)
-				}
-				continue
-			}
-			key := strings.TrimRight(r.Path, "/")
-			if head, dup := v.prefixes[key]; !dup {
-				v.prefixes[key] = r
-				v.addHead(r)
-			} else {
-				v.addAlternative(head, r)
-			}
-		}
-		v.sortRegex()
 		host := strings.ToLower(vh.Host)
+		v := prev.reusable(host, vh.Routes)
+		if v == nil {
+			v = compile(vh.Routes)
+		}
 		switch {
 		case host == "":
 			if t.catchAll == nil {
@@ -363,6 +350,57 @@ func New(c Config) *Table {
 	}
 	t.owners = newOwners(&c)
 	return t
+}
+
+// compile indexes one host's routes.
+func compile(routes []Route) *vhost {
+	v := &vhost{exact: make(map[string]*Route), prefixes: make(map[string]*Route), routes: routes}
+	for j := range routes {
+		r := &routes[j]
+		if r.PathType == PathRegex {
+			v.addRegex(r)
+			continue
+		}
+		if r.PathType == PathExact {
+			if head, dup := v.exact[r.Path]; !dup {
+				v.exact[r.Path] = r
+				v.addHead(r)
+			} else {
+				v.addAlternative(head, r)
+			}
+			continue
+		}
+		key := strings.TrimRight(r.Path, "/")
+		if head, dup := v.prefixes[key]; !dup {
+			v.prefixes[key] = r
+			v.addHead(r)
+		} else {
+			v.addAlternative(head, r)
+		}
+	}
+	v.sortRegex()
+	return v
+}
+
+// reusable returns t's compiled vhost for host if it was compiled from
+// routes itself; nil otherwise (or for a nil t).
+func (t *Table) reusable(host string, routes []Route) *vhost {
+	if t == nil || len(routes) == 0 {
+		return nil
+	}
+	var v *vhost
+	switch {
+	case host == "":
+		v = t.catchAll
+	case strings.HasPrefix(host, "*."):
+		v = t.wildcards[host[2:]]
+	default:
+		v = t.exact[host]
+	}
+	if v == nil || len(v.routes) != len(routes) || &v.routes[0] != &routes[0] {
+		return nil
+	}
+	return v
 }
 
 // Config returns the Config the table was built from. Callers must not modify

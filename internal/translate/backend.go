@@ -105,6 +105,7 @@ func (b *builder) backendFor(ing *networkingv1.Ingress, ib *networkingv1.Ingress
 		key.port = strconv.Itoa(int(svc.Port.Number))
 	}
 
+	b.use("s:" + key.namespace + "/" + key.service)
 	res, ok := b.resolved[key]
 	if !ok {
 		res = b.resolve(key)

@@ -85,6 +85,7 @@ func (b *builder) basicAuth(ing *networkingv1.Ingress, errs []annotationError) (
 		// The controller: the proxies read the Secret and report it.
 		return a, errs
 	}
+	b.use("k:" + a.Secret)
 	sec := b.secrets[a.Secret]
 	if sec == nil {
 		b.problem(ing, ReasonAuthSecret, "Secret "+a.Secret+" of "+AnnotationAuthSecret+" not found (in a cluster it needs the label "+AuthSecretLabel+": \"true\"); the routes answer 503 until it exists")

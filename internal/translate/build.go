@@ -34,8 +34,17 @@ func Build(in Input, opts Options) (route.Config, []Problem) {
 func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []Problem) {
 	opts = opts.withDefaults()
 	b := newBuilder(in, opts)
+	cfg := b.build(in, cache)
+	return cfg, sortProblems(b.problems)
+}
+
+// build translates the Ingresses of in with the lookup maps of b. A partial
+// builder (incremental.go) leaves the default certificate out and keeps the
+// cache's entries that it did not look up.
+func (b *builder) build(in Input, cache *KeyPairCache) route.Config {
+	opts := b.opts
 	b.cache = cache
-	if cache != nil {
+	if cache != nil && !b.partial {
 		defer cache.sweep()
 	}
 
@@ -48,6 +57,7 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 	}
 	slices.SortFunc(ings, olderFirst)
 	gw := b.gatewayRules(in) // nil without opts.Gateway
+	b.gw = gw
 	b.own = in.Ownership
 	b.alone = in.Ownership != nil
 	if b.own == nil {
@@ -55,6 +65,7 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 	}
 	b.classes = filter
 	b.addIngresses(ings) // canaries last (canary.go)
+	b.cur = ""
 	b.addHostDefaults()
 	if gw != nil {
 		b.addGateway(gw)
@@ -65,11 +76,13 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 		VirtualHosts:          b.virtualHosts(),
 		DefaultBackend:        b.defaultBackend,
 		Certificates:          b.certificates(),
-		DefaultCertificate:    b.defaultCertificate(),
 		Owners:                b.own.owners(),
 		NoWildcardCertificate: b.noWildcard(),
 	}
-	return cfg, sortProblems(b.problems)
+	if !b.partial {
+		cfg.DefaultCertificate = b.defaultCertificate()
+	}
+	return cfg
 }
 
 // builder holds the state of one Build call.
@@ -100,6 +113,16 @@ type builder struct {
 
 	defaultBackend *route.Backend
 	defaultOwner   string
+
+	// partial: only some Ingresses are translated, into a table spliced
+	// with an earlier one (incremental.go).
+	partial bool
+	// deps, when not nil, receives the Services ("s:namespace/name") and
+	// Secrets ("k:namespace/name") each Ingress looks up, by its
+	// namespace/name (cur: the Ingress being added).
+	deps map[string][]string
+	cur  string
+	gw   *gatewayResult // the Gateway API translation of this build; nil without
 }
 
 // vhostRoutes collects one host's routes and which Ingress owns each match.
@@ -168,6 +191,7 @@ func (b *builder) problem(ing *networkingv1.Ingress, reason, message string) {
 // an SNI name) stays with it.
 func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	id := ing.Namespace + "/" + ing.Name
+	b.cur = id
 	ann, nginxRes := b.annotations(ing) // nginx.go
 	b.reportNginx(ing, nginxRes)
 	pol, errs := parsePolicy(ann)

@@ -100,6 +100,9 @@ func (b *builder) forwardAuth(ing *networkingv1.Ingress, errs []annotationError)
 		fa.Path += "?" + u.RawQuery
 	}
 	svc, port, inNamespace := serviceHost(u, ing.Namespace)
+	if inNamespace {
+		b.use("s:" + ing.Namespace + "/" + svc)
+	}
 	switch {
 	case inNamespace && b.services[ing.Namespace+"/"+svc] == nil:
 		b.problem(ing, "ServiceNotFound", "annotation "+AnnotationAuthURL+": service "+ing.Namespace+"/"+svc+" not found; the routes answer 503")

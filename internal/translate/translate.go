@@ -4,7 +4,8 @@
 // as data (Problem) and never stop the other objects from being served.
 //
 // Data flow: source (API server or manifest files) → Build → route.New →
-// proxy.
+// proxy. The proxy's rebuild loop calls Update instead (incremental.go): the
+// same result, re-translating only the Ingresses a change can affect.
 //
 // Build follows the Ingress v1 rules of the Kubernetes documentation and the
 // API server's validation, so manifests served with --manifests behave as
