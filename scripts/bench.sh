@@ -65,6 +65,8 @@
 # BENCH_TAIL_DURATION=8s (each phase 2 run) BENCH_SWEEP_SHARES="75 90"
 # BENCH_SCALE_INGRESSES="1000 10000 50000" BENCH_DNS_RECORDS=10000
 # BENCH_CONTROLLER_PODS="1000 5000" BENCH_CONTROLLER_BINDINGS=50 (phase 7)
+# BENCH_ROWS="https tlsconns h2 body" (which rows phase 5 runs; BENCH_PHASES=5
+# BENCH_ROWS=h2 BENCH_IDLE_CONNS=0 is the HTTP/2 row alone)
 # BENCH_SLUICE=PATH (a prebuilt sluice instead of building ./cmd/sluice)
 # BENCH_PROXIES="sluice haproxy nginx" BENCH_OUT=bench/results BENCH_KEEP=1
 # (keep the work directory with every log) BENCH_PROFILE=auto|1|0.
@@ -107,6 +109,8 @@ CONTROLLER_PODS=${BENCH_CONTROLLER_PODS:-1000 5000}
 CONTROLLER_BINDINGS=${BENCH_CONTROLLER_BINDINGS:-50}
 read -r -a PROXIES <<<"${BENCH_PROXIES:-sluice haproxy nginx}"
 phase() { [[ $PHASES == *" $1 "* ]]; }
+ROWS=" ${BENCH_ROWS:-https tlsconns h2 body} "
+row() { [[ $ROWS == *" $1 "* ]]; }
 
 BACKEND_PORT=$PORT_BASE
 declare -A PORT=([sluice]=$((PORT_BASE + 1)) [nginx]=$((PORT_BASE + 2)) [haproxy]=$((PORT_BASE + 3)))
@@ -628,17 +632,24 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		tp=(taskset -c 1 "$B/throughput" --proxy "$p" --round "$r" --pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)")
 		https=https://127.0.0.1:${TLS_PORT[$p]}/
 		taskset -c 1 wrk -t1 -c"$WRK_CONNS" -d1s -H "Host: $HOST" "$https" >/dev/null
-		"${tp[@]}" --variant https -- wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "$https" >>"$raw"
+		if row https; then
+			"${tp[@]}" --variant https -- wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "$https" >>"$raw"
+		fi
 		for resume in "" --resume; do
+			row tlsconns || break
 			taskset -c 1 "$B/tlsconns" --proxy "$p" --round "$r" --pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)" \
 				--addr "127.0.0.1:${TLS_PORT[$p]}" --host "$HOST" --duration "$ROW_DURATION" $resume >>"$raw"
 		done
-		"${tp[@]}" --variant h2 --h2load-log "$tmp/log/h2load-$p.tsv" -- h2load -t1 -c4 -m16 -D "$ROW_DURATION" \
-			--warm-up-time 1s --log-file "$tmp/log/h2load-$p.tsv" -H ":authority: $HOST" "$https" >>"$raw"
-		"${tp[@]}" --variant body-10k --body-bytes 10240 -- \
-			wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/10k" >>"$raw"
-		"${tp[@]}" --variant body-1m --body-bytes 1048576 -- \
-			wrk -t1 -c16 -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/1m" >>"$raw"
+		if row h2; then
+			"${tp[@]}" --variant h2 --h2load-log "$tmp/log/h2load-$p.tsv" -- h2load -t1 -c4 -m16 -D "$ROW_DURATION" \
+				--warm-up-time 1s --log-file "$tmp/log/h2load-$p.tsv" -H ":authority: $HOST" "$https" >>"$raw"
+		fi
+		if row body; then
+			"${tp[@]}" --variant body-10k --body-bytes 10240 -- \
+				wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/10k" >>"$raw"
+			"${tp[@]}" --variant body-1m --body-bytes 1048576 -- \
+				wrk -t1 -c16 -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/1m" >>"$raw"
+		fi
 		tail -n 6 "$raw" | cut -c1-200 >&2
 		stop "$PROXY_PID"
 	done

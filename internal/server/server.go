@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"sluice.dev/sluice/internal/h2"
 	"sluice.dev/sluice/internal/http1"
 	"sluice.dev/sluice/internal/proxyproto"
 )
@@ -236,6 +237,13 @@ func New(o Options) (*Server, error) {
 		// The listener negotiates ALPN with its own config; the server's
 		// copy only tells net/http to set up HTTP/2 for Serve.
 		s.traffic.TLSConfig = s.tlsConfig().Clone()
+	}
+	// HTTP/2 (over TLS, and h2c with H2C) by internal/h2: net/http's
+	// HTTP/2 server on a connection that batches its writes and ends
+	// SETTINGS floods.
+	if err := h2.Configure(s.traffic, h2.Limits{}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("creating server: %w", err)
 	}
 	s.admin = &http.Server{
 		Handler:           s.adminHandler(),
