@@ -1,0 +1,102 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"sluice.dev/sluice/internal/h2"
+)
+
+// settings sends n SETTINGS frames.
+func (c *h2Conn) settings(t *testing.T, n int) {
+	t.Helper()
+	var b bytes.Buffer
+	fr := http2.NewFramer(&b, nil)
+	for range n {
+		fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	}
+	if _, err := c.Write(b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHTTP2SettingsFlood: a client may send h2.DefaultSettingsBurst
+// SETTINGS frames ahead of its requests, each request giving one back;
+// the frame that overdraws that budget gets GOAWAY ENHANCE_YOUR_CALM and
+// the connection is closed, however many frames follow (before, a
+// million were acknowledged through one flag and read for ever).
+func TestHTTP2SettingsFlood(t *testing.T) {
+	var cs certs
+	cs.set("a.test", newCert(t, "a.test", "a"))
+	ts := start(t, func(o *Options) {
+		o.HTTPSAddress = "127.0.0.1:0"
+		o.GetCertificate = cs.get
+		o.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	})
+
+	// The whole budget (dialH2 sent the first frame), then a request:
+	// still served.
+	h := dialH2(t, ts.httpsAddr, "a.test")
+	h.settings(t, h2.DefaultSettingsBurst-1)
+	var ev h2Events
+	served := func(id uint32) func(*h2Events) bool {
+		return func(ev *h2Events) bool { return ev.ended[id] || ev.goAway != nil || ev.eof }
+	}
+	h.get(t, 1, "a.test")
+	if h.read(t, &ev, served(1)); !ev.ended[1] || ev.goAway != nil {
+		t.Fatalf("request after %d SETTINGS frames: ended %v, GOAWAY %v", h2.DefaultSettingsBurst, ev.ended[1], ev.goAway)
+	}
+	// The request gave one back: one more frame is allowed, a second
+	// overdraws the budget.
+	h.settings(t, 1)
+	h.get(t, 3, "a.test")
+	if h.read(t, &ev, served(3)); !ev.ended[3] || ev.goAway != nil {
+		t.Fatalf("request after one more SETTINGS frame: ended %v, GOAWAY %v", ev.ended[3], ev.goAway)
+	}
+	h.settings(t, 2)
+	h.read(t, &ev, func(ev *h2Events) bool { return ev.goAway != nil })
+	if ev.goAway.ErrCode != http2.ErrCodeEnhanceYourCalm || ev.goAway.LastStreamID != 3 {
+		t.Fatalf("after the budget was overdrawn: GOAWAY %v (last stream %d), want ENHANCE_YOUR_CALM, 3", ev.goAway.ErrCode, ev.goAway.LastStreamID)
+	}
+	h.read(t, &ev, func(ev *h2Events) bool { return ev.eof })
+
+	// A flood that never reads: the server stops at the budget. Write a
+	// million frames (9 MB) unless the connection fails first; it must
+	// fail long before.
+	h = dialH2(t, ts.httpsAddr, "a.test")
+	var b bytes.Buffer
+	fr := http2.NewFramer(&b, nil)
+	for range 1000 {
+		fr.WriteSettings()
+	}
+	sent := 0
+	for ; sent < 1000; sent++ {
+		if _, err := h.Write(b.Bytes()); err != nil {
+			break
+		}
+	}
+	if sent == 1000 {
+		t.Fatal("a million SETTINGS frames written without the connection closing")
+	}
+	// What the server sent before it closed ends in the GOAWAY.
+	h.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		f, err := h.fr.ReadFrame()
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("reading after the flood: %v", err)
+		}
+		if err != nil {
+			break // closed (or reset: the GOAWAY may be lost then)
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok && ga.ErrCode != http2.ErrCodeEnhanceYourCalm {
+			t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", ga.ErrCode)
+		}
+	}
+}
