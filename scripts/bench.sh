@@ -202,10 +202,11 @@ stop() {
 	pids=("${keep[@]}")
 }
 
-# wait_ok URL: until URL answers 200 with Host bench.local (15 s at most).
+# wait_ok URL: until URL answers 200 with Host bench.local (60 s at most: a
+# loaded machine starts slowly).
 wait_ok() {
 	local i
-	for ((i = 0; i < 150; i++)); do
+	for ((i = 0; i < 600; i++)); do
 		if [[ $(curl -s -o /dev/null -w '%{http_code}' -H "Host: $HOST" "$1" || true) == 200 ]]; then
 			return 0
 		fi

@@ -30,6 +30,9 @@ type Limits struct {
 	// one when it connects and seldom another (gRPC's window tuning sends
 	// a few over a connection's life). Zero means 32.
 	SettingsBurst int
+	// OnFlood, if set, is called once for each connection the guard
+	// ends, with the frame type that overdrew its budget ("settings").
+	OnFlood func(frame string)
 }
 
 // DefaultSettingsBurst is Limits.SettingsBurst's default.
@@ -49,6 +52,7 @@ type guard struct {
 	burst    int
 	settings int // budget left
 	tripped  bool
+	onFlood  func(string)
 }
 
 func (g *guard) init(l Limits, withPreface bool) {
@@ -57,6 +61,7 @@ func (g *guard) init(l Limits, withPreface bool) {
 		g.burst = DefaultSettingsBurst
 	}
 	g.settings = g.burst
+	g.onFlood = l.OnFlood
 	if withPreface {
 		g.skip = len(preface)
 	}
@@ -85,6 +90,9 @@ func (g *guard) scan(b []byte) error {
 		g.skip = int(g.hdr[0])<<16 | int(g.hdr[1])<<8 | int(g.hdr[2])
 		if !g.frame(g.hdr[3], g.hdr[4]) {
 			g.tripped = true
+			if g.onFlood != nil {
+				g.onFlood("settings")
+			}
 			return errCalm
 		}
 	}

@@ -66,6 +66,7 @@ func TestHTTP2SettingsFlood(t *testing.T) {
 		t.Fatalf("after the budget was overdrawn: GOAWAY %v (last stream %d), want ENHANCE_YOUR_CALM, 3", ev.goAway.ErrCode, ev.goAway.LastStreamID)
 	}
 	h.read(t, &ev, func(ev *h2Events) bool { return ev.eof })
+	ts.waitMetric("sluice_http2_floods_total", "frame", "settings", 1)
 
 	// A flood that never reads: the server stops at the budget. Write a
 	// million frames (9 MB) unless the connection fails first; it must
@@ -99,4 +100,5 @@ func TestHTTP2SettingsFlood(t *testing.T) {
 			t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", ga.ErrCode)
 		}
 	}
+	ts.waitMetric("sluice_http2_floods_total", "frame", "settings", 2)
 }
