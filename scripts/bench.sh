@@ -239,7 +239,9 @@ B=$tmp/bin
 # --allow-loopback-endpoints (a prebuilt BENCH_SLUICE older than the flag
 # uses loopback endpoints without it).
 LOOPBACK=()
-if [[ -x $B/sluice ]] && "$B/sluice" proxy --help 2>&1 | grep -q -- -allow-loopback-endpoints; then
+# (The help is read whole: with pipefail, grep -q closing the pipe early
+# failed the check whenever sluice had not finished writing.)
+if [[ -x $B/sluice ]] && [[ $("$B/sluice" proxy --help 2>&1 || true) == *-allow-loopback-endpoints* ]]; then
 	LOOPBACK=(--allow-loopback-endpoints)
 fi
 

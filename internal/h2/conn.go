@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// maxPending is how many bytes a Conn accepts ahead of the network: a
-// Write beyond it waits until the flusher has written what came before,
+// maxPending is how many bytes a Conn accepts behind the write in
+// progress: a Write beyond it waits until the flusher took them,
 // so a client that reads nothing holds back the server as it did
 // before (the server stops writing, its streams' flow control and write
 // timeouts take over) instead of growing a buffer.
@@ -122,6 +122,9 @@ func (c *Conn) flush() {
 	}
 	c.writing = false
 	closing := c.closing
+	if closing && c.err == nil {
+		c.err = net.ErrClosed
+	}
 	c.drained.Broadcast()
 	c.mu.Unlock()
 	if closing {
