@@ -2,10 +2,13 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +104,44 @@ func TestHTTP2SettingsFlood(t *testing.T) {
 		}
 	}
 	ts.waitMetric("sluice_http2_floods_total", "frame", "settings", 2)
+}
+
+// TestH2CServed: with H2C, HTTP/2 with prior knowledge on the plain
+// listener is served by internal/h2 too (net/http reads the preface and
+// hands the connection over), request and response whole.
+func TestH2CServed(t *testing.T) {
+	ts := start(t, func(o *Options) {
+		o.H2C = true
+		o.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			io.WriteString(w, r.Proto+" "+string(b))
+		})
+	})
+	tr := &http2.Transport{
+		AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}
+	defer tr.CloseIdleConnections()
+	for i := range 3 {
+		resp, err := tr.RoundTrip(mustRequest(t, "POST", "http://"+ts.httpAddr+"/", strings.NewReader("body")))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != "HTTP/2.0 body" {
+			t.Errorf("request %d: %d %q, want 200 \"HTTP/2.0 body\"", i, resp.StatusCode, b)
+		}
+	}
+}
+
+func mustRequest(t *testing.T, method, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
