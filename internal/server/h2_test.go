@@ -71,23 +71,30 @@ func TestHTTP2SettingsFlood(t *testing.T) {
 	h.read(t, &ev, func(ev *h2Events) bool { return ev.eof })
 	ts.waitMetric("sluice_http2_floods_total", "frame", "settings", 1)
 
-	// A flood that never reads: the server stops at the budget. Write a
-	// million frames (9 MB) unless the connection fails first; it must
-	// fail long before.
+	// A flood that never reads: the server stops at the budget. Write
+	// ten million frames (90 MB, more than the socket buffers hold)
+	// unless the connection fails first; it must fail long before, and
+	// not by the failsafe deadline.
 	h = dialH2(t, ts.httpsAddr, "a.test")
+	h.SetWriteDeadline(time.Now().Add(20 * time.Second))
 	var b bytes.Buffer
 	fr := http2.NewFramer(&b, nil)
 	for range 1000 {
 		fr.WriteSettings()
 	}
+	const writes = 10000
 	sent := 0
-	for ; sent < 1000; sent++ {
-		if _, err := h.Write(b.Bytes()); err != nil {
+	for ; sent < writes; sent++ {
+		_, err := h.Write(b.Bytes())
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the connection was still open after %d SETTINGS frames", sent*1000)
+		}
+		if err != nil {
 			break
 		}
 	}
-	if sent == 1000 {
-		t.Fatal("a million SETTINGS frames written without the connection closing")
+	if sent == writes {
+		t.Fatal("ten million SETTINGS frames written without the connection closing")
 	}
 	// What the server sent before it closed ends in the GOAWAY.
 	h.SetReadDeadline(time.Now().Add(10 * time.Second))
