@@ -66,6 +66,8 @@
 # BENCH_TAIL_DURATION=8s (each phase 2 run) BENCH_SWEEP_SHARES="75 90"
 # BENCH_SCALE_INGRESSES="1000 10000 50000" BENCH_DNS_RECORDS=10000
 # BENCH_CONTROLLER_PODS="1000 5000" BENCH_CONTROLLER_BINDINGS=50 (phase 7)
+# BENCH_ROWS="https tlsconns h2 body" (which rows phase 5 runs; BENCH_PHASES=5
+# BENCH_ROWS=h2 BENCH_IDLE_CONNS=0 is the HTTP/2 row alone)
 # BENCH_SLUICE=PATH (a prebuilt sluice instead of building ./cmd/sluice)
 # BENCH_PROXIES="sluice haproxy nginx" BENCH_OUT=bench/results BENCH_KEEP=1
 # (keep the work directory with every log) BENCH_PROFILE=auto|1|0.
@@ -108,6 +110,8 @@ CONTROLLER_PODS=${BENCH_CONTROLLER_PODS:-1000 5000}
 CONTROLLER_BINDINGS=${BENCH_CONTROLLER_BINDINGS:-50}
 read -r -a PROXIES <<<"${BENCH_PROXIES:-sluice haproxy nginx}"
 phase() { [[ $PHASES == *" $1 "* ]]; }
+ROWS=" ${BENCH_ROWS:-https tlsconns h2 body} "
+row() { [[ $ROWS == *" $1 "* ]]; }
 
 BACKEND_PORT=$PORT_BASE
 declare -A PORT=([sluice]=$((PORT_BASE + 1)) [nginx]=$((PORT_BASE + 2)) [haproxy]=$((PORT_BASE + 3)))
@@ -199,10 +203,11 @@ stop() {
 	pids=("${keep[@]}")
 }
 
-# wait_ok URL: until URL answers 200 with Host bench.local (15 s at most).
+# wait_ok URL: until URL answers 200 with Host bench.local (60 s at most: a
+# loaded machine starts slowly).
 wait_ok() {
 	local i
-	for ((i = 0; i < 150; i++)); do
+	for ((i = 0; i < 600; i++)); do
 		if [[ $(curl -s -o /dev/null -w '%{http_code}' -H "Host: $HOST" "$1" || true) == 200 ]]; then
 			return 0
 		fi
@@ -235,7 +240,9 @@ B=$tmp/bin
 # --allow-loopback-endpoints (a prebuilt BENCH_SLUICE older than the flag
 # uses loopback endpoints without it).
 LOOPBACK=()
-if [[ -x $B/sluice ]] && "$B/sluice" proxy --help 2>&1 | grep -q -- -allow-loopback-endpoints; then
+# (The help is read whole: with pipefail, grep -q closing the pipe early
+# failed the check whenever sluice had not finished writing.)
+if [[ -x $B/sluice ]] && [[ $("$B/sluice" proxy --help 2>&1 || true) == *-allow-loopback-endpoints* ]]; then
 	LOOPBACK=(--allow-loopback-endpoints)
 fi
 
@@ -629,17 +636,24 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		tp=(taskset -c 1 "$B/throughput" --proxy "$p" --round "$r" --pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)")
 		https=https://127.0.0.1:${TLS_PORT[$p]}/
 		taskset -c 1 wrk -t1 -c"$WRK_CONNS" -d1s -H "Host: $HOST" "$https" >/dev/null
-		"${tp[@]}" --variant https -- wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "$https" >>"$raw"
+		if row https; then
+			"${tp[@]}" --variant https -- wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "$https" >>"$raw"
+		fi
 		for resume in "" --resume; do
+			row tlsconns || break
 			taskset -c 1 "$B/tlsconns" --proxy "$p" --round "$r" --pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)" \
 				--addr "127.0.0.1:${TLS_PORT[$p]}" --host "$HOST" --duration "$ROW_DURATION" $resume >>"$raw"
 		done
-		"${tp[@]}" --variant h2 --h2load-log "$tmp/log/h2load-$p.tsv" -- h2load -t1 -c4 -m16 -D "$ROW_DURATION" \
-			--warm-up-time 1s --log-file "$tmp/log/h2load-$p.tsv" -H ":authority: $HOST" "$https" >>"$raw"
-		"${tp[@]}" --variant body-10k --body-bytes 10240 -- \
-			wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/10k" >>"$raw"
-		"${tp[@]}" --variant body-1m --body-bytes 1048576 -- \
-			wrk -t1 -c16 -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/1m" >>"$raw"
+		if row h2; then
+			"${tp[@]}" --variant h2 --h2load-log "$tmp/log/h2load-$p.tsv" -- h2load -t1 -c4 -m16 -D "$ROW_DURATION" \
+				--warm-up-time 1s --log-file "$tmp/log/h2load-$p.tsv" -H ":authority: $HOST" "$https" >>"$raw"
+		fi
+		if row body; then
+			"${tp[@]}" --variant body-10k --body-bytes 10240 -- \
+				wrk -t1 -c"$WRK_CONNS" -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/10k" >>"$raw"
+			"${tp[@]}" --variant body-1m --body-bytes 1048576 -- \
+				wrk -t1 -c16 -d"$ROW_DURATION" --latency -H "Host: $HOST" "http://127.0.0.1:${PORT[$p]}/1m" >>"$raw"
+		fi
 		tail -n 6 "$raw" | cut -c1-200 >&2
 		stop "$PROXY_PID"
 	done

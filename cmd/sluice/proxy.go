@@ -131,7 +131,7 @@ func (c *proxyConfig) flags(stderr io.Writer) *flagSet {
 	fs.DurationVar(&c.tunnelIdleTimeout, "tunnel-idle-timeout", time.Hour, "close a WebSocket or other upgraded connection once no byte went either way for this long (HAProxy's timeout tunnel; 0: never)")
 	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", 32<<10, "largest request header (request line and fields) accepted; a larger one is answered 431 (nginx's total of 4 x 8k header buffers; at least 4096)")
 	fs.IntVar(&c.maxConnections, "max-connections", 16384, "most client connections open at once over the traffic listeners; new connections beyond it are closed at accept while the open ones keep working; the admin listener has no limit (ingress-nginx's max-worker-connections; 0: no limit)")
-	fs.IntVar(&c.h2MaxStreams, "http2-max-concurrent-streams", 100, "most concurrent streams a client may open on one HTTP/2 connection (HAProxy's default, RFC 9113's recommended minimum); net/http's rapid-reset and CONTINUATION-flood protections apply too")
+	fs.IntVar(&c.h2MaxStreams, "http2-max-concurrent-streams", 100, "most concurrent streams a client may open on one HTTP/2 connection (HAProxy's default, RFC 9113's recommended minimum); the HTTP/2 server's rapid-reset, CONTINUATION- and SETTINGS-flood protections apply too")
 	fs.DurationVar(&c.dialTimeout, "upstream-connect-timeout", 5*time.Second, "time allowed to connect to a pod endpoint")
 	fs.DurationVar(&c.responseTimeout, "upstream-response-timeout", 60*time.Second, "time allowed for a pod to send response headers")
 	fs.IntVar(&c.retries, "retries", 2, "extra attempts on another endpoint after a connect failure (any method) or a reset (idempotent methods, or a request with an Idempotency-Key header)")

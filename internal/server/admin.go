@@ -21,6 +21,7 @@ type metrics struct {
 	timeouts       *prometheus.CounterVec
 	refused        *prometheus.CounterVec
 	headerTooLarge prometheus.Counter
+	h2Floods       *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -61,14 +62,19 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Name: "sluice_request_header_too_large_total",
 			Help: "HTTP/1.1 requests answered 431 because their header was larger than --max-header-bytes.",
 		}),
+		h2Floods: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_http2_floods_total",
+			Help: "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM because the client flooded the server with frames it must answer, by frame: settings (more SETTINGS frames than requests allow).",
+		}, []string{"frame"}),
 	}
+	m.h2Floods.WithLabelValues("settings")
 	for _, t := range []string{timeoutReadHeader, timeoutBodyIdle, timeoutWriteIdle, timeoutKeepAlive} {
 		m.timeouts.WithLabelValues(t)
 	}
 	if r == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.state, m.drainSeconds, m.closed, m.accepted, m.active, m.handoffs, m.timeouts, m.refused, m.headerTooLarge} {
+	for _, c := range []prometheus.Collector{m.state, m.drainSeconds, m.closed, m.accepted, m.active, m.handoffs, m.timeouts, m.refused, m.headerTooLarge, m.h2Floods} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("registering lifecycle metrics: %w", err)
 		}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"sluice.dev/sluice/internal/h2"
 	"sluice.dev/sluice/internal/http1"
 	"sluice.dev/sluice/internal/proxyproto"
 )
@@ -74,9 +75,10 @@ type Options struct {
 	// admin listener has no limit. Zero means 16384; negative: no limit.
 	MaxConnections int
 	// MaxConcurrentStreams is the most concurrent streams a client may
-	// open on one HTTP/2 connection (default 100). net/http's HTTP/2
-	// server also keeps its protections against rapid resets and
-	// CONTINUATION floods.
+	// open on one HTTP/2 connection (default 100). The HTTP/2 server
+	// (internal/h2: golang.org/x/net/http2's, which net/http bundles)
+	// also keeps its protections against rapid resets and CONTINUATION
+	// floods, and internal/h2 ends SETTINGS floods.
 	MaxConcurrentStreams int
 	// DrainMaxWait caps the draining state. Zero means 60s; a negative
 	// value skips draining (a signal goes straight to stopping).
@@ -236,6 +238,14 @@ func New(o Options) (*Server, error) {
 		// The listener negotiates ALPN with its own config; the server's
 		// copy only tells net/http to set up HTTP/2 for Serve.
 		s.traffic.TLSConfig = s.tlsConfig().Clone()
+	}
+	// HTTP/2 (over TLS, and h2c with H2C) by internal/h2: net/http's
+	// HTTP/2 server on a connection that batches its writes and ends
+	// SETTINGS floods.
+	floods := func(frame string) { m.h2Floods.WithLabelValues(frame).Inc() }
+	if err := h2.Configure(s.traffic, h2.Limits{OnFlood: floods}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("creating server: %w", err)
 	}
 	s.admin = &http.Server{
 		Handler:           s.adminHandler(),

@@ -1,0 +1,66 @@
+// Package h2 serves HTTP/2 for the proxy's traffic listeners: the HTTP/2
+// server of golang.org/x/net/http2 (the one net/http bundles, kept by the
+// Go team) on a connection of ours (Conn) that batches the server's
+// writes, the frames of many streams in one TLS record and one write(2),
+// and ends a connection that floods the server with SETTINGS frames.
+// net/http does the TLS handshake and ALPN, then hands "h2" connections
+// (and h2c ones, with prior knowledge) to the functions Configure puts in
+// http.Server.TLSNextProto.
+package h2
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+
+	"golang.org/x/net/http2"
+)
+
+// nextProtoH2C is net/http's TLSNextProto key for HTTP/2 without TLS: the
+// *tls.Conn it passes only carries the TCP connection, whose preface was
+// read.
+const nextProtoH2C = "unencrypted_http2"
+
+// Configure makes srv serve HTTP/2 with the x/net server, over a Conn
+// with limits. It takes its settings from srv (HTTP2, MaxHeaderBytes,
+// IdleTimeout) as net/http's own HTTP/2 server does, registers its
+// graceful shutdown (GOAWAY) with srv.Shutdown, and serves h2c only if
+// srv.Protocols allows unencrypted HTTP/2. Call it before srv serves.
+func Configure(srv *http.Server, limits Limits) error {
+	h2s := &http2.Server{}
+	if err := http2.ConfigureServer(srv, h2s); err != nil {
+		return fmt.Errorf("configuring HTTP/2: %w", err)
+	}
+	serve := func(hs *http.Server, c net.Conn, h http.Handler, sawPreface bool) {
+		// net/http hands its per-connection context (ConnContext's
+		// values) down on the handler.
+		var ctx context.Context
+		if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
+			ctx = bc.BaseContext()
+		}
+		h2s.ServeConn(NewConn(c, sawPreface, limits), &http2.ServeConnOpts{
+			Context:          ctx,
+			Handler:          h,
+			BaseConfig:       hs,
+			SawClientPreface: sawPreface,
+		})
+	}
+	srv.TLSNextProto[http2.NextProtoTLS] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+		serve(hs, c, h, false)
+	}
+	if srv.Protocols == nil || !srv.Protocols.UnencryptedHTTP2() {
+		delete(srv.TLSNextProto, nextProtoH2C)
+		return nil
+	}
+	srv.TLSNextProto[nextProtoH2C] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+		nc, ok := c.NetConn().(interface{ UnencryptedNetConn() net.Conn })
+		if !ok {
+			go c.Close()
+			return
+		}
+		serve(hs, nc.UnencryptedNetConn(), h, true)
+	}
+	return nil
+}
