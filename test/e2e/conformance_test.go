@@ -51,6 +51,9 @@ const (
 	confTLS   = "conf-tls"
 )
 
+// sluiceBase names the suite's base manifests with POD_IP added.
+const sluiceBase = "sluice/base-manifests.yaml"
+
 // conformanceFeatures are the features sluice claims: the core features
 // of the GATEWAY-HTTP and GATEWAY-GRPC profiles, nothing extended yet.
 var conformanceFeatures = []features.FeatureName{
@@ -127,14 +130,16 @@ func TestConformance(t *testing.T) {
 				Contact:      []string{"https://github.com/sluice-dev/sluice/issues"},
 			},
 		},
-		Client:     cl,
-		Clientset:  cs,
-		RestConfig: e.c.RESTConfig(),
+		Client:        cl,
+		ClientOptions: client.Options{Scheme: s}, // the client of each test
+		Clientset:     cs,
+		RestConfig:    e.c.RESTConfig(),
 		// The suite's base manifests with POD_IP added to the echo pods
 		// (their processes share their node's network namespace and listen
-		// on their own address), over the suite's own files.
-		ManifestFS:    []fs.FS{fstest.MapFS{"base/manifests.yaml": {Data: withIP}}, &conformance.Manifests},
-		BaseManifests: "base/manifests.yaml",
+		// on their own address), under a name of their own: the suite
+		// concatenates a path found in several of these file systems.
+		ManifestFS:    []fs.FS{fstest.MapFS{sluiceBase: {Data: withIP}}, &conformance.Manifests},
+		BaseManifests: sluiceBase,
 	}
 	cSuite, err := suite.NewConformanceTestSuite(opts)
 	if err != nil {
