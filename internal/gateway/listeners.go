@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"strings"
@@ -114,6 +115,9 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 		}
 		// Route kinds.
 		kinds, badKinds := supportedKinds(l.AllowedRoutes)
+		if accReason == string(gatewayv1.ListenerReasonUnsupportedProtocol) {
+			kinds = []gatewayv1.RouteGroupKind{} // no route kind fits a protocol not served
+		}
 		ls.SupportedKinds = kinds
 		if badKinds {
 			refs, refReason, refMsg = false, string(gatewayv1.ListenerReasonInvalidRouteKinds), "allowedRoutes.kinds: only HTTPRoute of gateway.networking.k8s.io is supported"
@@ -269,9 +273,30 @@ func (b *builder) certificate(ln *listener) (ok bool, reason, msg string) {
 	if s := b.secrets[key]; !b.opts.SecretsUnread && (s == nil || s.Type != corev1.SecretTypeTLS) {
 		return false, string(gatewayv1.ListenerReasonInvalidCertificateRef),
 			fmt.Sprintf("certificateRefs[0]: Secret %s/%s does not exist or is not of type kubernetes.io/tls", truncate(ns, 64), truncate(name, 253))
+	} else if !b.opts.SecretsUnread {
+		if err := b.keyPairOK(key, s); err != nil {
+			return false, string(gatewayv1.ListenerReasonInvalidCertificateRef),
+				fmt.Sprintf("certificateRefs[0]: Secret %s/%s holds no usable key pair: %s", truncate(ns, 64), truncate(name, 253), truncate(err.Error(), 200))
+		}
 	}
 	ln.cert = key
 	return true, "", ""
+}
+
+// keyPairOK checks once per Build that a TLS Secret's tls.crt and tls.key
+// are a certificate and its private key (a malformed Secret makes its
+// listeners ResolvedRefs=False, InvalidCertificateRef, as the
+// specification asks).
+func (b *builder) keyPairOK(key string, s *corev1.Secret) error {
+	if err, done := b.keyPairs[key]; done {
+		return err
+	}
+	_, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if b.keyPairs == nil {
+		b.keyPairs = map[string]error{}
+	}
+	b.keyPairs[key] = err
+	return err
 }
 
 // allows reports whether a route of namespace ns may attach to the listener.
