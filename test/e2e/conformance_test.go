@@ -178,16 +178,19 @@ func TestConformance(t *testing.T) {
 }
 
 // conformanceValues are the chart values of TestConformance: those of
-// TestHelm, with the binding on HAProxy's TCP backend of conformanceIP:80
-// (publishing conformanceIP, which the Gateways get as their address), a
-// second one for the HTTPS port, and the proxies serving h2c (GRPCRoute)
-// on their plain port.
+// TestHelm, with the controller reading TLS Secrets (a listener whose
+// certificateRef names no Secret must say ResolvedRefs=False), the
+// binding on HAProxy's TCP backend of conformanceIP:80 (publishing
+// conformanceIP, which the Gateways get as their address), a second one
+// for the HTTPS port, and the proxies serving h2c (GRPCRoute) on their
+// plain port.
 func conformanceValues(runtimeAPI string) string {
 	return fmt.Sprintf(`image: {repository: ghcr.io/sluice-dev/sluice, tag: e2e}
 listenOnPodIP: true
 controller:
   logFormat: text
   logLevel: debug
+  readTLSSecrets: true
 proxy:
   replicas: 2
   drainMaxWaitSeconds: 30
