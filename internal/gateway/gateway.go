@@ -32,7 +32,7 @@
 // and the route says so (PartiallyInvalid, or Accepted=False when no rule
 // is left, reason UnsupportedValue). A backendRef that cannot be resolved
 // (wrong kind, missing Service, another namespace without a ReferenceGrant)
-// keeps its rule's paths claimed with no endpoints, so they answer 503 and
+// keeps its rule's paths claimed with no endpoints, so they answer 500 and
 // never fall through to another route or reach the other namespace.
 //
 // Precedence follows the specification: routes are taken oldest first, then
@@ -115,7 +115,8 @@ type Rule struct {
 	PathType route.PathType
 	Path     string
 	// Backend is nil when the rule's backendRef cannot be used: the path
-	// stays claimed and answers 503.
+	// stays claimed and answers 500 (the specification's status for an
+	// invalid backendRef).
 	Backend *BackendRef
 	// Route is the HTTPRoute, "namespace/name".
 	Route string

@@ -247,6 +247,7 @@ var (
 	bodyNoRoute      = []byte("sluice: no route for this host and path\n")
 	bodyMisdirect    = []byte("sluice: this connection cannot serve this host; connect with its name\n")
 	bodyNoEndpoint   = []byte("sluice: no endpoints available for this route\n")
+	bodyUnresolved   = []byte("sluice: this route's backend reference cannot be resolved\n")
 	bodyBadGateway   = []byte("sluice: upstream connection failed\n")
 	bodyTimeout      = []byte("sluice: upstream timed out\n")
 	bodyQueueTimeout = []byte("sluice: upstream at its connection limit\n")
@@ -353,8 +354,12 @@ func (p *Proxy) serveRoute(w http.ResponseWriter, r *http.Request, rv *routeView
 }
 
 // serveBackend forwards r to rv's backend, or answers 503 when it has no
-// endpoints.
+// endpoints (500 when it stands for a reference that cannot be resolved).
 func (p *Proxy) serveBackend(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
+	if rv.backend != nil && rv.backend.unresolved {
+		p.answer(w, r, rv, http.StatusInternalServerError, bodyUnresolved, start)
+		return
+	}
 	if rv.backend == nil || len(rv.backend.eps) == 0 {
 		p.answer(w, r, rv, http.StatusServiceUnavailable, bodyNoEndpoint, start)
 		return

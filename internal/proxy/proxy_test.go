@@ -65,6 +65,27 @@ func TestNotReadyNoRouteNoEndpoints(t *testing.T) {
 	}
 }
 
+// A route whose backend stands for a reference that cannot be resolved (a
+// Gateway API backendRef) answers 500, not 503.
+func TestUnresolvedBackend500(t *testing.T) {
+	p, srv, c := front(t, Options{})
+	un := backendOf("ns/HTTPRoute:r:unresolved", defaults())
+	un.Unresolved = true
+	p.Update(route.New(route.Config{VirtualHosts: []route.VirtualHost{
+		{Host: "app.example", Routes: []route.Route{
+			{PathType: route.PathPrefix, Path: "/bad", Backend: un},
+			{PathType: route.PathPrefix, Path: "/empty", Backend: backendOf("ns/empty", defaults())},
+		}},
+	}}))
+	for path, want := range map[string]int{"/bad": 500, "/empty": 503} {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Host = "app.example"
+		if r := do(t, c, req); r.status != want || !strings.HasPrefix(r.body, "sluice: ") {
+			t.Errorf("%s: %d %q, want %d", path, r.status, r.body, want)
+		}
+	}
+}
+
 func TestRoutingHostsAndDefault(t *testing.T) {
 	a, b, d := newBackend(t, "a", nil), newBackend(t, "b", nil), newBackend(t, "d", nil)
 	p, srv, c := front(t, Options{})

@@ -62,6 +62,8 @@ type backendView struct {
 	// it private); nil for other backends.
 	dflt *routeView
 	m    backendMetrics
+	// unresolved: route.Backend.Unresolved (answered 500).
+	unresolved bool
 }
 
 // endpoint is one entry of a backendView.
@@ -183,10 +185,11 @@ func (p *Proxy) routeView(bv *backendView, rt *route.Route) *routeView {
 
 func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, usedUps map[*upstream]bool, usedPools map[*pool]bool) *backendView {
 	bv := &backendView{
-		name:    b.Name,
-		service: b.Namespace + "/" + b.Service,
-		policy:  b.Policy,
-		retries: b.Policy.Retries,
+		name:       b.Name,
+		service:    b.Namespace + "/" + b.Service,
+		policy:     b.Policy,
+		retries:    b.Policy.Retries,
+		unresolved: b.Unresolved,
 	}
 	if bv.retries < 0 {
 		bv.retries = p.opts.Retries

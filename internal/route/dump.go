@@ -41,7 +41,9 @@ func Dump(c *Config) string {
 	add(c.DefaultBackend)
 	for _, be := range backends {
 		fmt.Fprintf(&b, "backend %s policy=%s%s\n", be.Name, dumpPolicy(be.Policy), dumpProtocol(be))
-		if len(be.Endpoints) == 0 {
+		if be.Unresolved {
+			b.WriteString("  (unresolved reference: 500)\n")
+		} else if len(be.Endpoints) == 0 {
 			b.WriteString("  (no endpoints)\n")
 		}
 		if be.RefusedEndpoints > 0 {

@@ -155,6 +155,12 @@ type Backend struct {
 	// translation refused (not a Pod of the Service's namespace, or a
 	// special address); they get no traffic. For metrics only.
 	RefusedEndpoints int
+	// Unresolved marks the stand-in backend of a reference that cannot be
+	// used (a Gateway API backendRef to a missing Service, an unsupported
+	// kind, another namespace without a ReferenceGrant): it has no
+	// endpoints, and the proxy answers 500 rather than 503, as the Gateway
+	// API specification asks. false for every real backend.
+	Unresolved bool
 }
 
 // Protocol is what the proxy speaks to a backend's endpoints.

@@ -128,12 +128,12 @@ func (b *builder) addGatewayRule(r gateway.Rule, unresolved map[string]*route.Ba
 	}
 	var be *route.Backend
 	if r.Backend == nil {
-		// Claimed without endpoints: 503, never another route's backend.
+		// Claimed without endpoints: 500, never another route's backend.
 		be = unresolved[r.Route]
 		if be == nil {
 			_, name, _ := strings.Cut(r.Route, "/")
 			be = &route.Backend{Name: ns + "/HTTPRoute:" + name + ":unresolved", Namespace: ns, Service: "HTTPRoute:" + name, Port: "unresolved",
-				Policy: route.Policy{Retries: -1}}
+				Policy: route.Policy{Retries: -1}, Unresolved: true}
 			unresolved[r.Route] = be
 		}
 	} else {

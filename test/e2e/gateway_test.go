@@ -50,7 +50,7 @@ const (
 //     by that Service; the Gateway gets the binding's address and the
 //     route Accepted;
 //   - gateway-refgrant: a backendRef to another namespace's Service
-//     without a ReferenceGrant is never served (503 from the proxy) and
+//     without a ReferenceGrant is never served (500 from the proxy) and
 //     says ResolvedRefs=False RefNotPermitted; with the grant it is served
 //     by that Service;
 //   - gateway-not-allowed: a route from a namespace the listener does not
@@ -267,8 +267,9 @@ func (g *gatewaySuite) served() (int, int, string) {
 func (g *gatewaySuite) refGrant() (int, int, string) {
 	e := g.e
 	g.routeCondition(gwA, "cross", "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted")
-	// Without the grant: the proxy answers 503, never gw-b's Service.
-	n1, f1 := g.probe(gwCrossHost, func(a answer) bool { return a.status == 503 && a.from("") })
+	// Without the grant: the proxy answers 500 (an unresolvable backendRef),
+	// never gw-b's Service.
+	n1, f1 := g.probe(gwCrossHost, func(a answer) bool { return a.status == 500 && a.from("") })
 	grant := &gatewayv1.ReferenceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: gwB, Name: "from-gw-a"},
 		Spec: gatewayv1.ReferenceGrantSpec{
