@@ -115,6 +115,9 @@ type builder struct {
 type vhostRoutes struct {
 	routes []route.Route
 	owners map[string]string // matchKey → Ingress namespace/name
+	// anyDepth: an HTTPRoute serves this wildcard host, which then matches
+	// names of any depth below it (route.VirtualHost.AnyDepth).
+	anyDepth bool
 }
 
 func newBuilder(in Input, opts Options) *builder {
@@ -356,7 +359,7 @@ func (b *builder) virtualHosts() []route.VirtualHost {
 		slices.SortFunc(vh.routes, func(x, y route.Route) int {
 			return cmp.Or(cmp.Compare(x.PathType, y.PathType), strings.Compare(x.Path, y.Path))
 		})
-		out = append(out, route.VirtualHost{Host: host, Routes: vh.routes})
+		out = append(out, route.VirtualHost{Host: host, Routes: vh.routes, AnyDepth: vh.anyDepth})
 	}
 	slices.SortFunc(out, func(x, y route.VirtualHost) int { return strings.Compare(x.Host, y.Host) })
 	return out

@@ -140,6 +140,7 @@ func (b *builder) addGatewayRule(r gateway.Rule, unresolved map[string]*route.Ba
 		be = b.gatewayBackend(r)
 	}
 	vh.owners[mk] = id
+	vh.anyDepth = vh.anyDepth || strings.HasPrefix(r.Host, "*.") // Gateway API wildcards match any depth
 	vh.routes = append(vh.routes, route.Route{PathType: r.PathType, Path: r.Path, Backend: be, Ingress: id, SSLRedirect: r.HTTPSOnly})
 }
 
