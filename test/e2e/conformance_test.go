@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +76,7 @@ var conformanceFeatures = []features.FeatureName{
 // SLUICE_CONFORMANCE_RUN_TEST runs one test of the suite by its short name.
 func TestConformance(t *testing.T) {
 	start := time.Now()
+	conformanceAddressFree(t)
 	h := installChart(t, "gwc", chartOptions{
 		setup:   func(e *env) string { installConformanceCRDs(e); return "" },
 		haproxy: func(e *env) { e.lbBack += conformanceFrontends() },
@@ -152,6 +154,21 @@ func TestConformance(t *testing.T) {
 	runErr := cSuite.Run(t, tests.ConformanceTests)
 	if runErr != nil {
 		t.Errorf("running the conformance suite: %v", runErr)
+	}
+}
+
+// conformanceAddressFree fails the test when something listens on
+// conformanceIP's ports already (a HAProxy an interrupted run left behind,
+// say): HAProxy binds with SO_REUSEPORT, so it would share the
+// connections with the stray listener rather than fail.
+func conformanceAddressFree(t *testing.T) {
+	t.Helper()
+	for _, port := range []string{"80", "443"} {
+		l, err := net.Listen("tcp", net.JoinHostPort(conformanceIP, port))
+		if err != nil {
+			t.Fatalf("%s:%s is taken (a process an interrupted run left behind? see ss -ltnp): %v", conformanceIP, port, err)
+		}
+		l.Close()
 	}
 }
 
