@@ -44,11 +44,16 @@ type listener struct {
 	spec     *gatewayv1.Listener
 	status   *gatewayv1.ListenerStatus
 	host     string // lower case, "" for any
-	usable   bool   // accepted, programmed: routes may attach
+	usable   bool   // accepted, programmed: attached routes are served
 	https    bool
 	cert     string // "namespace/name" of the certificate Secret, "" for none
 	selector labels.Selector
 	attached map[string]bool // hosts of attached routes, for the certificate
+
+	// attachable: accepted without conflict, for a route kind we serve:
+	// routes may attach (and count in attachedRoutes) even while its
+	// references are unresolved; they are served once it is usable.
+	attachable bool
 }
 
 // certOK: not HTTPS, or its certificate resolved.
@@ -151,7 +156,8 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 		// A listener naming an unsupported route kind beside HTTPRoute
 		// still serves HTTPRoutes (ResolvedRefs says the rest).
 		refsUsable := refs || (refReason == string(gatewayv1.ListenerReasonInvalidRouteKinds) && ln.certOK())
-		ln.usable = acc && refsUsable && !conflict && len(kinds) > 0
+		ln.attachable = acc && !conflict && len(kinds) > 0
+		ln.usable = ln.attachable && refsUsable
 		if ln.usable {
 			ls.Conditions = append(ls.Conditions, condition(string(gatewayv1.ListenerConditionProgrammed), true,
 				string(gatewayv1.ListenerReasonProgrammed), "programmed", gen))
@@ -301,7 +307,7 @@ func (b *builder) keyPairOK(key string, s *corev1.Secret) error {
 
 // allows reports whether a route of namespace ns may attach to the listener.
 func (b *builder) allows(ln *listener, ns string) bool {
-	if !ln.usable {
+	if !ln.attachable {
 		return false
 	}
 	from := gatewayv1.NamespacesFromSame
