@@ -118,10 +118,10 @@ func (b *builder) certificates(gws []*gatewayv1.Gateway) {
 				}
 				slices.Sort(hosts)
 			}
-			if len(hosts) == 0 {
+			if len(hosts) == 0 && ln.host != "" {
 				continue
 			}
-			b.res.Certificates = append(b.res.Certificates, Certificate{Secret: ln.cert, Hosts: hosts, Gateway: gw.Namespace + "/" + gw.Name})
+			b.res.Certificates = append(b.res.Certificates, Certificate{Secret: ln.cert, Hosts: hosts, Gateway: gw.Namespace + "/" + gw.Name, AnyHost: ln.host == ""})
 		}
 	}
 }

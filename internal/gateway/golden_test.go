@@ -89,7 +89,11 @@ func render(res Result) string {
 	}
 	b.WriteString("certificates:\n")
 	for _, c := range res.Certificates {
-		fmt.Fprintf(&b, "  %s %v (%s)\n", c.Secret, c.Hosts, c.Gateway)
+		anyHost := ""
+		if c.AnyHost {
+			anyHost = " any-host"
+		}
+		fmt.Fprintf(&b, "  %s %v (%s)%s\n", c.Secret, c.Hosts, c.Gateway, anyHost)
 	}
 	b.WriteString("gatewayclasses:\n")
 	for _, c := range res.GatewayClasses {

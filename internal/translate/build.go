@@ -109,6 +109,9 @@ type builder struct {
 
 	defaultBackend *route.Backend
 	defaultOwner   string
+	// gatewayDefault is the certificate of the first Gateway listener
+	// without a hostname: the default certificate when Options has none.
+	gatewayDefault *route.Certificate
 }
 
 // vhostRoutes collects one host's routes and which Ingress owns each match.

@@ -194,6 +194,10 @@ func (b *builder) addGatewayCertificate(c gateway.Certificate) {
 		b.problems = append(b.problems, Problem{Kind: "Gateway", Namespace: gns, Name: gname, Reason: kp.reason,
 			Message: "certificate " + c.Secret + ": " + kp.message + "; its hosts get the default certificate"})
 	}
+	if c.AnyHost && kp.cert != nil && b.gatewayDefault == nil {
+		// A listener without a hostname serves every server name.
+		b.gatewayDefault = &route.Certificate{Source: c.Secret, Cert: kp.cert}
+	}
 	for _, h := range c.Hosts {
 		if owner, taken := b.sni[h]; taken {
 			if owner.source != c.Secret {
