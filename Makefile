@@ -10,7 +10,7 @@ COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X sluice.dev/sluice/internal/version.Version=$(VERSION) -X sluice.dev/sluice/internal/version.Commit=$(COMMIT)
 FUZZTIME ?= 15s
 
-.PHONY: all build run run-manifests test conformance test-unit test-race fuzz lint bench bench-quick generate helm image image-test release clean
+.PHONY: all build run run-manifests test conformance test-unit test-race fuzz lint bench bench-quick generate docs helm image image-test release clean
 
 all: build
 
@@ -51,14 +51,20 @@ lint:
 bench:
 	scripts/bench.sh
 
-# One round against HAProxy in under two minutes: a regression guard (README, "Benchmarks").
+# One round against HAProxy in under two minutes: a regression guard (bench/README.md).
 bench-quick:
 	scripts/bench.sh quick
 
-## generate: CRDs and deepcopy (controller-gen), then deploy/*.yaml and the chart's crds/ from the chart
+## generate: CRDs and deepcopy (controller-gen), then deploy/*.yaml and the chart's crds/ from the chart, then the reference docs
 generate:
 	$(GO) generate ./...
 	scripts/generate-deploy.sh
+	$(MAKE) docs
+
+## docs: the generated reference, docs/reference/{flags,annotations,crds,metrics,events}.md, from the code
+docs:
+	$(GO) run ./tools/docgen
+	$(GO) test -count=1 ./cmd/sluice -run TestFlagReference -update-reference
 
 ## image: the container image as an OCI archive, bin/sluice-image.tar (buildah, offline, FROM scratch)
 image:

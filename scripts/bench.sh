@@ -18,12 +18,16 @@
 #      → wrk -t1 -c64 warm-up → wrk -t1 -c64 -d10s, with the
 #      proxy's utime+stime read from /proc/PID/stat before and after
 #      (bench/throughput): CPU µs per request and max req/s.
-#   2. latency: open loop at half of HAProxy's median max rate
-#      (bench/latency) straight to the backend, then through each
-#      proxy; the report subtracts the direct percentiles.
+#   2. latency (bench/latency), open loop far from saturation: each proxy
+#      at 25% and 50% of its own max req/s from phase 1 and at one common
+#      rate, 25% of the slowest proxy's max; the direct path (no proxy) at
+#      each of these rates in the same round. The report subtracts the
+#      direct percentiles at the same rate: p50/p99/p99.9 added, side by
+#      side, as ratios to HAProxy's. BENCH_TAIL_DURATION per run.
 #   3. control plane: translate 10,000 Ingresses in-process (bench/translate),
 #      then `sluice proxy --manifests` on them: start → serving, and one
-#      Ingress file changed → the new host answering (bench/ctlplane); then
+#      Ingress file changed ten times → the new host answering
+#      (bench/ctlplane; the goal is ≤ 500 ms in 9 of 10, the first included); then
 #      the same with every Ingress having its own certificate (--tls; probes
 #      over HTTPS with SNI, certificates verified).
 #   5. TLS, HTTP/2 and large bodies, each proxy freshly started per round:
@@ -32,25 +36,36 @@
 #      (bench/tlsconns), HTTP/2 over TLS (h2load, 4 connections × 16
 #      streams: CPU per request and p99), 10 KiB and 1 MiB responses (wrk;
 #      MiB/s per core). Each run lasts BENCH_ROW_DURATION.
-#   6. load sweep: open loop at 25, 50, 75 and 90% of each proxy's own max
-#      req/s from phase 1, BENCH_ROW_DURATION each: p99 by load (sweep.png).
+#   6. load sweep: open loop at 75 and 90% of each proxy's own max req/s
+#      from phase 1, BENCH_ROW_DURATION each: p99 by load (sweep.png, with
+#      phase 2's 25 and 50%).
 #      Phase 2 also records p90, p99.9 and the percentiles of hdr.png.
+#   7. cost as work grows (sluice): bench/translate and bench/ctlplane (one
+#      change) at 1k and 50k Ingresses beside phase 3's 10k: rebuild time
+#      and proxy RSS by size; bench/cost: DNS plan time at 10k records,
+#      the binding reconciler's CPU and memory at 1k and 5k pods across 50
+#      bindings. About a minute; not in bench-quick.
 #   4. profile (when sluice needs over BENCH_PROFILE_RATIO× HAProxy's CPU per
 #      request, or BENCH_PROFILE=1): perf record of sluice under wrk load →
 #      bench/results/sluice-profile.txt.
 #
 # `scripts/bench.sh quick` (make bench-quick) is a regression guard of under
-# two minutes: one round of phases 1 (without idle connections) and 2 for
-# sluice and HAProxy, results in $TMPDIR/sluice-bench-quick, and a summary of
-# sluice's CPU per request and added p99 over HAProxy's.
+# two minutes: one round of phases 1 (without idle connections) and 2 (25%
+# of the own max and the common rate only, 5 s each) for sluice and
+# HAProxy, results in $TMPDIR/sluice-bench-quick, and a summary of sluice's
+# CPU per request and added p99 over HAProxy's.
 #
 # Knobs (environment): BENCH_ROUNDS=3 BENCH_DURATION=10s BENCH_CONNS=64
-# BENCH_PHASES="1 2 6 5 3" (which phases run; they run in the order 1 2 6 5 3,
-# phase 4 follows its own rule) BENCH_ROW_DURATION=5s (phases 5 and 6)
+# BENCH_PHASES="1 2 6 5 3 7" (which phases run; they run in the order
+# 1 2 6 5 3 7, phase 4 follows its own rule) BENCH_ROW_DURATION=5s (phases 5 and 6)
 # BENCH_IDLE_CONNS=auto BENCH_IDLE_QUIET=10s BENCH_IDLE_SETTLE_MAX=180s
 # BENCH_INGRESSES=10000 BENCH_PORT_BASE=24080
-# BENCH_RATE=haproxy|slowest|N (open-loop rate: half of HAProxy's max, half of
-# the slowest proxy's max, or N req/s)
+# BENCH_TAIL_SHARES="25 50" (phase 2: percent of each proxy's own max)
+# BENCH_COMMON_SHARE=25 (phase 2: the common rate, percent of the slowest
+# proxy's max) BENCH_RATE=N (the common rate in req/s instead)
+# BENCH_TAIL_DURATION=8s (each phase 2 run) BENCH_SWEEP_SHARES="75 90"
+# BENCH_SCALE_INGRESSES="1000 10000 50000" BENCH_DNS_RECORDS=10000
+# BENCH_CONTROLLER_PODS="1000 5000" BENCH_CONTROLLER_BINDINGS=50 (phase 7)
 # BENCH_SLUICE=PATH (a prebuilt sluice instead of building ./cmd/sluice)
 # BENCH_PROXIES="sluice haproxy nginx" BENCH_OUT=bench/results BENCH_KEEP=1
 # (keep the work directory with every log) BENCH_PROFILE=auto|1|0.
@@ -63,6 +78,7 @@ if [[ ${1:-} == quick ]]; then
 	QUICK=1
 	: "${BENCH_ROUNDS:=1}" "${BENCH_DURATION:=5s}" "${BENCH_PHASES:=1 2}" "${BENCH_IDLE_CONNS:=0}"
 	: "${BENCH_PROXIES:=sluice haproxy}" "${BENCH_OUT:=${TMPDIR:-/tmp}/sluice-bench-quick}" "${BENCH_PROFILE:=0}"
+	: "${BENCH_TAIL_SHARES:=25}" "${BENCH_TAIL_DURATION:=5s}"
 elif [[ -n ${1:-} ]]; then
 	echo "usage: $0 [quick]" >&2
 	exit 2
@@ -70,13 +86,26 @@ fi
 ROUNDS=${BENCH_ROUNDS:-3}
 DURATION=${BENCH_DURATION:-10s}
 ROW_DURATION=${BENCH_ROW_DURATION:-5s}
-PHASES=" ${BENCH_PHASES:-1 2 6 5 3} "
+PHASES=" ${BENCH_PHASES:-1 2 6 5 3 7} "
 WRK_CONNS=${BENCH_CONNS:-64}
 INGRESSES=${BENCH_INGRESSES:-10000}
 PORT_BASE=${BENCH_PORT_BASE:-24080}
 OUT=${BENCH_OUT:-bench/results}
 PROFILE=${BENCH_PROFILE:-auto}
 PROFILE_RATIO=${BENCH_PROFILE_RATIO:-1.5}
+# Phase 2's loads: shares of each proxy's own max req/s, and the common
+# rate as a share of the slowest proxy's max. Phase 6 adds the high shares
+# (the sweep plot shows phase 2's shares too).
+TAIL_SHARES=${BENCH_TAIL_SHARES:-25 50}
+COMMON_SHARE=${BENCH_COMMON_SHARE:-25}
+COMMON_VARIANT=common
+TAIL_DURATION=${BENCH_TAIL_DURATION:-8s}
+SWEEP_SHARES=${BENCH_SWEEP_SHARES:-75 90}
+# Phase 7's sizes.
+SCALE_INGRESSES=${BENCH_SCALE_INGRESSES:-1000 10000 50000}
+DNS_RECORDS=${BENCH_DNS_RECORDS:-10000}
+CONTROLLER_PODS=${BENCH_CONTROLLER_PODS:-1000 5000}
+CONTROLLER_BINDINGS=${BENCH_CONTROLLER_BINDINGS:-50}
 read -r -a PROXIES <<<"${BENCH_PROXIES:-sluice haproxy nginx}"
 phase() { [[ $PHASES == *" $1 "* ]]; }
 
@@ -184,7 +213,7 @@ wait_ok() {
 
 # ---------------------------------------------------------------- build
 log "building sluice and the bench tools"
-go build -o "$tmp/bin/" ./bench/backend ./bench/throughput ./bench/latency ./bench/idleconns ./bench/report ./bench/ctlplane ./bench/tlsconns
+go build -o "$tmp/bin/" ./bench/backend ./bench/throughput ./bench/latency ./bench/idleconns ./bench/report ./bench/ctlplane ./bench/tlsconns ./bench/cost
 translate_ok=1
 go build -o "$tmp/bin/" ./bench/translate 2>"$tmp/log/build-translate.log" || {
 	translate_ok=0
@@ -506,28 +535,61 @@ done
 # runtime_metrics PROXY: for sluice, the latency tool reads its Go runtime
 # metrics before and after the run (GC, scheduling latency).
 runtime_metrics() { [[ $1 == sluice ]] && echo --metrics "http://127.0.0.1:$SLUICE_ADMIN/metrics"; true; }
+# Every proxy runs open loop at TAIL_SHARES percent of its own max req/s
+# and at the common rate (COMMON_SHARE percent of the slowest proxy's
+# max, or BENCH_RATE), far from saturation on every proxy; the direct path
+# runs at each distinct rate, so the report subtracts the direct
+# percentiles at the same rate in the same round.
+declare -A LAT_RATE=()
 if phase 2; then
-	case ${BENCH_RATE:-haproxy} in
-	haproxy) RATE=$("$B/report" --raw "$raw" --print rate) RATE_WHY="half of HAProxy's median max req/s" ;;
-	slowest) RATE=$("$B/report" --raw "$raw" --print slowest-rate) RATE_WHY="half of the slowest proxy's median max req/s (BENCH_RATE=slowest)" ;;
-	*) RATE=$BENCH_RATE RATE_WHY="set by BENCH_RATE" ;;
-	esac
-	[[ $RATE =~ ^[0-9]+$ ]] || die "no rate for phase 2 (run phase 1 too, or set BENCH_RATE=N)"
-	log "phase 2: open-loop latency at $RATE req/s for $DURATION, $ROUNDS rounds"
+	RATE=
+	for p in "${PROXIES[@]}"; do
+		# Without phase 1, BENCH_RATE alone: the common rate only.
+		max=$("$B/report" --raw "$raw" --print "max:$p" 2>/dev/null) ||
+			{ [[ -n ${BENCH_RATE:-} ]] && continue; } || die "phase 2 needs phase 1's max req/s of $p (run phase 1 too, or set BENCH_RATE=N)"
+		for share in $TAIL_SHARES; do
+			LAT_RATE[$p:$share]=$((max * share / 100))
+		done
+		own=$((max * COMMON_SHARE / 100))
+		if [[ -z $RATE ]] || ((own < RATE)); then RATE=$own; fi
+	done
+	RATE_WHY="$COMMON_SHARE% of the slowest proxy's median max req/s"
+	if [[ -n ${BENCH_RATE:-} ]]; then
+		RATE=$BENCH_RATE RATE_WHY="set by BENCH_RATE"
+	fi
+	((RATE > 0)) || die "no rate for phase 2 (run phase 1 too, or set BENCH_RATE=N)"
+	read -r -a DIRECT_RATES <<<"$(printf '%s\n' "$RATE" "${LAT_RATE[@]}" | sort -un | tr '\n' ' ')"
+	log "phase 2: open loop at $TAIL_SHARES% of each proxy's own max and at $RATE req/s ($RATE_WHY), $TAIL_DURATION each; direct at ${DIRECT_RATES[*]} req/s; $ROUNDS rounds"
 fi
 for ((r = 1; r <= ROUNDS; r++)); do
 	phase 2 || break
-	taskset -c 1 "$B/latency" --proxy direct --round "$r" --addr "127.0.0.1:$BACKEND_PORT" \
-		--host "$HOST" --rate "$RATE" --duration "$DURATION" >>"$raw"
+	for rate in "${DIRECT_RATES[@]}"; do
+		taskset -c 1 "$B/latency" --proxy direct --round "$r" --addr "127.0.0.1:$BACKEND_PORT" \
+			--host "$HOST" --rate "$rate" --duration "$TAIL_DURATION" >>"$raw"
+	done
 	for p in $(rotated "$r"); do
 		log "round $r: $p"
 		start_proxy "$p"
 		wrk_args "${PORT[$p]}" 1s
 		taskset -c 1 "${WRK[@]}" >/dev/null
-		taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --addr "127.0.0.1:${PORT[$p]}" \
-			--host "$HOST" --rate "$RATE" --duration "$DURATION" $(runtime_metrics "$p") \
-			--pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)" >>"$raw"
-		tail -n 1 "$raw" >&2
+		# The common rate first; a share whose rate is the common rate (the
+		# slowest proxy's) is not run twice: the report counts it as both.
+		runs=("$RATE:$COMMON_VARIANT")
+		for share in $TAIL_SHARES; do
+			if [[ -z ${LAT_RATE[$p:$share]:-} ]]; then
+				continue
+			elif [[ ${LAT_RATE[$p:$share]} == "$RATE" ]]; then
+				runs[0]="$RATE:$share"
+			else
+				runs+=("${LAT_RATE[$p:$share]}:$share")
+			fi
+		done
+		for run in "${runs[@]}"; do
+			taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --variant "${run#*:}" --addr "127.0.0.1:${PORT[$p]}" \
+				--host "$HOST" --rate "${run%%:*}" --duration "$TAIL_DURATION" $(runtime_metrics "$p") \
+				--pid "$WORK_PID" --clock-ticks "$(getconf CLK_TCK)" >>"$raw"
+		done
+		tail -n ${#runs[@]} "$raw" | cut -c1-200 >&2
 		stop "$PROXY_PID"
 	done
 done
@@ -535,7 +597,7 @@ done
 # ---------------------------------------------------------------- phase 6
 # (after phase 2, whose open-loop tool it uses, at rates from phase 1)
 if phase 6; then
-	log "phase 6: p99 at 25/50/75/90% of each proxy's own max req/s, $ROW_DURATION each, $ROUNDS rounds"
+	log "phase 6: p99 at $SWEEP_SHARES% of each proxy's own max req/s, $ROW_DURATION each, $ROUNDS rounds"
 fi
 for ((r = 1; r <= ROUNDS; r++)); do
 	phase 6 || break
@@ -545,7 +607,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		start_proxy "$p"
 		wrk_args "${PORT[$p]}" 1s
 		taskset -c 1 "${WRK[@]}" >/dev/null
-		for share in 25 50 75 90; do
+		for share in $SWEEP_SHARES; do
 			taskset -c 1 "$B/latency" --proxy "$p" --round "$r" --sweep "$share" --addr "127.0.0.1:${PORT[$p]}" \
 				--host "$HOST" --rate $((max * share / 100)) --duration "$ROW_DURATION" $(runtime_metrics "$p") >>"$raw"
 		done
@@ -591,7 +653,7 @@ if phase 3 && [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
 		tail -n 1 "$raw" >&2
 	fi
 	taskset -c 1 "$B/ctlplane" --dir "$tmp/ctlplane" --ingresses "$INGRESSES" --backend-port "$BACKEND_PORT" \
-		--http "127.0.0.1:$CTL_HTTP" --admin "127.0.0.1:$CTL_ADMIN" --changes 3 --log "$tmp/log/ctlplane-sluice.log" -- \
+		--http "127.0.0.1:$CTL_HTTP" --admin "127.0.0.1:$CTL_ADMIN" --changes 10 --log "$tmp/log/ctlplane-sluice.log" -- \
 		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane" "${LOOPBACK[@]}" \
 		--http-address "127.0.0.1:$CTL_HTTP" --https-address "" --admin-address "127.0.0.1:$CTL_ADMIN" \
 		--drain-max-wait 0s --shutdown-timeout 2s >>"$raw"
@@ -602,12 +664,42 @@ if phase 3 && [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
 		tail -n 1 "$raw" >&2
 	fi
 	taskset -c 1 "$B/ctlplane" --tls --dir "$tmp/ctlplane-tls" --ingresses "$INGRESSES" --backend-port "$BACKEND_PORT" \
-		--http "127.0.0.1:$CTL_HTTP" --https "127.0.0.1:$CTL_HTTPS" --admin "127.0.0.1:$CTL_ADMIN" --changes 3 \
+		--http "127.0.0.1:$CTL_HTTP" --https "127.0.0.1:$CTL_HTTPS" --admin "127.0.0.1:$CTL_ADMIN" --changes 10 \
 		--log "$tmp/log/ctlplane-tls-sluice.log" -- \
 		env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/ctlplane-tls" "${LOOPBACK[@]}" \
 		--http-address "127.0.0.1:$CTL_HTTP" --https-address "127.0.0.1:$CTL_HTTPS" --admin-address "127.0.0.1:$CTL_ADMIN" \
 		--drain-max-wait 0s --shutdown-timeout 2s >>"$raw"
 	tail -n 3 "$raw" >&2
+fi
+
+# ---------------------------------------------------------------- phase 7
+# Cost as work grows (sluice only): the proxy at each of SCALE_INGRESSES
+# (phase 3's size is not run twice: the report takes phase 3's figures),
+# the DNS planner at DNS_RECORDS, the binding reconciler at each of
+# CONTROLLER_PODS across CONTROLLER_BINDINGS.
+if phase 7 && [[ " ${PROXIES[*]} " == *" sluice "* ]]; then
+	log "phase 7: cost as work grows: proxy at $SCALE_INGRESSES Ingresses, DNS plan at $DNS_RECORDS records, controller at $CONTROLLER_PODS pods across $CONTROLLER_BINDINGS bindings"
+	for n in $SCALE_INGRESSES; do
+		if phase 3 && ((n == INGRESSES)); then
+			continue
+		fi
+		if ((translate_ok)); then
+			env GOMAXPROCS=1 taskset -c 0 "$B/translate" --ingresses "$n" --runs 3 | "$B/report" --as-scale >>"$raw"
+		fi
+		rm -rf "$tmp/scale"
+		taskset -c 1 "$B/ctlplane" --dir "$tmp/scale" --ingresses "$n" --backend-port "$BACKEND_PORT" \
+			--http "127.0.0.1:$CTL_HTTP" --admin "127.0.0.1:$CTL_ADMIN" --changes 1 --log "$tmp/log/scale-$n-sluice.log" -- \
+			env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/scale" "${LOOPBACK[@]}" \
+			--http-address "127.0.0.1:$CTL_HTTP" --https-address "" --admin-address "127.0.0.1:$CTL_ADMIN" \
+			--drain-max-wait 0s --shutdown-timeout 2s | "$B/report" --as-scale >>"$raw"
+		rm -rf "$tmp/scale"
+		tail -n 2 "$raw" | cut -c1-200 >&2
+	done
+	env GOMAXPROCS=1 taskset -c 0 "$B/cost" dns --records "$DNS_RECORDS" --runs 3 >>"$raw"
+	for n in $CONTROLLER_PODS; do
+		env GOMAXPROCS=1 taskset -c 0 "$B/cost" controller --pods "$n" --bindings "$CONTROLLER_BINDINGS" --runs 3 >>"$raw"
+	done
+	tail -n 3 "$raw" | cut -c1-200 >&2
 fi
 
 # ---------------------------------------------------------------- report
@@ -618,7 +710,7 @@ cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 	--meta "machine=$(uname -srm), $cpu_model, $(nproc) CPUs" \
 	--meta "load average (1/5/15 min) at start / end=$loadavg_start / $loadavg_end (other work shares this machine)" \
 	--meta "versions=sluice ${BENCH_SLUICE:+$BENCH_SLUICE }$(git describe --tags --always --dirty 2>/dev/null || echo dev), $(go version | cut -d' ' -f3), $(nginx -v 2>&1 | sed 's/.*: //'), HAProxy $(haproxy -v | head -1 | cut -d' ' -f3), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)" \
-	--meta "latency rate=$RATE req/s: $RATE_WHY" \
+	--meta "common open-loop rate=$RATE req/s: $RATE_WHY; each proxy also at $TAIL_SHARES% of its own max, $TAIL_DURATION per run" \
 	--meta "settings=$ROUNDS rounds, wrk -t1 -c$WRK_CONNS -d$DURATION, $IDLE_CONNS idle connections (fd limit $FD_LIMIT), $INGRESSES Ingresses, phases$PHASES, $ROW_DURATION per TLS/HTTP/2/body run"
 cp "$raw" "$OUT/raw.jsonl"
 log "results in $OUT/latest.md, latest.json and cpu.png"

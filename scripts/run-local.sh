@@ -120,7 +120,7 @@ defaults
     timeout client 30s
     timeout server 30s
     timeout http-keep-alive 10s
-    # keep idle client connections through a reload (README: HAProxy)
+    # keep idle client connections through a reload (docs/guides/haproxy.md)
     option idle-close-on-response
 frontend fe
     bind $listen
@@ -246,6 +246,7 @@ sluice is running, installed with helm.
   alias kubectl=$SLUICE_KUBE_BIN/kubectl helm=$helm
   kubectl get nodes,pods -A -o wide
   kubectl -n sluice-system get loadbalancerbindings
+  kubectl -n sluice-system logs deploy/sluice-proxy -f
 
   A zero-downtime rollout, and how to watch it:
   helm upgrade sluice deploy/helm/sluice -n sluice-system -f $state/values.yaml --set proxy.logLevel=debug

@@ -1,6 +1,6 @@
 package v1alpha1
 
-// The way out of a binding stuck on its finalizer (README, Security).
+// The way out of a binding stuck on its finalizer (docs/security.md).
 const (
 	// ConditionDeletionBlocked is True while a deleted binding's targets
 	// cannot be deregistered (its provider fails) and its deletion has

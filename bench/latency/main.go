@@ -61,11 +61,12 @@ func main() {
 	hz := flag.Float64("clock-ticks", 100, "USER_HZ of /proc/PID/stat (getconf CLK_TCK)")
 	metrics := flag.String("metrics", "", "a Go proxy's Prometheus endpoint (http://127.0.0.1:PORT/metrics), read before and after the run: GC and scheduling latency during it")
 	sweep := flag.String("sweep", "", "a load-sweep run at this share (percent) of the proxy's own max req/s: recorded as phase sweep with this variant")
+	variant := flag.String("variant", "", "what the rate is, recorded as the latency record's variant: \"common\" (the rate every proxy runs at) or a share in percent of the proxy's own max req/s (\"25\", \"50\"); empty for the direct runs")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rec := result.Record{Phase: result.PhaseLatency, Proxy: *proxy, Round: *round, Rate: o.Rate}
+	rec := result.Record{Phase: result.PhaseLatency, Proxy: *proxy, Round: *round, Rate: o.Rate, Variant: *variant}
 	if *sweep != "" {
 		rec.Phase, rec.Variant = result.PhaseSweep, *sweep
 	}

@@ -52,7 +52,10 @@ func summarizeSweep(recs []result.Record) []SweepPoint {
 	rates := map[key][]float64{}
 	pts := map[key]*SweepPoint{}
 	for _, r := range recs {
-		if r.Phase != result.PhaseSweep || r.Error != "" {
+		// The open-loop phase's runs at a share of the own max (25%,
+		// 50%) are points of the sweep too.
+		sweep := r.Phase == result.PhaseSweep || r.Phase == result.PhaseLatency && r.Proxy != "direct"
+		if !sweep || r.Error != "" {
 			continue
 		}
 		share, err := strconv.Atoi(r.Variant)
@@ -94,7 +97,7 @@ func latencyTables(b *strings.Builder, s *Summary) {
 		have = have || p.P90AddedUs != nil
 	}
 	if have {
-		b.WriteString("\n## Added latency by percentile (open loop at the latency rate; plot: hdr.png)\n\n")
+		b.WriteString("\n## Added latency by percentile at the common rate (open loop; plot: hdr.png)\n\n")
 		b.WriteString("| proxy | p50 | p90 | p99 | p99.9 |\n| --- | ---: | ---: | ---: | ---: |\n")
 		for _, p := range s.Proxies {
 			if p.Name == "direct" || p.P90AddedUs == nil {

@@ -31,11 +31,19 @@ func (m *metaFlag) Set(s string) error { *m = append(*m, s); return nil }
 func main() {
 	raw := flag.String("raw", "raw.jsonl", "raw records, one JSON object a line")
 	out := flag.String("out", "bench/results", "directory for latest.md, latest.json and cpu.png")
-	printWhat := flag.String("print", "", "print one number and write nothing: \"rate\" (half of HAProxy's median max req/s, the open-loop rate), \"slowest-rate\" (half of the slowest proxy's) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's); or \"quick\": the make bench-quick summary")
+	printWhat := flag.String("print", "", "print one number and write nothing: \"max:PROXY\" (the proxy's median max req/s, from which bench.sh takes the open-loop rates) or \"sluice-ratio\" (sluice's CPU per request over HAProxy's); or \"quick\": the make bench-quick summary")
 	var meta metaFlag
 	flag.Var(&meta, "meta", "KEY=VALUE shown in the header (repeatable, kept in order)")
+	asScale := flag.Bool("as-scale", false, "copy the records on stdin to stdout as scale records (the cost rows' sizes), their phase as variant, and write nothing else")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *asScale {
+		if err := retagScale(os.Stdin, os.Stdout); err != nil {
+			log.Error("report failed", "error", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *printWhat != "" {
 		if err := printOne(*raw, *printWhat); err != nil {
 			log.Error("report failed", "error", err)
@@ -84,6 +92,11 @@ func run(rawPath, out string, meta []string) error {
 	if err := writeLatencyCharts(out, s); err != nil {
 		return err
 	}
+	if len(s.Tail) > 0 {
+		if err := writeTailChart(filepath.Join(out, "tail.png"), s.Tail); err != nil {
+			return err
+		}
+	}
 	if err := writeChart(filepath.Join(out, "cpu.png"), s); err != nil {
 		return err
 	}
@@ -108,31 +121,6 @@ func printOne(rawPath, what string) error {
 		byName[p.Name] = p
 	}
 	switch what {
-	case "rate":
-		// Half of HAProxy's max; without HAProxy, half of the slowest proxy's.
-		ref := byName["haproxy"].MaxRPS
-		if ref == nil {
-			for _, p := range s.Proxies {
-				if p.Name != "direct" && p.MaxRPS != nil && (ref == nil || *p.MaxRPS < *ref) {
-					ref = p.MaxRPS
-				}
-			}
-		}
-		if ref == nil || *ref < 2 {
-			return fmt.Errorf("no throughput measured: cannot pick a rate")
-		}
-		fmt.Println(int(*ref / 2))
-	case "slowest-rate":
-		var ref *float64
-		for _, p := range s.Proxies {
-			if p.Name != "direct" && p.MaxRPS != nil && (ref == nil || *p.MaxRPS < *ref) {
-				ref = p.MaxRPS
-			}
-		}
-		if ref == nil || *ref < 2 {
-			return fmt.Errorf("no throughput measured: cannot pick a rate")
-		}
-		fmt.Println(int(*ref / 2))
 	case "sluice-ratio":
 		r := byName["sluice"].RatioHAProxy
 		if r == nil {
@@ -141,7 +129,7 @@ func printOne(rawPath, what string) error {
 		}
 		fmt.Printf("%.2f\n", *r)
 	case "quick":
-		return printQuick(byName)
+		return printQuick(byName, s.Tail)
 	case "max:sluice", "max:haproxy", "max:nginx":
 		p := byName[strings.TrimPrefix(what, "max:")]
 		if p == nil || p.MaxRPS == nil {
@@ -149,7 +137,7 @@ func printOne(rawPath, what string) error {
 		}
 		fmt.Println(int(*p.MaxRPS))
 	default:
-		return fmt.Errorf("--print %q: want rate, slowest-rate, sluice-ratio or quick", what)
+		return fmt.Errorf("--print %q: want max:PROXY, sluice-ratio or quick", what)
 	}
 	return nil
 }
@@ -222,6 +210,15 @@ type Summary struct {
 	Sweep []SweepPoint `json:"sweep,omitempty"`
 	// Runtime is sluice's Go runtime account of its open-loop runs.
 	Runtime []RuntimeRow `json:"runtime,omitempty"`
+	// Tail is the latency added over the direct path at the common rate
+	// and at shares of each proxy's own max req/s.
+	Tail []TailLoad `json:"tail,omitempty"`
+	// Scale is the proxy's cost at each number of Ingresses; Cost the DNS
+	// planner's and the binding reconciler's at each size.
+	Scale []ScaleRow `json:"scale,omitempty"`
+	Cost  []CostRow  `json:"cost,omitempty"`
+	// Goals are issue 29's goals against this run's figures.
+	Goals []Goal `json:"goals,omitempty"`
 }
 
 // controlSeries collects one control-plane variant's records.
@@ -289,9 +286,16 @@ func summarize(recs []result.Record) *Summary {
 	s.Rows, s.RowErrors = summarizeRows(recs)
 	s.Sweep = summarizeSweep(recs)
 	s.Runtime = summarizeRuntime(recs)
+	s.Tail = summarizeTail(recs)
+	var scaleErrs, costErrs []string
+	s.Scale, scaleErrs = summarizeScale(recs)
+	s.Cost, costErrs = summarizeCost(recs)
+	s.RowErrors = append(s.RowErrors, append(scaleErrs, costErrs...)...)
+	common := commonRate(recs)
 	for _, r := range recs {
-		if r.Phase == result.PhaseRow || r.Phase == result.PhaseSweep {
-			continue
+		switch r.Phase {
+		case result.PhaseRow, result.PhaseSweep, result.PhaseScale, result.PhaseCost:
+			continue // summarized on their own above
 		}
 		if r.Phase == result.PhaseControl || r.Phase == result.PhaseTranslate {
 			if r.Variant == "tls" {
@@ -333,7 +337,14 @@ func summarize(recs []result.Record) *Summary {
 				se.util = append(se.util, r.CPUUtil)
 			}
 		case result.PhaseLatency:
-			s.Rate = r.Rate
+			// The main table's latency columns are the runs at the
+			// common rate; the other loads are in s.Tail.
+			if !atCommon(r, common) {
+				break
+			}
+			if r.Proxy != "direct" || s.Rate == 0 {
+				s.Rate = r.Rate
+			}
 			p.Unsent += r.Unsent
 			if r.CPUMicrosReq > 0 {
 				se.rateCPU = append(se.rateCPU, r.CPUMicrosReq)
@@ -394,12 +405,13 @@ func summarize(recs []result.Record) *Summary {
 	}
 	plain.fill(&s.Control)
 	withTLS.fill(&s.ControlTLS)
+	s.Goals = goals(s)
 	return s
 }
 
 // printQuick prints make bench-quick's summary: sluice's CPU per request
 // and added p99 over HAProxy's.
-func printQuick(by map[string]*Proxy) error {
+func printQuick(by map[string]*Proxy, tail []TailLoad) error {
 	sl, hp := by["sluice"], by["haproxy"]
 	if sl == nil || hp == nil || sl.CPUMicrosReq == nil || hp.CPUMicrosReq == nil || *hp.CPUMicrosReq <= 0 {
 		return fmt.Errorf("bench-quick needs the throughput of sluice and HAProxy")
@@ -412,7 +424,15 @@ func printQuick(by map[string]*Proxy) error {
 	// The added p99 can be near zero or negative for a fast proxy: the
 	// ratio is against at least 0.1 ms.
 	ref := max(*hp.P99AddedUs, 100)
-	fmt.Printf("p99 added (ms) sluice %6.2f  HAProxy %6.2f  ratio %.2f×\n", *sl.P99AddedUs/1000, *hp.P99AddedUs/1000, *sl.P99AddedUs/ref)
+	rate := 0
+	if t := tailAt(tail, "common", "sluice"); t != nil {
+		rate = t.Rate
+	}
+	fmt.Printf("p99 added (ms) sluice %6.2f  HAProxy %6.2f  ratio %.2f×  (common rate %d req/s)\n", *sl.P99AddedUs/1000, *hp.P99AddedUs/1000, *sl.P99AddedUs/ref, rate)
+	if st, ht := tailAt(tail, "25", "sluice"), tailAt(tail, "25", "haproxy"); st != nil && ht != nil && st.P99Us != nil && ht.P99Us != nil {
+		fmt.Printf("p99 added (ms) sluice %6.2f  HAProxy %6.2f  ratio %.2f×  (25%% of own max: %d / %d req/s; goal ≤ 2×)\n",
+			*st.P99Us/1000, *ht.P99Us/1000, *st.P99RatioHAProxy, st.Rate, ht.Rate)
+	}
 	if sl.Failed > 0 || hp.Failed > 0 {
 		fmt.Printf("failed         sluice %d  HAProxy %d\n", sl.Failed, hp.Failed)
 	}

@@ -43,6 +43,7 @@ func markdown(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "- **%s**: %s\n", kv[0], kv[1])
 	}
+	goalsTable(&b, s.Goals)
 	b.WriteString("\nMedians of the rounds; each proxy runs alone on core 0 with one worker " +
 		"(sluice GOMAXPROCS=1, nginx worker_processes 1, HAProxy nbthread 1); wrk, the open-loop " +
 		"load tool and the backend share core 1. Ratios are sluice's (or the row's) CPU per request " +
@@ -69,7 +70,7 @@ func markdown(s *Summary) string {
 		"100-byte responses, HTTP/1.1 keep-alive on both sides) divided by the requests wrk completed.\n")
 	fmt.Fprintf(&b, "- max req/s: wrk's rate in the same run. `direct` is wrk straight to the backend (the ceiling of core 1).\n")
 	fmt.Fprintf(&b, "- p50/p99 added: the proxy's latency percentile minus the direct run's in the same round, open loop at %d req/s "+
-		"(the latency rate above) for the wrk duration, latency counted from each request's scheduled start; the `direct` row shows the base in parentheses.\n", s.Rate)
+		"(the common rate: 25%% of the slowest proxy's max; the other loads are in the table below), latency counted from each request's scheduled start; the `direct` row shows the base in parentheses.\n", s.Rate)
 	fmt.Fprintf(&b, "- KiB per idle conn: VmRSS growth of a freshly started proxy after %d keep-alive connections each sent one request and went idle, "+
 		"read once VmRSS stopped falling; second half: the growth from half of them (settled) to all of them, per connection of that half, "+
 		"which leaves out what the process grows by once whatever the connection count (for sluice, the Go heap goal its GC floor sets).\n", s.IdleConns)
@@ -107,6 +108,7 @@ func markdown(s *Summary) string {
 		}
 	}
 	b.WriteString("\n")
+	tailTable(&b, s.Tail)
 	latencyTables(&b, s)
 	c := s.Control
 	if c.Ingresses > 0 || len(c.Errors) > 0 {
@@ -115,6 +117,7 @@ func markdown(s *Summary) string {
 	if len(s.Rows) > 0 {
 		rowsTable(&b, s.Rows)
 	}
+	costTables(&b, s.Scale, s.Cost)
 	if ct := s.ControlTLS; ct.Ingresses > 0 || len(ct.Errors) > 0 {
 		controlTable(&b, ct, "Control plane with TLS (every Ingress its own ECDSA P-256 certificate and Secret)")
 		for _, e := range ct.Errors {

@@ -105,7 +105,7 @@ func TestSummarize(t *testing.T) {
 			t.Errorf("latest.md lacks %q:\n%s", want, md)
 		}
 	}
-	for _, name := range []string{"latest.json", "cpu.png", "hdr.png", "sweep.png"} {
+	for _, name := range []string{"latest.json", "cpu.png", "hdr.png", "sweep.png", "tail.png"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written: %v", name, err)
 		}
@@ -126,13 +126,13 @@ func TestRuntimeTable(t *testing.T) {
 		{Phase: result.PhaseLatency, Proxy: "haproxy", Round: 1, Rate: 500, P99Us: 900},
 	}
 	rows := summarizeRuntime(recs)
-	if len(rows) != 2 || rows[0].Run != "fixed rate" || rows[1].Run != "90% of max" {
-		t.Fatalf("rows = %+v, want the fixed-rate run, then the 90%% share", rows)
+	if len(rows) != 2 || rows[0].Run != "common rate" || rows[1].Run != "90% of max" {
+		t.Fatalf("rows = %+v, want the common-rate run, then the 90%% share", rows)
 	}
 	var b strings.Builder
 	runtimeTable(&b, rows)
 	for _, want := range []string{
-		"| fixed rate | 2 | 500 | 1500 µs | 3 | 50 ms (10.0% of CPU) | 10 ms | ≤64 µs / ≤128 µs | ≤1 µs / ≤256 µs / ≤2.0 ms | 0.050 |",
+		"| common rate | 2 | 500 | 1500 µs | 3 | 50 ms (10.0% of CPU) | 10 ms | ≤64 µs / ≤128 µs | ≤1 µs / ≤256 µs / ≤2.0 ms | 0.050 |",
 		"| 90% of max | 1 | 900 | 4000 µs | 3 | 50 ms | 10 ms |",
 	} {
 		if !strings.Contains(b.String(), want) {

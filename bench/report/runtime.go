@@ -11,10 +11,11 @@ import (
 )
 
 // RuntimeRow is the Go runtime's account of one open-loop run of sluice
-// (phase 2 at the latency rate, or a phase 6 share): what its tail could
+// (phase 2 at the common rate or a share of its own max, or a phase 6
+// share): what its tail could
 // come from.
 type RuntimeRow struct {
-	Run   string          `json:"run"` // "fixed rate" or "NN% of max"
+	Run   string          `json:"run"` // "common rate" or "NN% of max"
 	Round int             `json:"round"`
 	Rate  int             `json:"rate"`
 	P99Us float64         `json:"p99_us"` // the run's p99, not minus direct
@@ -25,22 +26,22 @@ type RuntimeRow struct {
 }
 
 // summarizeRuntime collects the runs that carry runtime statistics, the
-// fixed-rate ones first, then by share and round.
+// common-rate ones first, then by share and round.
 func summarizeRuntime(recs []result.Record) []RuntimeRow {
 	var out []RuntimeRow
 	for _, r := range recs {
 		if r.Runtime == nil || r.Error != "" {
 			continue
 		}
-		row := RuntimeRow{Run: "fixed rate", Round: r.Round, Rate: r.Rate, P99Us: r.P99Us, Sent: r.Sent, Stats: *r.Runtime, CPUSeconds: r.CPUSeconds}
-		if r.Phase == result.PhaseSweep {
+		row := RuntimeRow{Run: "common rate", Round: r.Round, Rate: r.Rate, P99Us: r.P99Us, Sent: r.Sent, Stats: *r.Runtime, CPUSeconds: r.CPUSeconds}
+		if _, err := strconv.Atoi(r.Variant); err == nil {
 			row.Run = r.Variant + "% of max"
 		}
 		out = append(out, row)
 	}
 	share := func(r RuntimeRow) int {
 		n, _ := strconv.Atoi(strings.TrimSuffix(r.Run, "% of max"))
-		return n // 0 for the fixed rate
+		return n // 0 for the common rate
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if a, b := share(out[i]), share(out[j]); a != b {

@@ -121,7 +121,7 @@ func (d *dnsConfig) check() error {
 		return fmt.Errorf("--dns-owner-id is required when --dns-provider is not none: 1 to 64 letters, digits, '.', '_', ':' or '-', not %q", d.ownerID)
 	}
 	if d.keyFile == "" {
-		return errors.New("--dns-ownership-key-file is required when --dns-provider is not none: ownership records are signed so that nobody with write access to TXT records can make sluice overwrite or delete a name (see the README, \"DNS records for Ingress hosts\", for the upgrade from unsigned records)")
+		return errors.New("--dns-ownership-key-file is required when --dns-provider is not none: ownership records are signed so that nobody with write access to TXT records can make sluice overwrite or delete a name (see docs/guides/dns.md for the upgrade from unsigned records)")
 	}
 	if _, err := dns.ParsePolicy(d.policy); err != nil {
 		return fmt.Errorf("--dns-policy: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/explain"
@@ -33,7 +35,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	var c explainConfig
 	fs := c.flags(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "arguments: ingress|binding NAMESPACE/NAME")
+		fmt.Fprintln(stderr, "arguments: ingress|binding|gateway NAMESPACE/NAME")
 		fs.usage()
 	}
 	kubeconfig, controllerNS, class, output, timeout := &c.kubeconfig, &c.controllerNS, &c.class, &c.output, &c.timeout
@@ -54,7 +56,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if err := fs.parse(nil); err != nil {
 		return usageError(stderr, "explain", err)
 	}
-	if len(pos) != 2 || (pos[0] != "ingress" && pos[0] != "binding") || *output != "text" && *output != "json" {
+	if len(pos) != 2 || !slices.Contains([]string{"ingress", "binding", "gateway"}, pos[0]) || *output != "text" && *output != "json" {
 		fs.Usage()
 		return 2
 	}
@@ -77,9 +79,12 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	}
 	s.IngressClass = *class
 	var rep explain.Report
-	if pos[0] == "ingress" {
+	switch pos[0] {
+	case "ingress":
 		rep = explain.Ingress(s)
-	} else {
+	case "gateway":
+		rep = explain.Gateway(s)
+	default:
 		rep = explain.Binding(s)
 	}
 	if *output == "json" {
@@ -137,6 +142,9 @@ func explainClient(kubeconfig string) (client.Client, error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
+	if err := gatewayv1.Install(scheme); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
 	cl, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
@@ -166,13 +174,18 @@ func readExplainState(ctx context.Context, cl client.Client, kind, ns, name, con
 	for _, b := range s.Bindings {
 		podNS[b.Namespace] = true
 	}
-	if kind == "binding" {
+	switch kind {
+	case "binding":
 		for i := range s.Bindings {
 			if s.Bindings[i].Namespace == ns && s.Bindings[i].Name == name {
 				s.Binding = &s.Bindings[i]
 			}
 		}
-	} else {
+	case "gateway":
+		if err := readGatewayState(ctx, cl, &s, forbidden); err != nil {
+			return s, err
+		}
+	default:
 		var ing networkingv1.Ingress
 		switch err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ing); {
 		case err == nil:
@@ -220,6 +233,55 @@ func readExplainState(ctx context.Context, cl client.Client, kind, ns, name, con
 		s.Pods = append(s.Pods, pods.Items...)
 	}
 	return s, nil
+}
+
+// readGatewayState reads the Gateway s.Namespace/s.Name, the
+// GatewayClasses, the HTTPRoutes the caller may list, and the Events of the
+// Gateway's namespace and of the namespaces of the routes naming it. The
+// Gateway API CRDs missing reads as no Gateway.
+func readGatewayState(ctx context.Context, cl client.Client, s *explain.State, forbidden func(error) bool) error {
+	skip := func(err error) bool { return forbidden(err) || isNoMatch(err) }
+	var gw gatewayv1.Gateway
+	switch err := cl.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Name}, &gw); {
+	case err == nil:
+		s.Gateway = &gw
+	case !skip(err):
+		return fmt.Errorf("reading Gateway %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	var classes gatewayv1.GatewayClassList
+	if err := cl.List(ctx, &classes); err != nil && !skip(err) {
+		return fmt.Errorf("listing GatewayClasses: %w", err)
+	}
+	s.GatewayClasses = classes.Items
+	var routes gatewayv1.HTTPRouteList
+	err := cl.List(ctx, &routes)
+	if forbidden(err) { // the caller may read its own namespace only
+		err = cl.List(ctx, &routes, client.InNamespace(s.Namespace))
+	}
+	if err != nil && !skip(err) {
+		return fmt.Errorf("listing HTTPRoutes: %w", err)
+	}
+	s.HTTPRoutes = routes.Items
+	evNS := map[string]bool{s.Namespace: true}
+	for _, r := range s.HTTPRoutes {
+		for _, p := range r.Spec.ParentRefs {
+			pns := r.Namespace
+			if p.Namespace != nil {
+				pns = string(*p.Namespace)
+			}
+			if pns == s.Namespace && string(p.Name) == s.Name {
+				evNS[r.Namespace] = true
+			}
+		}
+	}
+	for ns := range evNS {
+		var evs eventsv1.EventList
+		if err := cl.List(ctx, &evs, client.InNamespace(ns)); err != nil && !forbidden(err) {
+			return fmt.Errorf("listing Events of %s: %w", ns, err)
+		}
+		s.Events = append(s.Events, evs.Items...)
+	}
+	return nil
 }
 
 // isNoMatch reports a kind the API server does not serve (the CRDs are

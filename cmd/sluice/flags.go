@@ -11,8 +11,7 @@ import (
 	"strings"
 )
 
-// The command-line conventions every sluice command follows (README,
-// "Command line"):
+// The command-line conventions every sluice command follows (docs/reference/command-line.md):
 //
 //   - a listener is --<purpose>-address (--http-address, --admin-address,
 //     --metrics-address, --health-address, ...); the empty string turns it

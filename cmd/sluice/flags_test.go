@@ -21,6 +21,7 @@ var commandFlags = map[string]func(io.Writer) *flagSet{
 	"node-health":     func(w io.Writer) *flagSet { return (&nodeHealthConfig{}).flags(w) },
 	"remove-bindings": func(w io.Writer) *flagSet { return (&removeBindingsConfig{}).flags(w) },
 	"explain":         func(w io.Writer) *flagSet { return (&explainConfig{}).flags(w) },
+	"migrate":         func(w io.Writer) *flagSet { return (&migrateConfig{}).flags(w) },
 	"version":         func(w io.Writer) *flagSet { return versionFlags(new(string), w) },
 }
 

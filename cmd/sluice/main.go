@@ -5,7 +5,8 @@
 //	sluice controller  the control plane: load-balancer targets, readiness gates, drain handshake
 //	sluice node-health  per-node health check of instance-mode load balancers (host network)
 //	sluice remove-bindings  deletes a release's bindings and waits for their finalizer (Helm pre-delete hook)
-//	sluice explain     walks an Ingress's or binding's chain and names the cause of what is broken
+//	sluice explain     walks an Ingress's, binding's or Gateway's chain and names the cause of what is broken
+//	sluice migrate     reports how sluice serves the ingress-nginx annotations in use (before switching)
 //	sluice version     prints the version, commit and Go version (also: sluice --version)
 //
 // This file only dispatches; each role's flags and wiring live in its own file.
@@ -32,7 +33,8 @@ func commands() []command {
 		{"controller", "register ingress pods in load balancers, gate readiness, drain, publish status", runController},
 		{"node-health", "per-node health check for instance-mode load balancers: 200 iff the node's ingress replicas are ready and the node is neither detaching nor about to update", runNodeHealth},
 		{"remove-bindings", "delete a release's LoadBalancerBindings and wait until the controller let them go (Helm pre-delete hook)", runRemoveBindings},
-		{"explain", "explain how sluice serves an Ingress or a binding, and the cause of what is broken: explain ingress|binding NAMESPACE/NAME", runExplain},
+		{"explain", "explain how sluice serves an Ingress, a binding or a Gateway, and the cause of what is broken: explain ingress|binding|gateway NAMESPACE/NAME", runExplain},
+		{"migrate", "report how sluice serves the ingress-nginx annotations of a cluster's or a directory's Ingresses; exit 1 when any in use is unsupported or refused", runMigrate},
 		{"version", "print the version and exit", runVersion},
 	}
 }

@@ -29,7 +29,10 @@ import (
 // bindings stuck on their finalizer (and a later install unable to create
 // them). With --abandon it also lets each deleted binding go without
 // deregistering its targets (sluice.dev/abandon-targets), for a provider
-// that is gone or unreachable for good.
+// that is gone or unreachable for good. With --ingress-daemonsets it first
+// deletes the release's IngressDaemonSets and waits until the controller
+// has let them go (their finalizer reattaches the nodes they detached), so
+// that a chart with proxy.kind IngressDaemonSet uninstalls in one step.
 func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 	var c removeBindingsConfig
 	fs := c.flags(stderr)
@@ -37,6 +40,7 @@ func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "remove-bindings", err)
 	}
 	kubeconfig, namespace, selector, timeout, abandon := &c.kubeconfig, &c.namespace, &c.selector, &c.timeout, &c.abandon
+	withIDS := c.ingressDaemonSets
 	ns := *namespace
 	if ns == "" {
 		ns = controllerNamespace("", "")
@@ -62,6 +66,9 @@ func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	cl, err := bindingClient(*kubeconfig)
+	if err == nil && withIDS {
+		err = removeIngressDaemonSets(ctx, cl, ns, sel, time.Second, stdout)
+	}
 	if err == nil {
 		err = removeBindings(ctx, cl, ns, sel, removeOptions{interval: time.Second, abandon: *abandon}, stdout)
 	}
@@ -76,7 +83,7 @@ func runRemoveBindings(args []string, stdout, stderr io.Writer) int {
 type removeBindingsConfig struct {
 	kubeconfig, namespace, selector string
 	timeout                         time.Duration
-	abandon                         bool
+	abandon, ingressDaemonSets      bool
 }
 
 // flags declares `sluice remove-bindings`'s flags into c.
@@ -89,6 +96,8 @@ func (c *removeBindingsConfig) flags(stderr io.Writer) *flagSet {
 	fs.BoolVar(&c.abandon, "abandon", false, "let the deleted bindings go without deregistering their targets (annotates each "+
 		v1alpha1.AnnotationAbandonTargets+"=<generation>): the targets stay in the load balancer for you to remove; "+
 		"for a provider that is unreachable for good (a binding reporting DeletionBlocked)")
+	fs.BoolVar(&c.ingressDaemonSets, "ingress-daemonsets", false, "first delete the IngressDaemonSets the selector matches and wait "+
+		"until the controller has let them go (the chart's proxy.kind IngressDaemonSet)")
 	return fs
 }
 
@@ -185,6 +194,41 @@ func removeBindings(ctx context.Context, cl client.Client, ns string, sel labels
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for bindings %s in %s to be finalized by the controller: %w", strings.Join(left, ", "), ns, ctx.Err())
 		case <-time.After(o.interval):
+		}
+	}
+}
+
+// removeIngressDaemonSets deletes the IngressDaemonSets in ns that sel
+// matches and polls every interval until none is left or ctx ends. The
+// controller's finalizer reattaches the nodes they detached; their
+// Deployments go with them (owner references), their proxies draining as
+// any proxy does.
+func removeIngressDaemonSets(ctx context.Context, cl client.Client, ns string, sel labels.Selector, interval time.Duration, out io.Writer) error {
+	for {
+		var l v1alpha1.IngressDaemonSetList
+		if err := cl.List(ctx, &l, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return fmt.Errorf("listing IngressDaemonSets in %s: %w", ns, err)
+		}
+		if len(l.Items) == 0 {
+			fmt.Fprintln(out, "no IngressDaemonSet left")
+			return nil
+		}
+		var left []string
+		for i := range l.Items {
+			ids := &l.Items[i]
+			left = append(left, ids.Name)
+			if ids.DeletionTimestamp != nil {
+				continue
+			}
+			if err := cl.Delete(ctx, ids); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting IngressDaemonSet %s/%s: %w", ns, ids.Name, err)
+			}
+			fmt.Fprintf(out, "deleting IngressDaemonSet %s/%s\n", ns, ids.Name)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for IngressDaemonSets %s in %s to be finalized by the controller: %w", strings.Join(left, ", "), ns, ctx.Err())
+		case <-time.After(interval):
 		}
 	}
 }

@@ -92,3 +92,32 @@ func TestRemoveBindingsAbandon(t *testing.T) {
 		t.Errorf("DeletionBlocked reported %d times, want 1:\n%s", n, out.String())
 	}
 }
+
+// The release's IngressDaemonSets are deleted and awaited; others are left
+// alone. One whose finalizer nobody removes makes it fail, naming it.
+func TestRemoveIngressDaemonSets(t *testing.T) {
+	mine := map[string]string{"app.kubernetes.io/instance": "sluice"}
+	ids := func(name string, lbls map[string]string, finalizers ...string) *v1alpha1.IngressDaemonSet {
+		return &v1alpha1.IngressDaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "sluice-system", Name: name, Labels: lbls, Finalizers: finalizers}}
+	}
+	cl := ct.NewClient(interceptor.Funcs{}, ids("proxy", mine), ids("other", map[string]string{"app.kubernetes.io/instance": "x"}))
+	sel := labels.SelectorFromSet(mine)
+	if err := removeIngressDaemonSets(context.Background(), cl, "sluice-system", sel, time.Millisecond, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var left v1alpha1.IngressDaemonSetList
+	if err := cl.List(context.Background(), &left); err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 1 || left.Items[0].Name != "other" {
+		t.Errorf("left %v, want only other", left.Items)
+	}
+
+	cl = ct.NewClient(interceptor.Funcs{}, ids("stuck", mine, "sluice.dev/ingress-daemonset"))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := removeIngressDaemonSets(ctx, cl, "sluice-system", sel, time.Millisecond, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "stuck") {
+		t.Fatalf("err = %v, want a timeout naming the IngressDaemonSet", err)
+	}
+}

@@ -1,4 +1,4 @@
-// Package explain walks the chain that serves an Ingress as sluice sees it
+// Package explain walks the chain that serves an Ingress (or a Gateway) as sluice sees it
 // (class → binding → load balancer → targets and their health → proxies
 // → backends and certificates → DNS → recent problems) and says, for each
 // link, whether it holds and, where it does not, the cause and the fix.
@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
@@ -55,8 +56,14 @@ type State struct {
 	SecretsUnread bool
 	// Pods of the bindings' namespaces (their proxies).
 	Pods []corev1.Pod
-	// Events of the explained object's namespace.
+	// Events of the explained object's namespace (and, for a Gateway, of
+	// its routes' namespaces).
 	Events []eventsv1.Event
+	// Gateway is the Gateway explained (Gateway only), with the
+	// GatewayClasses and the HTTPRoutes the reader could see.
+	Gateway        *gatewayv1.Gateway
+	GatewayClasses []gatewayv1.GatewayClass
+	HTTPRoutes     []gatewayv1.HTTPRoute
 	// Now is when the state was read.
 	Now time.Time
 }
@@ -347,13 +354,18 @@ func (r *report) routes(s State, ing *networkingv1.Ingress) {
 	}
 }
 
-// problems lists the Warning Events on the Ingress that still stand:
-// newer than an hour and not followed by their Resolved Event.
+// problems lists the Warning Events on the Ingress that still stand.
 func (r *report) problems(s State, ing *networkingv1.Ingress) {
+	r.objectProblems(s, 1, "Ingress", ing.Namespace, ing.Name)
+}
+
+// objectProblems lists the Warning Events on an object that still stand:
+// newer than an hour and not followed by their Resolved Event.
+func (r *report) objectProblems(s State, depth int, kind, ns, name string) {
 	var evs []eventsv1.Event
 	resolved := map[string]time.Time{}
 	for _, e := range s.Events {
-		if e.Regarding.Kind != "Ingress" || e.Regarding.Name != ing.Name || e.Regarding.Namespace != ing.Namespace {
+		if e.Regarding.Kind != kind || e.Regarding.Name != name || e.Regarding.Namespace != ns {
 			continue
 		}
 		if e.Type == corev1.EventTypeNormal && e.Reason == "Resolved" {
@@ -374,7 +386,7 @@ func (r *report) problems(s State, ing *networkingv1.Ingress) {
 			continue
 		}
 		ago := s.Now.Sub(lastSeen(e)).Round(time.Second)
-		r.bad(1, e.Reason+": "+e.Note, "Event %s (%s ago, from %s): %s", e.Reason, ago, cmp.Or(e.ReportingController, "?"), e.Note)
+		r.bad(depth, e.Reason+": "+e.Note, "Event %s (%s ago, from %s): %s", e.Reason, ago, cmp.Or(e.ReportingController, "?"), e.Note)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/testcert"
@@ -56,6 +57,14 @@ func TestGolden(t *testing.T) {
 			s := state(objs)
 			var got Report
 			switch target := directive(string(raw), "# explain:"); {
+			case strings.HasPrefix(target, "gateway "):
+				s.Namespace, s.Name, _ = strings.Cut(strings.TrimPrefix(target, "gateway "), "/")
+				for i := range objs {
+					if gw, ok := objs[i].obj.(*gatewayv1.Gateway); ok && gw.Namespace == s.Namespace && gw.Name == s.Name {
+						s.Gateway = gw
+					}
+				}
+				got = Gateway(s)
 			case strings.HasPrefix(target, "binding "):
 				s.Namespace, s.Name, _ = strings.Cut(strings.TrimPrefix(target, "binding "), "/")
 				for i := range s.Bindings {
@@ -89,7 +98,7 @@ func TestGolden(t *testing.T) {
 			if got.String() != string(want) {
 				t.Errorf("explain %s:\n%s\nwant:\n%s", d.Name(), got, want)
 			}
-			if strings.HasPrefix(d.Name(), "healthy") || d.Name() == "binding" {
+			if strings.HasPrefix(d.Name(), "healthy") || d.Name() == "binding" || d.Name() == "gateway-healthy" {
 				if !got.Healthy() {
 					t.Errorf("a healthy chain has causes: %v", got.Causes)
 				}
@@ -126,6 +135,9 @@ func decode(t *testing.T, path string) []object {
 		t.Fatal(err)
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := gatewayv1.Install(scheme); err != nil {
 		t.Fatal(err)
 	}
 	dec := serializer.NewCodecFactory(scheme).UniversalDeserializer()
@@ -165,6 +177,12 @@ func typeName(o client.Object) string {
 		return "*v1.Event"
 	case *v1alpha1.LoadBalancerBinding:
 		return "*v1alpha1.LoadBalancerBinding"
+	case *gatewayv1.Gateway:
+		return "*v1.Gateway"
+	case *gatewayv1.GatewayClass:
+		return "*v1.GatewayClass"
+	case *gatewayv1.HTTPRoute:
+		return "*v1.HTTPRoute"
 	}
 	return "*v1.Unknown"
 }
@@ -210,6 +228,10 @@ func state(objs []object) State {
 			s.Pods = append(s.Pods, *x)
 		case *eventsv1.Event:
 			s.Events = append(s.Events, *x)
+		case *gatewayv1.GatewayClass:
+			s.GatewayClasses = append(s.GatewayClasses, *x)
+		case *gatewayv1.HTTPRoute:
+			s.HTTPRoutes = append(s.HTTPRoutes, *x)
 		}
 	}
 	return s

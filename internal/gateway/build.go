@@ -78,12 +78,20 @@ func Build(in Input, opts Options) Result {
 	for _, r := range routes {
 		b.httpRoute(r)
 	}
+	grpcs := slices.DeleteFunc(slices.Clone(in.GRPCRoutes), func(r *gatewayv1.GRPCRoute) bool { return r == nil })
+	slices.SortFunc(grpcs, olderGRPCFirst)
+	for _, r := range grpcs {
+		b.grpcRoute(r) // grpcroute.go
+	}
+	slices.SortStableFunc(b.res.Rules, specificity) // matches.go
 	b.certificates(gws)
 	b.listenerStatuses()
 
-	slices.SortFunc(b.res.HTTPRoutes, func(x, y RouteStatus) int {
-		return cmp.Or(strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))
-	})
+	for _, sts := range [][]RouteStatus{b.res.HTTPRoutes, b.res.GRPCRoutes} {
+		slices.SortFunc(sts, func(x, y RouteStatus) int {
+			return cmp.Or(strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))
+		})
+	}
 	slices.SortFunc(b.res.Problems, problem.Compare)
 	b.res.Problems = slices.Compact(b.res.Problems)
 	return b.res

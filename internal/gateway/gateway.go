@@ -21,25 +21,33 @@
 //     same hostname conflict: the first keeps it.
 //   - HTTPRoutes whose parentRefs (sectionName, port) reach such listeners
 //     and are allowed there, for the intersection of their hostnames with
-//     the listener's; path matches Exact and PathPrefix; one backendRef per
-//     rule (or several of which only one has a non-zero weight) to a
-//     Service port of the route's namespace, or of another namespace with a
-//     ReferenceGrant.
+//     the listener's; path matches Exact and PathPrefix, with header and
+//     query parameter matches (Exact, RegularExpression) and method
+//     matches (matches.go); backendRefs to Service ports of the route's
+//     namespace, or of another namespace with a ReferenceGrant, divided
+//     by weight (backends.go); the filters RequestHeaderModifier,
+//     ResponseHeaderModifier, RequestRedirect, URLRewrite and
+//     RequestMirror (filters.go); timeouts.
 //
-// Not yet served, and never served as something else: header, query
-// parameter and method matches, RegularExpression paths, filters, several
-// weighted backendRefs and timeouts. A rule with any of them is left out
-// and the route says so (PartiallyInvalid, or Accepted=False when no rule
-// is left, reason UnsupportedValue). A backendRef that cannot be resolved
-// (wrong kind, missing Service, another namespace without a ReferenceGrant)
-// keeps its rule's paths claimed with no endpoints, so they answer 500 and
+// Not served, and never served as something else: RegularExpression
+// paths, backendRef filters, retry, sessionPersistence and the other
+// filter types. A rule with any of them is left out and the route says so
+// (PartiallyInvalid, or Accepted=False when no rule is left, reason
+// UnsupportedValue). A backendRef that cannot be resolved (wrong kind,
+// missing Service, another namespace without a ReferenceGrant) keeps its
+// share of the rule's requests with no endpoints, so they answer 500 and
 // never fall through to another route or reach the other namespace.
 //
 // Precedence follows the specification: routes are taken oldest first, then
-// by namespace/name; translate keeps the first claim of a host and path.
+// by namespace/name, then rules in order; rules with a method, more header
+// matches, more query matches come first (route.Conditions groups the
+// rules of one path in that order); translate keeps the first claim of a
+// host, path and conditions.
 package gateway
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -56,9 +64,11 @@ const Group = gatewayv1.GroupName
 // Input is one consistent view of the objects Build reads. Services and
 // Secrets are those translate reads too (Secrets: kubernetes.io/tls only).
 type Input struct {
-	GatewayClasses  []*gatewayv1.GatewayClass
-	Gateways        []*gatewayv1.Gateway
-	HTTPRoutes      []*gatewayv1.HTTPRoute
+	GatewayClasses []*gatewayv1.GatewayClass
+	Gateways       []*gatewayv1.Gateway
+	HTTPRoutes     []*gatewayv1.HTTPRoute
+	// GRPCRoutes (grpcroute.go); nil when the CRD is not served.
+	GRPCRoutes      []*gatewayv1.GRPCRoute
 	ReferenceGrants []*gatewayv1.ReferenceGrant
 	// Namespaces, for allowedRoutes namespace selectors (their labels).
 	Namespaces []*corev1.Namespace
@@ -103,6 +113,7 @@ type Result struct {
 	GatewayClasses []ClassStatus
 	Gateways       []GatewayStatus
 	HTTPRoutes     []RouteStatus
+	GRPCRoutes     []RouteStatus
 	// Problems are the same findings as the statuses, for logs, metrics and
 	// Events; sorted.
 	Problems []problem.Problem
@@ -114,12 +125,31 @@ type Rule struct {
 	Host     string
 	PathType route.PathType
 	Path     string
-	// Backend is nil when the rule's backendRef cannot be used: the path
-	// stays claimed and answers 500 (the specification's status for an
-	// invalid backendRef).
+	// Conditions: the match's method, header and query parameter matches
+	// (matches.go); nil for none.
+	Conditions *route.Conditions
+	// Backend is nil when the rule's backendRef cannot be used (or every
+	// weight is 0): the path stays claimed and answers 500.
 	Backend *BackendRef
-	// Route is the HTTPRoute, "namespace/name".
+	// Backends, when the rule divides its requests among several
+	// backendRefs: each with a weight above 0, in order; an entry with a
+	// nil Ref cannot be used and its share answers 500 (backends.go).
+	// Backend is then the first usable one.
+	Backends []WeightedRef
+	// Filters are the rule's header modifiers, redirect and rewrite
+	// (filters.go); nil for none.
+	Filters *route.Filters
+	// Mirrors get a copy of every request (RequestMirror).
+	Mirrors []BackendRef
+	// Timeout bounds the wait for the backend's response (the smaller of
+	// timeouts.request and timeouts.backendRequest); 0 for the proxy's
+	// default.
+	Timeout time.Duration
+	// Route is the HTTPRoute (or with GRPC the GRPCRoute),
+	// "namespace/name".
 	Route string
+	// GRPC: the rule is a GRPCRoute's; its backends speak gRPC.
+	GRPC bool
 	// HTTPSOnly: attached only through HTTPS listeners, so plain HTTP
 	// requests are redirected to HTTPS rather than served.
 	HTTPSOnly bool

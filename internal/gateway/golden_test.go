@@ -20,9 +20,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/internal/route"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
@@ -77,15 +80,28 @@ func render(res Result) string {
 		if host == "" {
 			host = "*"
 		}
-		be := "503 (no backend)"
-		if r.Backend != nil {
-			be = fmt.Sprintf("%s/%s:%d", r.Backend.Namespace, r.Backend.Service, r.Backend.Port)
+		ref := func(r *BackendRef) string {
+			if r == nil {
+				return "500 (no backend)"
+			}
+			return fmt.Sprintf("%s/%s:%d", r.Namespace, r.Service, r.Port)
+		}
+		be := ref(r.Backend)
+		if r.Backends != nil {
+			var parts []string
+			for _, w := range r.Backends {
+				parts = append(parts, fmt.Sprintf("%d %s", w.Weight, ref(w.Ref)))
+			}
+			be = "[" + strings.Join(parts, ", ") + "]"
 		}
 		only := ""
 		if r.HTTPSOnly {
 			only = " https-only"
 		}
-		fmt.Fprintf(&b, "  %s %s %s -> %s (%s)%s\n", host, r.PathType, r.Path, be, r.Route, only)
+		if r.GRPC {
+			only += " grpc"
+		}
+		fmt.Fprintf(&b, "  %s %s %s -> %s (%s)%s%s\n", host, r.PathType, r.Path, be, r.Route, only, renderL7(r))
 	}
 	b.WriteString("certificates:\n")
 	for _, c := range res.Certificates {
@@ -120,6 +136,17 @@ func render(res Result) string {
 			ref, _ := json.Marshal(p.ParentRef)
 			fmt.Fprintf(&b, "    parent %s %s\n", ref, p.ControllerName)
 			conditions(&b, "      ", p.Conditions)
+		}
+	}
+	if len(res.GRPCRoutes) > 0 {
+		b.WriteString("grpcroutes:\n")
+		for _, r := range res.GRPCRoutes {
+			fmt.Fprintf(&b, "  %s/%s\n", r.Namespace, r.Name)
+			for _, p := range r.Parents {
+				ref, _ := json.Marshal(p.ParentRef)
+				fmt.Fprintf(&b, "    parent %s %s\n", ref, p.ControllerName)
+				conditions(&b, "      ", p.Conditions)
+			}
 		}
 	}
 	b.WriteString("problems:\n")
@@ -164,6 +191,10 @@ func decode(data []byte) (Input, Options, error) {
 			o := &gatewayv1.HTTPRoute{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
 			in.HTTPRoutes = append(in.HTTPRoutes, o)
+		case "GRPCRoute":
+			o := &gatewayv1.GRPCRoute{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.GRPCRoutes = append(in.GRPCRoutes, o)
 		case "ReferenceGrant":
 			o := &gatewayv1.ReferenceGrant{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
@@ -253,6 +284,10 @@ func checkInvariants(t testing.TB, in Input, res Result) {
 		}
 	}
 	for _, rl := range res.Rules {
+		if rl.GRPC {
+			checkGRPCRule(t, in, res, rl)
+			continue
+		}
 		r := routes[rl.Route]
 		if r == nil {
 			t.Fatalf("rule %+v names no input route", rl)
@@ -319,4 +354,69 @@ func allowedSomewhere(in Input, r *gatewayv1.HTTPRoute) bool {
 		}
 	}
 	return false
+}
+
+// renderL7 describes a rule's conditions, filters, mirrors and timeout
+// with the routing table's own dump (route.Dump).
+func renderL7(r Rule) string {
+	rt := route.Route{Filters: r.Filters, Conditions: r.Conditions}
+	for _, m := range r.Mirrors {
+		rt.Mirrors = append(rt.Mirrors, &route.Backend{Name: fmt.Sprintf("%s/%s:%d", m.Namespace, m.Service, m.Port)})
+	}
+	d := route.Dump(&route.Config{VirtualHosts: []route.VirtualHost{{Routes: []route.Route{rt}}}})
+	line, _, _ := strings.Cut(strings.SplitN(d, "\n", 3)[1], "\n")
+	_, l7, _ := strings.Cut(line, "(ingress )")
+	if r.Timeout > 0 {
+		l7 += fmt.Sprintf(" timeout=%s", r.Timeout)
+	}
+	return l7
+}
+
+// checkGRPCRule: a GRPCRoute's rule comes from a route Accepted on some
+// parent and reaches another namespace only with a ReferenceGrant from
+// GRPCRoutes.
+func checkGRPCRule(t testing.TB, in Input, res Result, rl Rule) {
+	t.Helper()
+	var r *gatewayv1.GRPCRoute
+	for _, x := range in.GRPCRoutes {
+		if x != nil && x.Namespace+"/"+x.Name == rl.Route {
+			r = x
+		}
+	}
+	if r == nil {
+		t.Fatalf("grpc rule %+v names no input GRPCRoute", rl)
+	}
+	accepted := false
+	for _, st := range res.GRPCRoutes {
+		if st.Namespace+"/"+st.Name != rl.Route {
+			continue
+		}
+		for _, p := range st.Parents {
+			accepted = accepted || meta.IsStatusConditionTrue(p.Conditions, "Accepted")
+		}
+	}
+	if !accepted {
+		t.Errorf("grpc rule %+v served for a route not Accepted on any parent", rl)
+	}
+	refs := []*BackendRef{rl.Backend}
+	for _, w := range rl.Backends {
+		refs = append(refs, w.Ref)
+	}
+	for _, be := range refs {
+		if be == nil || be.Namespace == r.Namespace {
+			continue
+		}
+		granted := false
+		for _, g := range in.ReferenceGrants {
+			if g == nil || g.Namespace != be.Namespace {
+				continue
+			}
+			for _, f := range g.Spec.From {
+				granted = granted || f.Kind == "GRPCRoute" && string(f.Namespace) == r.Namespace
+			}
+		}
+		if !granted {
+			t.Errorf("grpc rule %+v reaches namespace %s without a ReferenceGrant", rl, be.Namespace)
+		}
+	}
 }

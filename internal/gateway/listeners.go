@@ -125,7 +125,7 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 		}
 		ls.SupportedKinds = kinds
 		if badKinds {
-			refs, refReason, refMsg = false, string(gatewayv1.ListenerReasonInvalidRouteKinds), "allowedRoutes.kinds: only HTTPRoute of gateway.networking.k8s.io is supported"
+			refs, refReason, refMsg = false, string(gatewayv1.ListenerReasonInvalidRouteKinds), "allowedRoutes.kinds: only HTTPRoute and GRPCRoute of gateway.networking.k8s.io are supported"
 		}
 		// Namespace selector.
 		if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil && *ar.Namespaces.From == gatewayv1.NamespacesFromSelector {
@@ -153,8 +153,8 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 				string(gatewayv1.ListenerReasonNoConflicts), "no conflicts", gen))
 		}
 		ls.Conditions = append(ls.Conditions, condition(string(gatewayv1.ListenerConditionResolvedRefs), refs, refReason, refMsg, gen))
-		// A listener naming an unsupported route kind beside HTTPRoute
-		// still serves HTTPRoutes (ResolvedRefs says the rest).
+		// A listener naming an unsupported route kind beside HTTPRoute or
+		// GRPCRoute still serves those (ResolvedRefs says the rest).
 		refsUsable := refs || (refReason == string(gatewayv1.ListenerReasonInvalidRouteKinds) && ln.certOK())
 		ln.attachable = acc && !conflict && len(kinds) > 0
 		ln.usable = ln.attachable && refsUsable
@@ -223,17 +223,22 @@ func listenerWhy(ls *gatewayv1.ListenerStatus) string {
 	return strings.Join(parts, "; ")
 }
 
+// routeKinds are the route kinds listeners take, in the order listed.
+var routeKinds = []gatewayv1.Kind{"HTTPRoute", "GRPCRoute"}
+
 // supportedKinds returns the listener's supported route kinds and whether
 // allowedRoutes.kinds named any other.
 func supportedKinds(ar *gatewayv1.AllowedRoutes) (kinds []gatewayv1.RouteGroupKind, bad bool) {
-	httpRoute := gatewayv1.RouteGroupKind{Group: ptr(gatewayv1.Group(Group)), Kind: "HTTPRoute"}
 	if ar == nil || len(ar.Kinds) == 0 {
-		return []gatewayv1.RouteGroupKind{httpRoute}, false
+		for _, k := range routeKinds {
+			kinds = append(kinds, gatewayv1.RouteGroupKind{Group: ptr(gatewayv1.Group(Group)), Kind: k})
+		}
+		return kinds, false
 	}
 	for _, k := range ar.Kinds {
-		if (k.Group == nil || *k.Group == Group) && k.Kind == "HTTPRoute" {
+		if (k.Group == nil || *k.Group == Group) && slices.Contains(routeKinds, k.Kind) {
 			if !slices.ContainsFunc(kinds, func(x gatewayv1.RouteGroupKind) bool { return x.Kind == k.Kind }) {
-				kinds = append(kinds, httpRoute)
+				kinds = append(kinds, gatewayv1.RouteGroupKind{Group: ptr(gatewayv1.Group(Group)), Kind: k.Kind})
 			}
 			continue
 		}
@@ -243,6 +248,11 @@ func supportedKinds(ar *gatewayv1.AllowedRoutes) (kinds []gatewayv1.RouteGroupKi
 		kinds = []gatewayv1.RouteGroupKind{}
 	}
 	return kinds, bad
+}
+
+// takes reports whether the listener takes routes of kind.
+func (ln *listener) takes(kind gatewayv1.Kind) bool {
+	return slices.ContainsFunc(ln.status.SupportedKinds, func(k gatewayv1.RouteGroupKind) bool { return k.Kind == kind })
 }
 
 func selectorOf(s *metav1.LabelSelector) (labels.Selector, error) {

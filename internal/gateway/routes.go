@@ -104,6 +104,11 @@ func (b *builder) httpRoute(r *gatewayv1.HTTPRoute) {
 // attach finds the listeners a parentRef reaches and that allow the route,
 // and the hosts it is served for there; it counts the attachments.
 func (b *builder) attach(r *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference, lns []*listener, routeHosts []string, badHost string, atts *[]attachment) (ok bool, reason, msg string) {
+	return b.attachKind("HTTPRoute", r.Namespace, pr, lns, routeHosts, badHost, atts)
+}
+
+// attachKind is attach for a route of kind in namespace ns.
+func (b *builder) attachKind(kind gatewayv1.Kind, ns string, pr gatewayv1.ParentReference, lns []*listener, routeHosts []string, badHost string, atts *[]attachment) (ok bool, reason, msg string) {
 	if badHost != "" {
 		return false, string(gatewayv1.RouteReasonUnsupportedValue), badHost
 	}
@@ -122,12 +127,12 @@ func (b *builder) attach(r *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference, l
 	}
 	var allowed []*listener
 	for _, ln := range candidates {
-		if b.allows(ln, r.Namespace) {
+		if b.allows(ln, ns) && ln.takes(kind) {
 			allowed = append(allowed, ln)
 		}
 	}
 	if len(allowed) == 0 {
-		return false, string(gatewayv1.RouteReasonNotAllowedByListeners), "no listener the parentRef matches allows routes from namespace " + r.Namespace + " (or none is programmed)"
+		return false, string(gatewayv1.RouteReasonNotAllowedByListeners), "no listener the parentRef matches allows " + string(kind) + "s from namespace " + ns + " (or none is programmed)"
 	}
 	n := 0
 	for _, ln := range allowed {
@@ -234,7 +239,13 @@ func (b *builder) rules(r *gatewayv1.HTTPRoute) (out []Rule, unsupported []strin
 			unsupported = append(unsupported, where+": "+why)
 			continue
 		}
+		timeout, why := timeoutOf(rule.Timeouts)
+		if why != "" {
+			unsupported = append(unsupported, where+": "+why)
+			continue
+		}
 		var paths []Rule
+		var mirrorRefs []gatewayv1.BackendObjectReference
 		bad := ""
 		matches := rule.Matches
 		if len(matches) == 0 {
@@ -242,63 +253,64 @@ func (b *builder) rules(r *gatewayv1.HTTPRoute) (out []Rule, unsupported []strin
 		}
 		for j := range matches {
 			m := &matches[j]
-			if why := unsupportedMatch(m); why != "" {
-				bad = fmt.Sprintf("matches[%d]: %s", j, why)
-				break
-			}
 			pt, p, why := pathOf(m.Path)
 			if why != "" {
 				bad = fmt.Sprintf("matches[%d]: %s", j, why)
 				break
 			}
-			paths = append(paths, Rule{PathType: pt, Path: p})
+			cond, why := conditionsOf(m) // matches.go
+			if why != "" {
+				bad = fmt.Sprintf("matches[%d]: %s", j, why)
+				break
+			}
+			filters, mirrors, why := filtersOf(rule.Filters, pt) // filters.go
+			if why != "" {
+				bad = why
+				break
+			}
+			mirrorRefs = mirrors
+			paths = append(paths, Rule{PathType: pt, Path: p, Conditions: cond, Filters: filters, Timeout: timeout})
 		}
 		if bad != "" {
 			unsupported = append(unsupported, where+": "+bad)
 			continue
 		}
-		// Backends: one with a non-zero weight is served; none answers 503.
-		var chosen *BackendRef
-		active := 0
+		// Backends (backends.go): one share is served alone, several by
+		// weight; one that cannot be used answers 500 for its share.
+		refs := make([]gatewayv1.BackendRef, len(rule.BackendRefs))
 		for k := range rule.BackendRefs {
-			br := &rule.BackendRefs[k]
-			be, reason, msg := b.backend(r, br)
-			if reason != "" && refsOK {
-				refsOK, refReason, refMsg = false, reason, fmt.Sprintf("%s.backendRefs[%d]: %s", where, k, msg)
-			}
-			if br.Weight != nil && *br.Weight == 0 {
-				continue
-			}
-			active++
-			chosen = be // nil when unresolved: 503, never another backend
+			refs[k] = rule.BackendRefs[k].BackendRef
 		}
-		if active > 1 {
-			unsupported = append(unsupported, where+": several backendRefs with weights are not supported yet")
-			continue
+		single, shares, reason, msg := b.ruleBackends("HTTPRoute", r.Namespace, refs, where)
+		if reason != "" && refsOK {
+			refsOK, refReason, refMsg = false, reason, msg
+		}
+		mirrors, reason, msg := b.mirrorBackends("HTTPRoute", r.Namespace, mirrorRefs, where)
+		if reason != "" && refsOK {
+			refsOK, refReason, refMsg = false, reason, msg
 		}
 		for _, p := range paths {
-			p.Backend = chosen
+			p.Backend, p.Backends, p.Mirrors = single, shares, mirrors
 			out = append(out, p)
 		}
 	}
 	return out, unsupported, refsOK, refReason, refMsg
 }
 
-// backend resolves one backendRef, or says why it cannot be used with a
-// ResolvedRefs reason.
-func (b *builder) backend(r *gatewayv1.HTTPRoute, br *gatewayv1.HTTPBackendRef) (*BackendRef, string, string) {
-	ref := br.BackendObjectReference
+// refBackend resolves a backend reference of a route of kind fromKind in
+// namespace rns, or says why it cannot be used with a ResolvedRefs reason.
+func (b *builder) refBackend(fromKind string, rns string, ref gatewayv1.BackendObjectReference) (*BackendRef, string, string) {
 	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
 		return nil, string(gatewayv1.RouteReasonInvalidKind), "only core Services are supported as backends"
 	}
-	ns := r.Namespace
+	ns := rns
 	if ref.Namespace != nil && *ref.Namespace != "" {
 		ns = string(*ref.Namespace)
 	}
 	name := string(ref.Name)
-	if ns != r.Namespace && !b.granted(r.Namespace, "HTTPRoute", Group, ns, "", "Service", name) {
+	if ns != rns && !b.granted(rns, fromKind, Group, ns, "", "Service", name) {
 		return nil, string(gatewayv1.RouteReasonRefNotPermitted),
-			fmt.Sprintf("Service %s/%s is in another namespace, and no ReferenceGrant there allows HTTPRoutes of namespace %s to use it", truncate(ns, 64), truncate(name, 253), r.Namespace)
+			fmt.Sprintf("Service %s/%s is in another namespace, and no ReferenceGrant there allows %ss of namespace %s to use it", truncate(ns, 64), truncate(name, 253), fromKind, rns)
 	}
 	if ref.Port == nil || *ref.Port < 1 || *ref.Port > 65535 {
 		return nil, string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf("Service %s/%s: a port from 1 to 65535 is required", truncate(ns, 64), truncate(name, 253))
@@ -317,10 +329,6 @@ func (b *builder) backend(r *gatewayv1.HTTPRoute, br *gatewayv1.HTTPBackendRef) 
 // "" when nothing.
 func unsupportedRule(rule *gatewayv1.HTTPRouteRule) string {
 	switch {
-	case len(rule.Filters) > 0:
-		return "filters are not supported yet"
-	case rule.Timeouts != nil:
-		return "timeouts are not supported yet"
 	case rule.Retry != nil:
 		return "retry is not supported yet"
 	case rule.SessionPersistence != nil:
@@ -330,18 +338,6 @@ func unsupportedRule(rule *gatewayv1.HTTPRouteRule) string {
 		if len(br.Filters) > 0 {
 			return "backendRef filters are not supported yet"
 		}
-	}
-	return ""
-}
-
-func unsupportedMatch(m *gatewayv1.HTTPRouteMatch) string {
-	switch {
-	case len(m.Headers) > 0:
-		return "header matches are not supported yet"
-	case len(m.QueryParams) > 0:
-		return "query parameter matches are not supported yet"
-	case m.Method != nil:
-		return "method matches are not supported yet"
 	}
 	return ""
 }

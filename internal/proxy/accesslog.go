@@ -85,7 +85,11 @@ func (p *Proxy) logAccess(r *http.Request, rv *routeView, o outcome, d time.Dura
 		case "bytes":
 			a = append(a, slog.Int64(name, o.bytes))
 		case "request_bytes":
-			a = append(a, slog.Int64(name, max(r.ContentLength, 0)))
+			n := max(r.ContentLength, 0) // declared, when the body was not forwarded
+			if o.body != nil {
+				n = o.body.got.Load()
+			}
+			a = append(a, slog.Int64(name, n))
 		case "duration_seconds":
 			a = append(a, slog.Float64(name, d.Seconds()))
 		case "upstream":

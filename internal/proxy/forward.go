@@ -55,6 +55,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		body = rb
 	}
 
+	record := func(o outcome) {
+		o.body = rb
+		p.record(r, rv, o, start)
+	}
+
 	var t tried
 	var sent time.Time // the last attempt began; only with an access log
 	for attempt := 0; ; attempt++ {
@@ -73,7 +78,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 				o.status = http.StatusServiceUnavailable
 				o.bytes = int64(p.writeAnswer(w, r, o.status, bodyQueueTimeout))
 			}
-			p.record(r, rv, o, start)
+			record(o)
 			return
 		}
 		sent = time.Now()
@@ -83,8 +88,27 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		var err error
 		if fast {
 			res, hc, err = p.roundTrip(r, ep.pool, rb, &bv.m, start)
+			if err == nil && bv.policy.ReadTimeout > 0 && res.Body != http.NoBody { // iotimeout.go
+				res.Body = newIdleBody(res.Body, bv.policy.ReadTimeout, hc.close, nil)
+			}
 		} else {
-			res, err = ep.pool.roundTripper(again && rb == nil).RoundTrip(outbound(r, ep.pool.scheme, ep.u.addr, body, rb))
+			req := outbound(r, ep.pool.scheme, ep.u.addr, body, rb)
+			ctx, cancel := attemptContext(r.Context(), bv.policy.ReadTimeout)
+			if ctx != r.Context() {
+				req = req.WithContext(ctx)
+			}
+			res, err = ep.pool.roundTripper(again && rb == nil).RoundTrip(req)
+			switch {
+			case err != nil:
+				cancel()
+			case res.StatusCode == http.StatusSwitchingProtocols:
+				// A tunnel: its body is the connection; the attempt's
+				// context ends with the request's.
+			case bv.policy.ReadTimeout > 0 && res.Body != http.NoBody:
+				res.Body = newIdleBody(res.Body, bv.policy.ReadTimeout, cancel, cancel)
+			default:
+				cancel()
+			}
 		}
 		o := outcome{upstream: ep.u.addr, retries: attempt, upstreamTime: time.Since(sent)}
 		if err == nil {
@@ -118,7 +142,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 			} else {
 				ep.pool.release()
 			}
-			p.record(r, rv, o, start)
+			record(o)
 			if abort {
 				// The upstream failed mid-body, or the client's request
 				// body broke while the response was under way: abort
@@ -138,7 +162,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 
 		if r.Context().Err() != nil {
 			o.status = statusClientClosed
-			p.record(r, rv, o, start)
+			record(o)
 			return
 		}
 		if clientBodyFailed(err, rb) {
@@ -159,7 +183,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 				o.status, msg = http.StatusRequestEntityTooLarge, bodyTooLarge
 			}
 			o.bytes = int64(p.writeAnswer(w, r, o.status, msg))
-			p.record(r, rv, o, start)
+			record(o)
 			return
 		}
 		kind := classify(err)
@@ -190,7 +214,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rv *routeView, s
 		}
 		o.status = status
 		o.bytes = int64(p.writeAnswer(w, r, status, msg))
-		p.record(r, rv, o, start)
+		record(o)
 		return
 	}
 }
@@ -264,6 +288,10 @@ type replayBody struct {
 	// timeout: it failed with a timeout (the body idle timeout).
 	timeout atomic.Bool
 
+	// got counts the bytes read from rc (the client), not those read again
+	// from kept.
+	got atomic.Int64
+
 	keep bool
 	kept []byte // what was read from rc, while keep
 	off  int    // the next byte of kept to read: kept is read before rc
@@ -285,6 +313,7 @@ func (b *replayBody) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	n, err := b.rc.Read(p)
+	b.got.Add(int64(n))
 	if err != nil && err != io.EOF {
 		if http1.IsTimeout(err) {
 			b.timeout.Store(true)
@@ -317,6 +346,20 @@ func (b *replayBody) get() (io.ReadCloser, error) {
 		return nil, errNotReplayable
 	}
 	return b, nil
+}
+
+// keepUpTo makes b keep what is read of a body of length n (Content-Length)
+// if it has not been read yet and n is at most maxReplay, and reports
+// whether the body can be sent again: true for a nil b (no body).
+func (b *replayBody) keepUpTo(n int64) bool {
+	switch {
+	case b == nil || b.keep:
+		return true
+	case b.read.Load() || n <= 0 || n > maxReplay:
+		return false
+	}
+	b.keep, b.kept = true, make([]byte, 0, n)
+	return true
 }
 
 // replayable reports whether the body could be sent again (true for a nil

@@ -108,8 +108,13 @@ func (hc *h1conn) close() { hc.c.Close() }
 // request that could not be sent again is not risked on a connection that
 // may have been closed under it: it takes only one that was busy a moment
 // ago (UnsafeReuseWindow) and passes a peek, or a new one (HAProxy's
-// "http-reuse safe" in spirit). The caller must call finish with the
-// returned connection.
+// "http-reuse safe" in spirit). Such a request is sent again only when the
+// upstream provably never saw it: it closed the reused connection (a clean
+// end, no byte of response) before acknowledging any byte of the request,
+// as a server does that closes its idle connections when it stops (RFC
+// 9110 section 9.2.2 allows a retry where the client can "detect that the
+// original request was never applied"). The caller must call finish with
+// the returned connection.
 func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, m *backendMetrics, start time.Time) (*http.Response, *h1conn, error) {
 	ctx := r.Context()
 	again := retryable(r) && rb.replayable()
@@ -136,10 +141,25 @@ func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, m *backendM
 			}
 			m.dials.Inc()
 		}
+		// A request that may not be sent again keeps its short body on a
+		// reused connection, and notes what the upstream had acknowledged.
+		before := int64(-1)
+		if hc.reused && !again && rb.keepUpTo(r.ContentLength) {
+			before = hc.acked()
+		}
+		if testHookReused != nil && hc.reused {
+			testHookReused(hc)
+		}
 		res, wrote, err := p.exchange(ctx, hc, r, rb, start)
 		if err == nil {
 			return res, hc, nil
 		}
+		// The upstream closed the connection before any byte of the
+		// request reached it: its closing FIN acknowledged none. Only a
+		// clean end proves it: the acknowledgement a reset carries is not
+		// taken into account, so after a reset the upstream may have read
+		// the request although none of it shows as acknowledged.
+		unseen := before >= 0 && errors.Is(err, io.EOF) && hc.acked() == before
 		if hc.stop != nil {
 			hc.stop()
 		}
@@ -147,7 +167,7 @@ func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, m *backendM
 		p.putReader(hc)
 		if hc.reused && hc.lr.N == 0 && !http1.IsTimeout(err) && ctx.Err() == nil &&
 			!errors.Is(err, http1.ErrInvalidHeader) && !isBodyReadError(err) &&
-			(!wrote || again) && rb.rewind() {
+			(!wrote || again || unseen) && rb.rewind() {
 			m.retries[retryStale].Inc()
 			fresh = true
 			continue
@@ -155,6 +175,10 @@ func (p *Proxy) roundTrip(r *http.Request, pl *pool, rb *replayBody, m *backendM
 		return nil, nil, err
 	}
 }
+
+// testHookReused, set by tests only, runs before a request is written on
+// a reused connection.
+var testHookReused func(hc *h1conn)
 
 func isBodyReadError(err error) bool {
 	var be *http1.BodyReadError
@@ -186,6 +210,11 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 	if werr != nil {
 		if _, ok := werr.(*http1.BodyReadError); ok || werr == http1.ErrInvalidHeader {
 			return nil, false, werr
+		}
+		if hc.pl.send > 0 && http1.IsTimeout(werr) {
+			// The send timeout: the upstream stopped reading; an
+			// answer is not waited for (504).
+			return nil, true, werr
 		}
 	}
 	// After a write error the upstream may still have answered (a 413
@@ -327,6 +356,10 @@ func (p *Proxy) putReader(hc *h1conn) {
 func (p *Proxy) writeRequest(hc *h1conn, r *http.Request, rb *replayBody) error {
 	bw := p.bws.Get().(*bufio.Writer)
 	bw.Reset(hc.c)
+	if d := hc.pl.send; d > 0 { // iotimeout.go
+		bw.Reset(withSend(hc.c, d))
+		defer hc.c.SetWriteDeadline(time.Time{})
+	}
 	defer func() {
 		bw.Reset(nil)
 		p.bws.Put(bw)

@@ -1,6 +1,10 @@
 package proxy
 
-import "syscall"
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 // alive peeks at an idle connection without blocking: false if the
 // upstream closed it, reset it, or sent bytes nobody asked for.
@@ -50,4 +54,20 @@ func (hc *h1conn) broken() bool {
 		return true // never wait for readiness
 	})
 	return broken || err != nil
+}
+
+// acked returns how many bytes of the connection's outgoing stream the
+// upstream's kernel has acknowledged (TCP_INFO's bytes_acked, which counts
+// the SYN), or -1 if that cannot be read.
+func (hc *h1conn) acked() int64 {
+	if hc.raw == nil {
+		return -1
+	}
+	n := int64(-1)
+	hc.raw.Control(func(fd uintptr) {
+		if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			n = int64(ti.Bytes_acked)
+		}
+	})
+	return n
 }

@@ -11,3 +11,7 @@ func (hc *h1conn) readNow(p []byte) int { return 0 }
 
 // broken cannot peek on this platform: a failed copy is the upstream's.
 func (hc *h1conn) broken() bool { return true }
+
+// acked cannot read the acknowledged bytes on this platform: a request
+// that may not be sent again is not sent again.
+func (hc *h1conn) acked() int64 { return -1 }

@@ -77,6 +77,9 @@ type policyState struct {
 	// revision.
 	creds     map[string]*credCache
 	usedCreds map[string]bool
+	// bcryptSlots bounds the bcrypt checks running at once, over all
+	// routes (basicauth.go); made with the first basic-auth route.
+	bcryptSlots chan struct{}
 }
 
 // policyView builds the view of rt's policies; nil when it has none.

@@ -100,7 +100,7 @@ type Options struct {
 	// the bytes move with splice(2), not through user space. Off by
 	// default: on loopback it cut the proxy's CPU per 1 MiB response by
 	// about a third but tripled the receiving client's, and max req/s
-	// fell (README, bench section).
+	// fell (bench/README.md).
 	SpliceBodies bool
 	// TunnelIdleTimeout closes an upgraded connection (WebSocket and
 	// other protocol switches) once no byte went either way for this
@@ -247,7 +247,6 @@ var (
 	bodyNoRoute      = []byte("sluice: no route for this host and path\n")
 	bodyMisdirect    = []byte("sluice: this connection cannot serve this host; connect with its name\n")
 	bodyNoEndpoint   = []byte("sluice: no endpoints available for this route\n")
-	bodyUnresolved   = []byte("sluice: this route's backend reference cannot be resolved\n")
 	bodyBadGateway   = []byte("sluice: upstream connection failed\n")
 	bodyTimeout      = []byte("sluice: upstream timed out\n")
 	bodyQueueTimeout = []byte("sluice: upstream at its connection limit\n")
@@ -311,6 +310,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt := v.table.Match(r.Host, path)
+	if rt != nil && rt.Conditions != nil {
+		rt = v.table.MatchRequest(r.Host, path, r) // method, header, query matches
+	}
 	if rt == nil {
 		p.answer(w, r, p.unrouted, http.StatusNotFound, bodyNoRoute, start)
 		return
@@ -344,6 +346,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request policies: a canary is reached only through the policies of the
 // route it splits. Then it forwards r.
 func (p *Proxy) serveRoute(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
+	if rv.mirrors != nil {
+		p.mirror(r, rv) // mirror.go
+	}
 	if rv.l7 != nil {
 		var done bool
 		if rv, done = p.routeL7(w, r, rv, start); done {
@@ -354,13 +359,14 @@ func (p *Proxy) serveRoute(w http.ResponseWriter, r *http.Request, rv *routeView
 }
 
 // serveBackend forwards r to rv's backend, or answers 503 when it has no
-// endpoints (500 when it stands for a reference that cannot be resolved).
+// endpoints.
 func (p *Proxy) serveBackend(w http.ResponseWriter, r *http.Request, rv *routeView, start time.Time) {
-	if rv.backend != nil && rv.backend.unresolved {
-		p.answer(w, r, rv, http.StatusInternalServerError, bodyUnresolved, start)
-		return
-	}
 	if rv.backend == nil || len(rv.backend.eps) == 0 {
+		if rv.backend != nil && rv.backend.invalid {
+			// A reference that cannot be resolved (Gateway API: 500).
+			p.answer(w, r, rv, http.StatusInternalServerError, bodyInvalidBackend, start)
+			return
+		}
 		p.answer(w, r, rv, http.StatusServiceUnavailable, bodyNoEndpoint, start)
 		return
 	}
@@ -396,6 +402,9 @@ type outcome struct {
 	upstream     string
 	upstreamTime time.Duration
 	retries      int
+	// body is the request's body as forward read it, nil if it had none
+	// or was not forwarded: the access log's request_bytes.
+	body *replayBody
 }
 
 // record updates metrics and writes the access log line.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -62,27 +63,6 @@ func TestNotReadyNoRouteNoEndpoints(t *testing.T) {
 	p.Update(nil)
 	if r := get(t, c, srv.URL+"/api"); r.status != 503 {
 		t.Errorf("after Update(nil): %d, want 503", r.status)
-	}
-}
-
-// A route whose backend stands for a reference that cannot be resolved (a
-// Gateway API backendRef) answers 500, not 503.
-func TestUnresolvedBackend500(t *testing.T) {
-	p, srv, c := front(t, Options{})
-	un := backendOf("ns/HTTPRoute:r:unresolved", defaults())
-	un.Unresolved = true
-	p.Update(route.New(route.Config{VirtualHosts: []route.VirtualHost{
-		{Host: "app.example", Routes: []route.Route{
-			{PathType: route.PathPrefix, Path: "/bad", Backend: un},
-			{PathType: route.PathPrefix, Path: "/empty", Backend: backendOf("ns/empty", defaults())},
-		}},
-	}}))
-	for path, want := range map[string]int{"/bad": 500, "/empty": 503} {
-		req, _ := http.NewRequest("GET", srv.URL+path, nil)
-		req.Host = "app.example"
-		if r := do(t, c, req); r.status != want || !strings.HasPrefix(r.body, "sluice: ") {
-			t.Errorf("%s: %d %q, want %d", path, r.status, r.body, want)
-		}
 	}
 }
 
@@ -510,5 +490,37 @@ func TestAccessLogFields(t *testing.T) {
 	}
 	if slices.Contains(DefaultAccessLogFields, "query") {
 		t.Error("the default fields log the query string")
+	}
+}
+
+// TestAccessLogRequestBytes: request_bytes is the body the proxy read from
+// the client, chunked bodies (no declared length) included.
+func TestAccessLogRequestBytes(t *testing.T) {
+	a := newBackend(t, "a", nil)
+	var logs bytes.Buffer
+	p, srv, c := front(t, Options{AccessLog: slog.New(slog.NewJSONHandler(&logs, nil)),
+		AccessLogFields: []string{"method", "request_bytes"}})
+	p.Update(tableOf(backendOf("ns/a", route.Policy{}, a.addr())))
+	for _, body := range []io.Reader{
+		strings.NewReader(strings.Repeat("x", 1000)),                 // Content-Length
+		io.MultiReader(strings.NewReader(strings.Repeat("y", 1500))), // chunked
+		nil,
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+"/x", body)
+		if r := do(t, c, req); r.status != 200 {
+			t.Fatalf("status %d", r.status)
+		}
+	}
+	var got []float64
+	for line := range bytes.Lines(logs.Bytes()) {
+		var entry map[string]any
+		if err := json.Unmarshal(line, &entry); err != nil {
+			t.Fatalf("access log line %q: %v", line, err)
+		}
+		n, _ := entry["request_bytes"].(float64)
+		got = append(got, n)
+	}
+	if want := []float64{1000, 1500, 0}; !slices.Equal(got, want) {
+		t.Errorf("request_bytes %v, want %v", got, want)
 	}
 }

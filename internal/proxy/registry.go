@@ -62,7 +62,9 @@ func (u *upstream) connectFailed(now int64, threshold int, d time.Duration) bool
 // endpoint but set different timeouts need different Transports.
 type poolKey struct {
 	connect, response time.Duration
-	protocol          route.Protocol
+	// send is the write timeout of its connections (iotimeout.go).
+	send     time.Duration
+	protocol route.Protocol
 	// tls is the backend's route.UpstreamTLS in comparable form, "" for
 	// none: its server name, skip-verify flag and CA bundle.
 	tls string
@@ -88,6 +90,7 @@ type pool struct {
 	addr     string
 	dialer   net.Dialer
 	response time.Duration // response header timeout
+	send     time.Duration // write timeout of its connections; 0 for none
 	maxIdle  int
 	idleFor  time.Duration // IdleConnTimeout
 
@@ -227,6 +230,7 @@ func (p *Proxy) newPool(addr string, k poolKey, ut *route.UpstreamTLS) *pool {
 		addr:     addr,
 		dialer:   net.Dialer{Timeout: k.connect, KeepAlive: 30 * time.Second},
 		response: k.response,
+		send:     k.send,
 		maxIdle:  p.opts.MaxIdleConnsPerEndpoint,
 		idleFor:  p.opts.IdleConnTimeout,
 	}
@@ -238,7 +242,7 @@ func (p *Proxy) newPool(addr string, k poolKey, ut *route.UpstreamTLS) *pool {
 			if err != nil {
 				return nil, &connectError{err: err}
 			}
-			return c, nil
+			return withSend(c, k.send), nil
 		},
 		MaxIdleConns:          0, // no global limit; per endpoint below
 		MaxIdleConnsPerHost:   p.opts.MaxIdleConnsPerEndpoint,

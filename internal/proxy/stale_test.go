@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -284,5 +285,72 @@ func TestIdleTimeoutClosesPooled(t *testing.T) {
 		if got := value(t, p.m.dials.WithLabelValues("ns/s")); got != 2 {
 			t.Errorf("dials = %v, want 2", got)
 		}
+	}
+}
+
+// TestPostNotSeenSentAgain: the upstream closes an idle connection (as a
+// server does when it stops) just after the proxy took it for a POST and
+// found it alive, so the POST is written onto a connection the upstream
+// has already closed. The upstream's closing FIN acknowledged none of the
+// request: it provably never saw it, so the proxy sends it again on a new
+// connection, and the upstream sees it exactly once. A body the proxy does
+// not keep (chunked, or longer than it keeps) cannot be sent again: 502,
+// and the upstream saw nothing. (TestPostNeverSentTwice is the other side:
+// a POST the upstream read is never sent again.)
+func TestPostNotSeenSentAgain(t *testing.T) {
+	if stdMode {
+		t.Skip("the Transport path sends a request with a body on a new connection")
+	}
+	for _, tc := range []struct {
+		name    string
+		body    string
+		chunked bool
+		want    int // status
+		posts   int // POSTs the upstream saw
+	}{
+		{"short body", "payload", false, 200, 1},
+		{"no body", "", false, 200, 1},
+		{"longest kept body", strings.Repeat("x", maxReplay), false, 200, 1},
+		{"longer body", strings.Repeat("x", maxReplay+1), false, 502, 0},
+		{"chunked body", "payload", true, 502, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			idle := make(chan net.Conn, 1)
+			var posts atomic.Int64
+			u := newRawUpstream(t, func(c net.Conn, r *http.Request) bool {
+				if r.Method == "POST" {
+					posts.Add(1)
+				}
+				_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				if r.Method == "GET" {
+					idle <- c
+				}
+				return err == nil
+			})
+			testHookReused = func(hc *h1conn) {
+				(<-idle).Close() // the upstream closes the idle connection
+				eventually(t, "the upstream's FIN arrived", hc.broken)
+			}
+			t.Cleanup(func() { testHookReused = nil })
+			p, url, c := fastProxy(t, Options{UnsafeReuseWindow: time.Hour}, u.addr())
+			if r := get(t, c, url); r.status != 200 {
+				t.Fatalf("GET: %d", r.status)
+			}
+			var body io.Reader = strings.NewReader(tc.body)
+			if tc.chunked {
+				body = io.MultiReader(body) // no length: sent chunked
+			}
+			req, _ := http.NewRequest("POST", url, body)
+			if r := do(t, c, req); r.status != tc.want {
+				t.Fatalf("POST: %d %q, want %d", r.status, r.body, tc.want)
+			}
+			if got := posts.Load(); got != int64(tc.posts) {
+				t.Errorf("upstream saw %d POSTs, want %d", got, tc.posts)
+			}
+			stale := value(t, p.m.retries.WithLabelValues("ns/s", "stale"))
+			if want := float64(tc.posts); stale != want {
+				t.Errorf("stale retries = %v, want %v", stale, want)
+			}
+		})
 	}
 }

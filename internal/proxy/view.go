@@ -38,6 +38,8 @@ type routeView struct {
 	l7 *l7View
 	// policy is the route's request policies (policy.go), nil for none.
 	policy *policyView
+	// mirrors get a copy of each request (mirror.go); nil for none.
+	mirrors []*mirrorView
 }
 
 // backendView is one backend of one table: its endpoints bound to their
@@ -50,6 +52,8 @@ type backendView struct {
 	retries int
 	// protocol spoken to the endpoints.
 	protocol route.Protocol
+	// invalid: route.Backend.Invalid, answered 500.
+	invalid bool
 	// hashHeader is Policy.HashHeader in canonical form, so the request
 	// header map can be indexed without allocating.
 	hashHeader string
@@ -62,8 +66,6 @@ type backendView struct {
 	// it private); nil for other backends.
 	dflt *routeView
 	m    backendMetrics
-	// unresolved: route.Backend.Unresolved (answered 500).
-	unresolved bool
 }
 
 // endpoint is one entry of a backendView.
@@ -119,11 +121,17 @@ func (p *Proxy) Update(t *route.Table) {
 
 func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[*pool]bool) *view {
 	cfg := t.Config()
+	nroutes := 0
+	for i := range cfg.VirtualHosts {
+		nroutes += len(cfg.VirtualHosts[i].Routes)
+	}
+	// Sized up front: growing maps of 10,000s of routes was a third of
+	// an Update.
 	v := &view{
 		table:    t,
-		routes:   make(map[*route.Route]*routeView),
+		routes:   make(map[*route.Route]*routeView, nroutes),
 		backends: make(map[*route.Backend]*backendView),
-		pairs:    make(map[[2]string]struct{}),
+		pairs:    make(map[[2]string]struct{}, len(cfg.VirtualHosts)),
 		services: make(map[string]struct{}),
 	}
 	// Previous backends by name, to reuse their hash rings.
@@ -154,6 +162,9 @@ func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[
 			bv := backend(r.Backend)
 			rv := p.routeView(bv, r)
 			p.attachL7(v, rv, r, backend) // l7.go; nothing without Filters or Split
+			if r.Mirrors != nil {
+				attachMirrors(rv, r, backend) // mirror.go
+			}
 			v.routes[r] = rv
 			v.pairs[[2]string{rv.ingress, rv.service}] = struct{}{}
 		}
@@ -185,11 +196,11 @@ func (p *Proxy) routeView(bv *backendView, rt *route.Route) *routeView {
 
 func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, usedUps map[*upstream]bool, usedPools map[*pool]bool) *backendView {
 	bv := &backendView{
-		name:       b.Name,
-		service:    b.Namespace + "/" + b.Service,
-		policy:     b.Policy,
-		retries:    b.Policy.Retries,
-		unresolved: b.Unresolved,
+		name:    b.Name,
+		service: b.Namespace + "/" + b.Service,
+		policy:  b.Policy,
+		retries: b.Policy.Retries,
+		invalid: b.Invalid,
 	}
 	if bv.retries < 0 {
 		bv.retries = p.opts.Retries
@@ -210,6 +221,7 @@ func (p *Proxy) buildBackend(b *route.Backend, prev map[string]*backendView, use
 	if b.Policy.ResponseTimeout > 0 {
 		key.response = b.Policy.ResponseTimeout
 	}
+	key.send = b.Policy.SendTimeout
 	bv.protocol = b.Protocol
 
 	seen := make(map[string]bool, len(b.Endpoints))

@@ -4,9 +4,12 @@
 // atomically. Changes arriving while a table is being built are coalesced into
 // the next build, so a burst of object updates costs one build, not many. The
 // loop keeps the parsed TLS Secrets between builds (translate.KeyPairCache),
-// so a rebuild parses only the certificates that changed.
+// so a rebuild parses only the certificates that changed, and the last
+// translation with its index (translate.Update), so a rebuild translates
+// only the hosts the change touches and compiles only those
+// (route.NewFrom).
 //
-// Data flow: source.Source → Loop (here) → translate.Build → route.New →
+// Data flow: source.Source → Loop (here) → translate.Update → route.New →
 // Updater (the proxy).
 package rebuild
 
@@ -65,15 +68,20 @@ type Loop struct {
 	routes       prometheus.Gauge
 	endpoints    prometheus.Gauge
 	refused      prometheus.Gauge
+	translations *prometheus.CounterVec
 
 	lastProblems map[string]bool
+	lastExpiry   map[string]int64        // certExpiry as set: Secret → Unix seconds
 	keyPairs     *translate.KeyPairCache // parsed TLS Secrets, used by rebuild only
+	last         *translate.Result       // the last translation, consumed by the next; used by rebuild only
+	table        *route.Table            // the last table, whose unchanged hosts the next reuses; used by rebuild only
 }
 
 // New returns a Loop. Call Run to start it.
 func New(o Options) (*Loop, error) {
 	l := &Loop{o: o, log: o.Logger, kick: make(chan struct{}, 1), lastProblems: map[string]bool{},
-		keyPairs: translate.NewKeyPairCache()}
+		lastExpiry: map[string]int64{},
+		keyPairs:   translate.NewKeyPairCache()}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -96,9 +104,12 @@ func New(o Options) (*Loop, error) {
 	l.endpoints = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "sluice", Name: "table_endpoints", Help: "Distinct endpoint addresses in the routing table in use."})
 	l.refused = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: "sluice", Name: "endpoints_refused", Help: "Endpoints of the Services the routing table uses that the endpoint checks refused (no Pod of the Service's namespace, or a special address); they get no traffic. Each is named in an EndpointsRefused problem."})
+		Namespace: "sluice", Name: "endpoints_refused", Help: "Endpoints of the Services the routing table uses that the endpoint checks refused (no Pod of the Service's namespace, an address that is not the targetRef Pod's, or a special address); they get no traffic. Each is named in an EndpointsRefused problem."})
+	l.translations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "table_translations_total", Help: "Translations of objects into a routing table, by kind: \"full\" (every Ingress) or \"incremental\" (only the Ingresses linked to the changed objects by hosts, Services and Secrets)."},
+		[]string{"kind"})
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.certExpiry, l.routes, l.endpoints, l.refused} {
+		for _, c := range []prometheus.Collector{l.generation, l.buildSeconds, l.liveSeconds, l.rejected, l.certExpiry, l.routes, l.endpoints, l.refused, l.translations} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("registering table metrics: %w", err)
 			}
@@ -144,13 +155,21 @@ func (l *Loop) rebuild() {
 	since := l.changed.Swap(0)
 	start := time.Now()
 	in := l.o.Source.Snapshot()
-	cfg, problems := translate.BuildCached(in, l.o.Translate, l.keyPairs)
-	t := route.New(cfg)
+	res := translate.Update(l.last, in, l.o.Translate, l.keyPairs)
+	l.last = res
+	cfg, problems := res.Config, res.Problems
+	t := route.NewFrom(l.table, cfg)
+	l.table = t
 	built := time.Since(start)
 	l.o.Updater.Update(t)
 	gen := l.gen.Add(1)
 	l.generation.Set(float64(gen))
 	l.buildSeconds.Observe(built.Seconds())
+	kind := "incremental"
+	if res.Full {
+		kind = "full"
+	}
+	l.translations.WithLabelValues(kind).Inc()
 	if since != 0 {
 		l.liveSeconds.Observe(time.Since(time.Unix(0, since)).Seconds())
 	}
@@ -158,7 +177,8 @@ func (l *Loop) rebuild() {
 	if !l.ready.Swap(true) {
 		l.log.Info("first routing table live", "generation", gen, "ingresses", len(in.Ingresses), "hosts", len(cfg.VirtualHosts), "build", built)
 	} else {
-		l.log.Debug("routing table live", "generation", gen, "hosts", len(cfg.VirtualHosts), "build", built)
+		l.log.Debug("routing table live", "generation", gen, "hosts", len(cfg.VirtualHosts), "build", built,
+			"translation", kind, "retranslated", res.Retranslated)
 	}
 	if l.o.OnTable != nil {
 		l.o.OnTable(t, problems)
@@ -195,16 +215,29 @@ func (l *Loop) record(cfg *route.Config, problems []translate.Problem) {
 	l.endpoints.Set(float64(len(addrs)))
 	l.refused.Set(float64(nrefused))
 
-	l.certExpiry.Reset()
+	// Only the series that changed: with 10,000s of certificates,
+	// resetting and setting every one was a cost of every change.
 	certs := cfg.Certificates
 	if cfg.DefaultCertificate != nil {
 		certs = append(certs[:len(certs):len(certs)], *cfg.DefaultCertificate)
 	}
+	expiry := make(map[string]int64, len(certs))
 	for _, c := range certs {
 		if c.Cert != nil && c.Cert.Leaf != nil {
-			l.certExpiry.WithLabelValues(c.Source).Set(float64(c.Cert.Leaf.NotAfter.Unix()))
+			expiry[c.Source] = c.Cert.Leaf.NotAfter.Unix()
 		}
 	}
+	for src := range l.lastExpiry {
+		if _, ok := expiry[src]; !ok {
+			l.certExpiry.DeleteLabelValues(src)
+		}
+	}
+	for src, t := range expiry {
+		if last, ok := l.lastExpiry[src]; !ok || last != t {
+			l.certExpiry.WithLabelValues(src).Set(float64(t))
+		}
+	}
+	l.lastExpiry = expiry
 
 	l.rejected.Reset()
 	counts := map[[3]string]int{}

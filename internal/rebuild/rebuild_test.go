@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,5 +176,55 @@ func TestCertificateExpiry(t *testing.T) {
 	l.record(&route.Config{}, nil)
 	if n := testutil.CollectAndCount(l.certExpiry); n != 0 {
 		t.Errorf("%d expiry series after the certificates left the table, want 0", n)
+	}
+}
+
+// TestLoopTranslatesIncrementally: after the first table, a change to one
+// Ingress is translated incrementally, the untouched host keeps its
+// compiled routes, and the table is the full translation's.
+func TestLoopTranslatesIncrementally(t *testing.T) {
+	class := "sluice"
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "svc"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	other := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	b := ingress("b", "b.example.com", &class)
+	b.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name = "other" // not linked to a by its Service
+	src := &fakeSource{notify: make(chan func(), 1)}
+	src.set(translate.Input{Ingresses: []*networkingv1.Ingress{ingress("a", "a.example.com", &class), b}, Services: []*corev1.Service{svc, other}})
+	src.synced.Store(true)
+	tables := make(chan *route.Table, 10)
+	l, err := New(Options{Source: src, Updater: updates{}, Registerer: prometheus.NewRegistry(),
+		OnTable: func(t *route.Table, _ []translate.Problem) { tables <- t }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go l.Run(ctx)
+	notify := <-src.notify
+	notify()
+	first := <-tables
+
+	in := translate.Input{Ingresses: []*networkingv1.Ingress{ingress("a", "c.example.com", &class), b}, Services: []*corev1.Service{svc, other}}
+	src.set(in)
+	notify()
+	second := <-tables
+	if got := testutil.ToFloat64(l.translations.WithLabelValues("incremental")); got != 1 {
+		t.Errorf("incremental translations: %v; want 1", got)
+	}
+	if got := testutil.ToFloat64(l.translations.WithLabelValues("full")); got != 1 {
+		t.Errorf("full translations: %v; want 1 (the first table)", got)
+	}
+	if r := second.Match("c.example.com", "/"); r == nil || r.Ingress != "default/a" {
+		t.Errorf("route for the changed host = %+v", r)
+	}
+	if r := second.Match("a.example.com", "/"); r != nil {
+		t.Errorf("the old host still routes: %+v", r)
+	}
+	if r1, r2 := first.Match("b.example.com", "/"), second.Match("b.example.com", "/"); r1 == nil || r1 != r2 {
+		t.Errorf("untouched host: route %p then %p; want the same compiled route", r1, r2)
+	}
+	want, _ := translate.Build(in, translate.Options{})
+	if got := *second.Config(); !reflect.DeepEqual(got, want) {
+		t.Errorf("table %+v; want that of a full translation %+v", got, want)
 	}
 }

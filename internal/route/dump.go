@@ -19,7 +19,7 @@ func Dump(c *Config) string {
 		}
 		fmt.Fprintf(&b, "host %s\n", host)
 		for _, r := range vh.Routes {
-			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r)+dumpPolicies(r), dumpL7(r))
+			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r)+dumpPolicies(r), dumpL7(r)+dumpConditions(r))
 		}
 	}
 	if c.DefaultBackend != nil {
@@ -39,13 +39,16 @@ func Dump(c *Config) string {
 			for _, be := range splitBackends(&vh.Routes[i]) {
 				add(be)
 			}
+			for _, be := range vh.Routes[i].Mirrors {
+				add(be)
+			}
 		}
 	}
 	add(c.DefaultBackend)
 	for _, be := range backends {
 		fmt.Fprintf(&b, "backend %s policy=%s%s\n", be.Name, dumpPolicy(be.Policy), dumpProtocol(be))
-		if be.Unresolved {
-			b.WriteString("  (unresolved reference: 500)\n")
+		if be.Invalid {
+			b.WriteString("  (invalid reference: 500)\n")
 		} else if len(be.Endpoints) == 0 {
 			b.WriteString("  (no endpoints)\n")
 		}
@@ -125,6 +128,12 @@ func dumpPolicy(p Policy) string {
 	}
 	if p.ResponseTimeout > 0 {
 		s += fmt.Sprintf(" response-timeout=%s", p.ResponseTimeout)
+	}
+	if p.ReadTimeout > 0 {
+		s += fmt.Sprintf(" read-timeout=%s", p.ReadTimeout)
+	}
+	if p.SendTimeout > 0 {
+		s += fmt.Sprintf(" send-timeout=%s", p.SendTimeout)
 	}
 	return s
 }

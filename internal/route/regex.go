@@ -16,8 +16,9 @@ import (
 // runs in time linear in the path.
 
 type regexRoute struct {
-	re *regexp.Regexp
-	r  *Route
+	re   *regexp.Regexp
+	r    *Route
+	cond *condMatcher // r's Conditions compiled; nil without (conditions.go)
 }
 
 func (v *vhost) addRegex(r *Route) {
@@ -25,7 +26,11 @@ func (v *vhost) addRegex(r *Route) {
 	if err != nil {
 		return
 	}
-	v.regex = append(v.regex, regexRoute{re: re, r: r})
+	x := regexRoute{re: re, r: r}
+	if r.Conditions != nil {
+		x.cond = compileConditions(r)
+	}
+	v.regex = append(v.regex, x)
 }
 
 func (v *vhost) sortRegex() {

@@ -136,6 +136,12 @@ type Route struct {
 	Split *Split
 	// L7 request policies (issue 27 part B, policy.go); nil: none.
 	Policies *Policies
+	// Conditions restrict the route to requests with a method, header
+	// fields and query parameters (conditions.go); nil: every request.
+	Conditions *Conditions
+	// Mirrors receive a copy of each request, whose answers are dropped
+	// (mirror.go); nil: none.
+	Mirrors []*Backend
 }
 
 // Backend is a Service port and the pod endpoints behind it. Backends are
@@ -156,16 +162,14 @@ type Backend struct {
 	Protocol Protocol
 	// TLS configures HTTPS and GRPCS; nil for the other protocols.
 	TLS *UpstreamTLS
+	// Invalid: the reference to the Service could not be resolved
+	// (Gateway API: a backendRef of a kind, namespace or name that cannot
+	// be used); its requests get 500 rather than 503.
+	Invalid bool
 	// RefusedEndpoints counts the endpoints of the Service's slices that
 	// translation refused (not a Pod of the Service's namespace, or a
 	// special address); they get no traffic. For metrics only.
 	RefusedEndpoints int
-	// Unresolved marks the stand-in backend of a reference that cannot be
-	// used (a Gateway API backendRef to a missing Service, an unsupported
-	// kind, another namespace without a ReferenceGrant): it has no
-	// endpoints, and the proxy answers 500 rather than 503, as the Gateway
-	// API specification asks. false for every real backend.
-	Unresolved bool
 }
 
 // Protocol is what the proxy speaks to a backend's endpoints.
@@ -243,6 +247,11 @@ type Policy struct {
 	// non-zero.
 	ConnectTimeout  time.Duration
 	ResponseTimeout time.Duration
+	// ReadTimeout bounds the wait between two successive reads of the
+	// upstream's response body, SendTimeout that between two successive
+	// writes of the request upstream (nginx's proxy_read_timeout and
+	// proxy_send_timeout); zero for none.
+	ReadTimeout, SendTimeout time.Duration
 }
 
 // CookieAffinity configures sticky sessions.
@@ -280,41 +289,37 @@ type vhost struct {
 	exact    map[string]*Route
 	prefixes map[string]*Route // normalized: trailing slashes removed; "" is "/"
 	regex    []regexRoute      // longest pattern first (regex.go)
+	// groups: for each route of exact or prefixes with Conditions, the
+	// routes of its type and path in the order tried (conditions.go).
+	groups map[*Route][]*condMatcher
+	routes []Route // compiled from (NewFrom reuses the vhost for the same slice)
 }
 
 // New compiles c into a Table. c must not be modified afterwards. When two
 // routes of a host have the same type and path, the first one wins (translate
 // resolves and reports conflicts before this).
-func New(c Config) *Table {
+func New(c Config) *Table { return NewFrom(nil, c) }
+
+// NewFrom is New, reusing what prev (nil for none) compiled from the same
+// VirtualHost routes: a host whose Routes slice is the very slice (same
+// array, same length) of a host of prev's Config is not compiled again.
+// Incremental translation (translate.Update) passes the routes of the hosts
+// a change did not touch on unchanged, so a change compiles only its own.
+func NewFrom(prev *Table, c Config) *Table {
 	t := &Table{
 		config:    c,
-		exact:     make(map[string]*vhost),
+		exact:     make(map[string]*vhost, len(c.VirtualHosts)),
 		wildcards: make(map[string]*vhost),
-		certs:     make(map[string]*tls.Certificate),
+		certs:     make(map[string]*tls.Certificate, len(c.Certificates)),
 		wildCerts: make(map[string]*tls.Certificate),
 	}
 	for i := range c.VirtualHosts {
 		vh := &c.VirtualHosts[i]
-		v := &vhost{exact: make(map[string]*Route), prefixes: make(map[string]*Route)}
-		for j := range vh.Routes {
-			r := &vh.Routes[j]
-			if r.PathType == PathRegex {
-				v.addRegex(r)
-				continue
-			}
-			if r.PathType == PathExact {
-				if _, dup := v.exact[r.Path]; !dup {
-					v.exact[r.Path] = r
-				}
-				continue
-			}
-			key := strings.TrimRight(r.Path, "/")
-			if _, dup := v.prefixes[key]; !dup {
-				v.prefixes[key] = r
-			}
-		}
-		v.sortRegex()
 		host := strings.ToLower(vh.Host)
+		v := prev.reusable(host, vh.Routes)
+		if v == nil {
+			v = compile(vh.Routes)
+		}
 		switch {
 		case host == "":
 			if t.catchAll == nil {
@@ -359,13 +364,66 @@ func New(c Config) *Table {
 	return t
 }
 
+// compile indexes one host's routes.
+func compile(routes []Route) *vhost {
+	v := &vhost{exact: make(map[string]*Route), prefixes: make(map[string]*Route), routes: routes}
+	for j := range routes {
+		r := &routes[j]
+		if r.PathType == PathRegex {
+			v.addRegex(r)
+			continue
+		}
+		if r.PathType == PathExact {
+			if head, dup := v.exact[r.Path]; !dup {
+				v.exact[r.Path] = r
+				v.addHead(r)
+			} else {
+				v.addAlternative(head, r)
+			}
+			continue
+		}
+		key := strings.TrimRight(r.Path, "/")
+		if head, dup := v.prefixes[key]; !dup {
+			v.prefixes[key] = r
+			v.addHead(r)
+		} else {
+			v.addAlternative(head, r)
+		}
+	}
+	v.sortRegex()
+	return v
+}
+
+// reusable returns t's compiled vhost for host if it was compiled from
+// routes itself; nil otherwise (or for a nil t).
+func (t *Table) reusable(host string, routes []Route) *vhost {
+	if t == nil || len(routes) == 0 {
+		return nil
+	}
+	var v *vhost
+	switch {
+	case host == "":
+		v = t.catchAll
+	case strings.HasPrefix(host, "*."):
+		v = t.wildcards[host[2:]]
+	default:
+		v = t.exact[host]
+	}
+	if v == nil || len(v.routes) != len(routes) || &v.routes[0] != &routes[0] {
+		return nil
+	}
+	return v
+}
+
 // Config returns the Config the table was built from. Callers must not modify
 // it.
 func (t *Table) Config() *Config { return &t.config }
 
 // Match returns the route for a request with the given Host header (a port is
 // ignored) and URL path, or nil when nothing matches and there is no default
-// backend. Match does not allocate for lower-case hosts.
+// backend. Match does not allocate for lower-case hosts. A route it returns
+// with Conditions may not accept the request: the caller then asks
+// MatchRequest (conditions.go).
 func (t *Table) Match(host, path string) *Route {
 	if r := t.matchHost(canonicalHost(host), path); r != nil {
 		return r
@@ -374,6 +432,14 @@ func (t *Table) Match(host, path string) *Route {
 }
 
 func (t *Table) matchHost(host, path string) *Route {
+	if v := t.vhostOf(host); v != nil {
+		return v.match(path)
+	}
+	return nil
+}
+
+// vhostOf returns the virtual host serving a canonical host, nil for none.
+func (t *Table) vhostOf(host string) *vhost {
 	v := t.exact[host]
 	if v == nil {
 		if i := strings.IndexByte(host, '.'); i > 0 {
@@ -392,10 +458,7 @@ func (t *Table) matchHost(host, path string) *Route {
 	if v == nil {
 		v = t.catchAll
 	}
-	if v == nil {
-		return nil
-	}
-	return v.match(path)
+	return v
 }
 
 func (v *vhost) match(path string) *Route {

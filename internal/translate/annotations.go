@@ -36,6 +36,15 @@ const (
 	// proxy's timeouts; Go durations or seconds, at most MaxTimeout.
 	AnnotationConnectTimeout  = "sluice.dev/connect-timeout"
 	AnnotationResponseTimeout = "sluice.dev/response-timeout"
+	// AnnotationProxyReadTimeout bounds the wait between two successive
+	// reads of the upstream's response body, AnnotationProxySendTimeout
+	// the wait between two successive writes of the request upstream
+	// (nginx's proxy_read_timeout and proxy_send_timeout; the whole
+	// response or request may take longer). Go durations or seconds, at
+	// most MaxTimeout; default none. A read timeout aborts the client's
+	// response; a send timeout answers 504.
+	AnnotationProxyReadTimeout = "sluice.dev/proxy-read-timeout"
+	AnnotationProxySendTimeout = "sluice.dev/proxy-send-timeout"
 )
 
 // Limits of annotation values.
@@ -101,6 +110,8 @@ func parsePolicy(ann map[string]string) (route.Policy, []annotationError) {
 	}{
 		{AnnotationConnectTimeout, &p.ConnectTimeout},
 		{AnnotationResponseTimeout, &p.ResponseTimeout},
+		{AnnotationProxyReadTimeout, &p.ReadTimeout},
+		{AnnotationProxySendTimeout, &p.SendTimeout},
 	} {
 		if v, ok := ann[t.key]; ok {
 			d, ok := parseDuration(v, MaxTimeout)

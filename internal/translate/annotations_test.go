@@ -39,6 +39,10 @@ func TestParsePolicy(t *testing.T) {
 		{"retries negative", map[string]string{AnnotationRetries: "-1"}, def, []string{AnnotationRetries}},
 		{"timeouts", map[string]string{AnnotationConnectTimeout: "1h", AnnotationResponseTimeout: "1m30s"},
 			route.Policy{Retries: -1, ConnectTimeout: time.Hour, ResponseTimeout: 90 * time.Second}, nil},
+		{"read and send timeouts", map[string]string{AnnotationProxyReadTimeout: "300", AnnotationProxySendTimeout: "2s"},
+			route.Policy{Retries: -1, ReadTimeout: 300 * time.Second, SendTimeout: 2 * time.Second}, nil},
+		{"read timeout invalid", map[string]string{AnnotationProxyReadTimeout: "soon"}, def, []string{AnnotationProxyReadTimeout}},
+		{"send timeout too long", map[string]string{AnnotationProxySendTimeout: "2h"}, def, []string{AnnotationProxySendTimeout}},
 		{"timeout too long", map[string]string{AnnotationConnectTimeout: "3601"}, def, []string{AnnotationConnectTimeout}},
 		{"timeout overflow", map[string]string{AnnotationResponseTimeout: "99999999999999999999h"}, def, []string{AnnotationResponseTimeout}},
 	}

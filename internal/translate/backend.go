@@ -38,6 +38,7 @@ type policyKey struct {
 	maxAge          int64
 	retries         int
 	connect, answer int64
+	read, send      int64
 }
 
 func keyOf(p route.Policy) policyKey {
@@ -47,6 +48,8 @@ func keyOf(p route.Policy) policyKey {
 		retries:    p.Retries,
 		connect:    int64(p.ConnectTimeout),
 		answer:     int64(p.ResponseTimeout),
+		read:       int64(p.ReadTimeout),
+		send:       int64(p.SendTimeout),
 	}
 	if p.Affinity != nil {
 		k.affinity, k.cookie, k.maxAge = true, p.Affinity.Name, int64(p.Affinity.MaxAge)
@@ -102,6 +105,7 @@ func (b *builder) backendFor(ing *networkingv1.Ingress, ib *networkingv1.Ingress
 		key.port = strconv.Itoa(int(svc.Port.Number))
 	}
 
+	b.use("s:" + key.namespace + "/" + key.service)
 	res, ok := b.resolved[key]
 	if !ok {
 		res = b.resolve(key)
@@ -188,7 +192,7 @@ func (b *builder) resolve(key serviceKey) resolved {
 	if sp == nil {
 		return resolved{reason: "ServicePortNotFound", message: "service " + nsName + " has no port " + key.port + "; the route answers 503 (name one of its ports, by number or name)"}
 	}
-	eps, refused := endpointsOf(b.slices[nsName], sp.Name, b.opts)
+	eps, refused := endpointsOf(b.slices[nsName], sp.Name, b.pods, b.opts)
 	res := resolved{endpoints: eps, refusedCount: len(refused)}
 	if len(refused) > 0 {
 		res.refused = refusedMessage(nsName, refused)
@@ -203,7 +207,7 @@ func (b *builder) resolve(key serviceKey) resolved {
 // the ready endpoints, or, when none is ready, the serving and terminating
 // ones. Sorted by address, without duplicates. Endpoints the checks refuse
 // (checkEndpoint) are left out and returned as refused, ready or not.
-func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string, opts Options) (eps []route.Endpoint, refused []refusal) {
+func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string, pods PodAddresses, opts Options) (eps []route.Endpoint, refused []refusal) {
 	var ready, terminating []route.Endpoint
 	for _, s := range epSlices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
@@ -218,13 +222,13 @@ func endpointsOf(epSlices []*discoveryv1.EndpointSlice, portName string, opts Op
 			if len(ep.Addresses) == 0 {
 				continue
 			}
-			addr, why := checkEndpoint(s, ep, opts)
+			addr, why := checkEndpoint(s, ep, pods, opts)
 			if why != "" {
 				shown := strconv.Quote(truncate(ep.Addresses[0], 64))
 				if addr.IsValid() {
 					shown = addr.String()
 				}
-				refused = append(refused, refusal{address: shown, reason: why})
+				refused = append(refused, refusal{address: shown, slice: strconv.Quote(truncate(s.Name, 64)), reason: why})
 				continue
 			}
 			e := route.Endpoint{Address: net.JoinHostPort(addr.String(), strconv.Itoa(port))}

@@ -74,3 +74,24 @@ func BenchmarkBuild10k(b *testing.B) {
 	}
 	b.ReportMetric(float64(routes), "routes/op")
 }
+
+// BenchmarkUpdate10k changes the host of one of 10,000 Ingresses per
+// operation and translates incrementally (translate.Update), as the proxy's
+// rebuild loop does after a change.
+func BenchmarkUpdate10k(b *testing.B) {
+	in := benchInput(10000)
+	res := Translate(in, Options{}, nil)
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ing := in.Ingresses[i%len(in.Ingresses)].DeepCopy()
+		ing.Spec.Rules[0].Host = fmt.Sprintf("changed-%d.example.com", i)
+		in.Ingresses = append([]*networkingv1.Ingress(nil), in.Ingresses...)
+		in.Ingresses[i%len(in.Ingresses)] = ing
+		res = Update(res, in, Options{}, nil)
+		if res.Full || res.Retranslated != 1 {
+			b.Fatalf("translation full=%t of %d Ingresses; want incremental of 1", res.Full, res.Retranslated)
+		}
+		i++
+	}
+}

@@ -34,37 +34,38 @@ func Build(in Input, opts Options) (route.Config, []Problem) {
 func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []Problem) {
 	opts = opts.withDefaults()
 	b := newBuilder(in, opts)
+	cfg := b.build(in, cache)
+	return cfg, sortProblems(b.problems)
+}
+
+// build translates the Ingresses of in with the lookup maps of b. A partial
+// builder (incremental.go) leaves the default certificate out and keeps the
+// cache's entries that it did not look up.
+func (b *builder) build(in Input, cache *KeyPairCache) route.Config {
+	opts := b.opts
 	b.cache = cache
-	if cache != nil {
+	if cache != nil && !b.partial {
 		defer cache.sweep()
 	}
 
 	filter := NewClassFilter(in.IngressClasses, opts)
-	claims := NewClaimFilter(in.IngressClasses, opts)
 	ings := make([]*networkingv1.Ingress, 0, len(in.Ingresses))
-	claimants := make([]*networkingv1.Ingress, 0, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
-		if ing == nil {
-			continue
-		}
-		if filter.Serves(ing) {
+		if ing != nil && filter.Serves(ing) {
 			ings = append(ings, ing)
-		}
-		if claims.Serves(ing) {
-			claimants = append(claimants, ing)
 		}
 	}
 	slices.SortFunc(ings, olderFirst)
 	gw := b.gatewayRules(in) // nil without opts.Gateway
+	b.gw = gw
 	b.own = in.Ownership
 	b.alone = in.Ownership != nil
 	if b.own == nil {
-		// Every class of ours claims hosts, not only those this fleet
-		// serves (NewClaimFilter); so do the attached HTTPRoutes.
-		b.own = NewOwnership(append(claimants, gw.claims()...), opts.HostOwnership)
+		b.own = hostOwnership(in, opts, gw) // hostowner.go
 	}
 	b.classes = filter
 	b.addIngresses(ings) // canaries last (canary.go)
+	b.cur = ""
 	b.addHostDefaults()
 	if gw != nil {
 		b.addGateway(gw)
@@ -75,11 +76,13 @@ func BuildCached(in Input, opts Options, cache *KeyPairCache) (route.Config, []P
 		VirtualHosts:          b.virtualHosts(),
 		DefaultBackend:        b.defaultBackend,
 		Certificates:          b.certificates(),
-		DefaultCertificate:    b.defaultCertificate(),
 		Owners:                b.own.owners(),
 		NoWildcardCertificate: b.noWildcard(),
 	}
-	return cfg, sortProblems(b.problems)
+	if !b.partial {
+		cfg.DefaultCertificate = b.defaultCertificate()
+	}
+	return cfg
 }
 
 // builder holds the state of one Build call.
@@ -87,6 +90,7 @@ type builder struct {
 	opts     Options
 	services map[string]*corev1.Service              // namespace/name
 	slices   map[string][]*discoveryv1.EndpointSlice // namespace/service
+	pods     PodAddresses                            // Input.Pods; nil: not watched
 	secrets  map[string]*corev1.Secret               // namespace/name
 	resolved map[serviceKey]resolved                 // Service ports looked up
 	backends map[backendKey]*route.Backend           // shared backends
@@ -109,6 +113,16 @@ type builder struct {
 
 	defaultBackend *route.Backend
 	defaultOwner   string
+
+	// partial: only some Ingresses are translated, into a table spliced
+	// with an earlier one (incremental.go).
+	partial bool
+	// deps, when not nil, receives the Services ("s:namespace/name") and
+	// Secrets ("k:namespace/name") each Ingress looks up, by its
+	// namespace/name (cur: the Ingress being added).
+	deps map[string][]string
+	cur  string
+	gw   *gatewayResult // the Gateway API translation of this build; nil without
 	// gatewayDefault is the certificate of the first Gateway listener
 	// without a hostname: the default certificate when Options has none.
 	gatewayDefault *route.Certificate
@@ -126,6 +140,7 @@ type vhostRoutes struct {
 func newBuilder(in Input, opts Options) *builder {
 	b := &builder{
 		opts:     opts,
+		pods:     in.Pods,
 		services: make(map[string]*corev1.Service, len(in.Services)),
 		slices:   make(map[string][]*discoveryv1.EndpointSlice, len(in.EndpointSlices)),
 		secrets:  make(map[string]*corev1.Secret, len(in.Secrets)),
@@ -182,6 +197,7 @@ func (b *builder) problem(ing *networkingv1.Ingress, reason, message string) {
 // an SNI name) stays with it.
 func (b *builder) addIngress(ing *networkingv1.Ingress) {
 	id := ing.Namespace + "/" + ing.Name
+	b.cur = id
 	ann, nginxRes := b.annotations(ing) // nginx.go
 	b.reportNginx(ing, nginxRes)
 	pol, errs := parsePolicy(ann)
@@ -359,7 +375,9 @@ func (b *builder) virtualHosts() []route.VirtualHost {
 				vh.routes[i].SSLRedirect = false
 			}
 		}
-		slices.SortFunc(vh.routes, func(x, y route.Route) int {
+		// Stable: the routes of one path with route.Conditions are tried
+		// in the order translation added them (the spec's precedence).
+		slices.SortStableFunc(vh.routes, func(x, y route.Route) int {
 			return cmp.Or(cmp.Compare(x.PathType, y.PathType), strings.Compare(x.Path, y.Path))
 		})
 		out = append(out, route.VirtualHost{Host: host, Routes: vh.routes, AnyDepth: vh.anyDepth})

@@ -160,6 +160,7 @@ func (b *builder) addIngresses(ings []*networkingv1.Ingress) {
 // hosts and paths.
 func (b *builder) addCanary(ing *networkingv1.Ingress) {
 	id := ing.Namespace + "/" + ing.Name
+	b.cur = id
 	ann, nginxErrs := b.annotations(ing)
 	b.reportNginx(ing, nginxErrs)
 	c, errs := parseCanary(ann)

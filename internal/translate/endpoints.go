@@ -32,16 +32,52 @@ import (
 //     64:ff9b::a.b.c.d, 2002:AABB:CCDD::) are judged by that address;
 //     64:ff9b:1::/48 (local NAT64) is refused whole.
 //
-// A targetRef is only a claim: translation sees no Pods, so it cannot tell
-// that the Pod named has the address (nor that an address is a node's).
-// The endpointslice controller writes true claims; the checks stop the
-// forged ones that name no Pod, a Pod of another namespace, or a special
-// address.
+//   - with Input.Pods set (the proxy and the controller watch Pods), the
+//     Pod its targetRef names exists and has the endpoint's address among
+//     its status.podIPs (a hostNetwork Pod's are its node's addresses).
+//
+// A targetRef is only a claim: a tenant who can write EndpointSlices can
+// name its own Pod and give the address of another namespace's Pod, and
+// the proxy would then send that tenant's traffic to the victim, from the
+// proxy's address, past the victim's NetworkPolicy. Comparing the address
+// with the named Pod's status stops that. The endpointslice controller
+// publishes an endpoint only after the kubelet reported the Pod's IPs, so
+// a true endpoint is not refused in normal operation; a slice that reaches
+// the proxy before its Pod is refused until the Pod arrives, and the Pod's
+// arrival reruns the translation. Without Input.Pods (--manifests mode,
+// explain) the targetRef is taken at its word; the checks then stop only
+// the forged ones that name no Pod, a Pod of another namespace, or a
+// special address.
 
-// refusal is one endpoint the checks refused, and why.
-type refusal struct {
-	address, reason string
+// PodAddresses is the index of Pods' addresses the endpoint checks compare
+// an endpoint with. Implementations must be safe for concurrent use if the
+// caller shares them between builds.
+type PodAddresses interface {
+	// PodIPs returns the status.podIPs of Pod namespace/name and true,
+	// or false when no such Pod is known. Callers must not modify the
+	// slice.
+	PodIPs(namespace, name string) ([]string, bool)
 }
+
+// PodMap is a PodAddresses held in a map, by "namespace/name".
+type PodMap map[string][]string
+
+// PodIPs implements PodAddresses.
+func (m PodMap) PodIPs(namespace, name string) ([]string, bool) {
+	ips, ok := m[namespace+"/"+name]
+	return ips, ok
+}
+
+var _ PodAddresses = PodMap(nil)
+
+// refusal is one endpoint the checks refused: its address, the name of
+// its EndpointSlice, and why.
+type refusal struct {
+	address, slice, reason string
+}
+
+// key orders refusals in a message.
+func (r refusal) key() string { return r.address + " " + r.slice + " " + r.reason }
 
 // Reasons for refused endpoints.
 const (
@@ -53,6 +89,8 @@ const (
 	reasonBroadcast   = "broadcast address"
 	reasonReserved    = "reserved address"
 	reasonMetadata    = "cloud instance-metadata or platform address"
+	reasonNoPod       = "the targetRef Pod does not exist (yet)"
+	reasonNotPodIP    = "address is not the targetRef Pod's"
 )
 
 // ReasonEndpointsRefused is the Problem of an Ingress whose Service has
@@ -171,9 +209,27 @@ func quoteKind(ref *corev1.ObjectReference) string {
 	return strconv.Quote(k)
 }
 
+// checkPodAddress returns why addr may not be an endpoint of the Pod ref
+// names (already checked to be a Pod of the slice's namespace), or "".
+// The address must equal one of the Pod's, exactly: an IPv4-mapped form of
+// a Pod's IPv4 address is not the Pod's.
+func checkPodAddress(addr netip.Addr, ref *corev1.ObjectReference, pods PodAddresses) string {
+	ips, ok := pods.PodIPs(ref.Namespace, ref.Name)
+	if !ok {
+		return reasonNoPod
+	}
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil && a == addr {
+			return ""
+		}
+	}
+	return reasonNotPodIP
+}
+
 // checkEndpoint returns the endpoint's address and "" when it may be used,
-// or the reason it may not.
-func checkEndpoint(s *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, opts Options) (netip.Addr, string) {
+// or the reason it may not. pods nil: the targetRef is not compared with
+// the Pod's addresses.
+func checkEndpoint(s *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, pods PodAddresses, opts Options) (netip.Addr, string) {
 	// Addresses are fungible; like kube-proxy, use the first.
 	addr, why := checkAddress(ep.Addresses[0], opts.AllowLoopbackEndpoints)
 	if why == "" && addr.Is4() != (s.AddressType == discoveryv1.AddressTypeIPv4) {
@@ -181,6 +237,9 @@ func checkEndpoint(s *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, opts 
 	}
 	if why == "" {
 		why = checkTargetRef(ep.TargetRef, s.Namespace, opts.AllowEndpointsWithoutPod)
+	}
+	if why == "" && ep.TargetRef != nil && pods != nil {
+		why = checkPodAddress(addr, ep.TargetRef, pods)
 	}
 	return addr, why
 }
@@ -191,7 +250,7 @@ const maxListedRefusals = 5
 // refusedMessage is the Problem message for the refused endpoints of
 // Service nsName: sorted, at most maxListedRefusals named.
 func refusedMessage(nsName string, refused []refusal) string {
-	slices.SortFunc(refused, func(a, b refusal) int { return strings.Compare(a.address+" "+a.reason, b.address+" "+b.reason) })
+	slices.SortFunc(refused, func(a, b refusal) int { return strings.Compare(a.key(), b.key()) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "service %s: %d endpoint(s) refused and given no traffic: ", nsName, len(refused))
 	for i, r := range refused {
@@ -202,7 +261,7 @@ func refusedMessage(nsName string, refused []refusal) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s (%s)", r.address, r.reason)
+		fmt.Fprintf(&b, "%s of EndpointSlice %s (%s)", r.address, r.slice, r.reason)
 	}
 	return b.String()
 }

@@ -192,11 +192,11 @@ func TestEndpointFamilyChecked(t *testing.T) {
 	s := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv6}
 	s.Namespace = "ns"
 	ep := &discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns"}}
-	if _, why := checkEndpoint(s, ep, Options{}); !strings.Contains(why, "other family") {
+	if _, why := checkEndpoint(s, ep, nil, Options{}); !strings.Contains(why, "other family") {
 		t.Errorf("IPv4 address in an IPv6 slice: %q", why)
 	}
 	s.AddressType = discoveryv1.AddressTypeIPv4
-	if _, why := checkEndpoint(s, ep, Options{}); why != "" {
+	if _, why := checkEndpoint(s, ep, nil, Options{}); why != "" {
 		t.Errorf("IPv4 address in an IPv4 slice refused: %q", why)
 	}
 }
@@ -238,7 +238,7 @@ func FuzzEndpoints(f *testing.F) {
 					t.Fatalf("endpoint %q: %d used, %d refused; want exactly one of them", addr, len(be.Endpoints), be.RefusedEndpoints)
 				}
 				if len(be.Endpoints) == 1 {
-					if _, why := checkEndpoint(s, &s.Endpoints[0], opts); why != "" {
+					if _, why := checkEndpoint(s, &s.Endpoints[0], nil, opts); why != "" {
 						t.Fatalf("endpoint %q used although %s", addr, why)
 					}
 				}

@@ -28,7 +28,7 @@ const (
 const maxErrorCodes = 50
 
 func (b *builder) errorPages(ing *networkingv1.Ingress, errs []annotationError) (*route.ErrorPages, []annotationError) {
-	ann := ing.Annotations
+	ann, _ := b.annotations(ing) // nginx.go: the nginx names translated
 	codesV, codesSet := ann[AnnotationCustomHTTPErrors]
 	svcV, svcSet := ann[AnnotationErrorBackend]
 	if !codesSet {
@@ -53,6 +53,7 @@ func (b *builder) errorPages(ing *networkingv1.Ingress, errs []annotationError) 
 		errs = append(errs, annotationError{AnnotationErrorBackend, "must be the name of a Service of the namespace of the Ingress, with an optional :port (default 80); no error pages"})
 		return nil, errs
 	}
+	b.use("s:" + ing.Namespace + "/" + name)
 	if b.services[ing.Namespace+"/"+name] == nil {
 		b.problem(ing, "ServiceNotFound", "annotation "+AnnotationErrorBackend+": service "+ing.Namespace+"/"+name+" not found; the listed statuses get a short answer of the proxy instead of a page")
 		p := strconv.Itoa(port)

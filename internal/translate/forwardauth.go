@@ -51,7 +51,7 @@ const (
 
 // forwardAuth reads the forward-auth annotations of ing.
 func (b *builder) forwardAuth(ing *networkingv1.Ingress, errs []annotationError) (*route.ForwardAuth, []annotationError) {
-	ann := ing.Annotations
+	ann, _ := b.annotations(ing) // nginx.go: the nginx names translated
 	raw, on := ann[AnnotationAuthURL]
 	if !on {
 		for _, k := range []string{AnnotationAuthSignin, AnnotationAuthResponseHeaders, AnnotationAuthTimeout} {
@@ -100,6 +100,9 @@ func (b *builder) forwardAuth(ing *networkingv1.Ingress, errs []annotationError)
 		fa.Path += "?" + u.RawQuery
 	}
 	svc, port, inNamespace := serviceHost(u, ing.Namespace)
+	if inNamespace {
+		b.use("s:" + ing.Namespace + "/" + svc)
+	}
 	switch {
 	case inNamespace && b.services[ing.Namespace+"/"+svc] == nil:
 		b.problem(ing, "ServiceNotFound", "annotation "+AnnotationAuthURL+": service "+ing.Namespace+"/"+svc+" not found; the routes answer 503")

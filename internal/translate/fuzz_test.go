@@ -25,6 +25,8 @@ var annotationKeys = []string{
 	AnnotationRetries,
 	AnnotationConnectTimeout,
 	AnnotationResponseTimeout,
+	AnnotationProxyReadTimeout,
+	AnnotationProxySendTimeout,
 }
 
 // FuzzAnnotations feeds arbitrary annotation maps to the parsers and to

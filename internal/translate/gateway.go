@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -20,6 +21,7 @@ type GatewayInput struct {
 	GatewayClasses  []*gatewayv1.GatewayClass
 	Gateways        []*gatewayv1.Gateway
 	HTTPRoutes      []*gatewayv1.HTTPRoute
+	GRPCRoutes      []*gatewayv1.GRPCRoute
 	ReferenceGrants []*gatewayv1.ReferenceGrant
 	Namespaces      []*corev1.Namespace
 }
@@ -32,22 +34,26 @@ func GatewayRouteID(nsName string) string { return "HTTPRoute:" + nsName }
 // HTTPRoutes it came from.
 type gatewayResult struct {
 	res    gateway.Result
-	routes map[string]*gatewayv1.HTTPRoute // namespace/name
+	routes map[string]metav1.ObjectMeta // routeKey: namespace/name, or GRPCRoute:namespace/name
 }
 
 // gatewayRules translates the Gateway API objects (internal/gateway); nil
 // without Options.Gateway.
-func (b *builder) gatewayRules(in Input) *gatewayResult {
-	if b.opts.Gateway == nil {
+func (b *builder) gatewayRules(in Input) *gatewayResult { return buildGateway(in, b.opts) }
+
+// buildGateway is gatewayRules for options o.
+func buildGateway(in Input, o Options) *gatewayResult {
+	if o.Gateway == nil {
 		return nil
 	}
-	opts := *b.opts.Gateway
-	opts.SecretsUnread = opts.SecretsUnread || b.opts.SecretsUnread
-	g := &gatewayResult{routes: map[string]*gatewayv1.HTTPRoute{}}
+	opts := *o.Gateway
+	opts.SecretsUnread = opts.SecretsUnread || o.SecretsUnread
+	g := &gatewayResult{routes: map[string]metav1.ObjectMeta{}}
 	g.res = gateway.Build(gateway.Input{
 		GatewayClasses:  in.Gateway.GatewayClasses,
 		Gateways:        in.Gateway.Gateways,
 		HTTPRoutes:      in.Gateway.HTTPRoutes,
+		GRPCRoutes:      in.Gateway.GRPCRoutes,
 		ReferenceGrants: in.Gateway.ReferenceGrants,
 		Namespaces:      in.Gateway.Namespaces,
 		Services:        in.Services,
@@ -55,7 +61,12 @@ func (b *builder) gatewayRules(in Input) *gatewayResult {
 	}, opts)
 	for _, r := range in.Gateway.HTTPRoutes {
 		if r != nil {
-			g.routes[r.Namespace+"/"+r.Name] = r
+			g.routes[r.Namespace+"/"+r.Name] = r.ObjectMeta
+		}
+	}
+	for _, r := range in.Gateway.GRPCRoutes {
+		if r != nil {
+			g.routes[grpcPrefix+r.Namespace+"/"+r.Name] = r.ObjectMeta
 		}
 	}
 	return g
@@ -72,14 +83,15 @@ func (g *gatewayResult) claims() []*networkingv1.Ingress {
 	byRoute := map[string]*networkingv1.Ingress{}
 	var out []*networkingv1.Ingress
 	for _, r := range g.res.Rules {
-		src := g.routes[r.Route]
-		if r.Host == "" || src == nil {
+		key := routeKey(r)
+		src, ok := g.routes[key]
+		if r.Host == "" || !ok {
 			continue
 		}
-		c := byRoute[r.Route]
+		c := byRoute[key]
 		if c == nil {
 			c = &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: src.Namespace, Name: src.Name, CreationTimestamp: src.CreationTimestamp}}
-			byRoute[r.Route] = c
+			byRoute[key] = c
 			out = append(out, c)
 		}
 		c.Spec.Rules = append(c.Spec.Rules, networkingv1.IngressRule{Host: r.Host})
@@ -102,15 +114,20 @@ func (b *builder) addGateway(g *gatewayResult) {
 	}
 }
 
-func (b *builder) routeProblem(nsName, reason, msg string) {
-	ns, name, _ := strings.Cut(nsName, "/")
-	b.problems = append(b.problems, Problem{Kind: "HTTPRoute", Namespace: ns, Name: name, Reason: reason, Message: msg})
+// routeProblem reports a problem of the route named by key (routeKey).
+func (b *builder) routeProblem(key, reason, msg string) {
+	kind := "HTTPRoute"
+	if rest, ok := strings.CutPrefix(key, grpcPrefix); ok {
+		kind, key = "GRPCRoute", rest
+	}
+	ns, name, _ := strings.Cut(key, "/")
+	b.problems = append(b.problems, Problem{Kind: kind, Namespace: ns, Name: name, Reason: reason, Message: msg})
 }
 
 func (b *builder) addGatewayRule(r gateway.Rule, unresolved map[string]*route.Backend) {
 	ns, _, _ := strings.Cut(r.Route, "/")
 	if r.Host != "" && !b.own.Serves(ns, r.Host) {
-		b.routeProblem(r.Route, ReasonHostOwnedElsewhere, fmt.Sprintf("host %s is owned by another namespace (the namespace of its oldest Ingress or attached HTTPRoute), which does not share it with this one; not served from this HTTPRoute", r.Host))
+		b.routeProblem(routeKey(r), ReasonHostOwnedElsewhere, fmt.Sprintf("host %s is owned by another namespace (the namespace of its oldest Ingress or attached HTTPRoute), which does not share it with this one; not served from this HTTPRoute", r.Host))
 		return
 	}
 	vh := b.vhosts[r.Host]
@@ -118,53 +135,51 @@ func (b *builder) addGatewayRule(r gateway.Rule, unresolved map[string]*route.Ba
 		vh = &vhostRoutes{owners: make(map[string]string)}
 		b.vhosts[r.Host] = vh
 	}
-	id := GatewayRouteID(r.Route)
-	mk := matchKey(r.PathType, r.Path)
+	id := ruleID(r)                    // gatewayl7.go
+	mk, ok := b.gatewayMatchKey(vh, r) // gatewayl7.go
+	if !ok {
+		return
+	}
 	if owner, taken := vh.owners[mk]; taken {
 		if owner != id {
-			b.routeProblem(r.Route, "Conflict", fmt.Sprintf("host %s %s %s is already routed by %s, which takes precedence (an Ingress, or an older route); skipped", hostLabel(r.Host), r.PathType, r.Path, owner))
+			b.routeProblem(routeKey(r), "Conflict", fmt.Sprintf("host %s %s %s%s is already routed by %s, which takes precedence (an Ingress, or an older route); skipped", hostLabel(r.Host), r.PathType, r.Path, conditionsLabel(r.Conditions), owner))
 		}
 		return
 	}
-	var be *route.Backend
-	if r.Backend == nil {
-		// Claimed without endpoints: 500, never another route's backend.
-		be = unresolved[r.Route]
-		if be == nil {
-			_, name, _ := strings.Cut(r.Route, "/")
-			be = &route.Backend{Name: ns + "/HTTPRoute:" + name + ":unresolved", Namespace: ns, Service: "HTTPRoute:" + name, Port: "unresolved",
-				Policy: route.Policy{Retries: -1}, Unresolved: true}
-			unresolved[r.Route] = be
-		}
-	} else {
-		be = b.gatewayBackend(r)
-	}
 	vh.owners[mk] = id
 	vh.anyDepth = vh.anyDepth || strings.HasPrefix(r.Host, "*.") // Gateway API wildcards match any depth
-	vh.routes = append(vh.routes, route.Route{PathType: r.PathType, Path: r.Path, Backend: be, Ingress: id, SSLRedirect: r.HTTPSOnly})
+	rt := route.Route{PathType: r.PathType, Path: r.Path, Ingress: id, SSLRedirect: r.HTTPSOnly,
+		Conditions: r.Conditions, Filters: r.Filters}
+	b.gatewayBackends(&rt, r, unresolved) // gatewayl7.go
+	vh.routes = append(vh.routes, rt)
 }
 
 // gatewayBackend returns the shared Backend of a Service port an HTTPRoute
-// names, with the default policy and the protocol of its appProtocol.
-func (b *builder) gatewayBackend(r gateway.Rule) *route.Backend {
-	key := serviceKey{namespace: r.Backend.Namespace, service: r.Backend.Service, port: strconv.Itoa(int(r.Backend.Port))}
+// names, with the default policy (its response timeout from the rule's
+// timeouts) and the protocol of its appProtocol.
+func (b *builder) gatewayBackend(ref gateway.BackendRef, routeID string, timeout time.Duration, grpc bool) *route.Backend {
+	key := serviceKey{namespace: ref.Namespace, service: ref.Service, port: strconv.Itoa(int(ref.Port))}
 	res, ok := b.resolved[key]
 	if !ok {
 		res = b.resolve(key)
 		b.resolved[key] = res
 	}
 	if res.reason != "" {
-		b.routeProblem(r.Route, res.reason, res.message)
+		b.routeProblem(routeID, res.reason, res.message)
 	}
 	if res.refused != "" {
-		b.routeProblem(r.Route, ReasonEndpointsRefused, res.refused)
+		b.routeProblem(routeID, ReasonEndpointsRefused, res.refused)
 	}
 	proto := protocolOf(res.appProtocol)
 	if proto.TLS() {
 		// Upstream TLS needs BackendTLSPolicy, not supported yet.
 		proto = route.ProtocolHTTP
 	}
+	if grpc && proto == route.ProtocolHTTP {
+		proto = route.ProtocolGRPC // a GRPCRoute's backend speaks gRPC (h2c)
+	}
 	pol, _ := parsePolicy(nil) // the default, as an Ingress without annotations
+	pol.ResponseTimeout = timeout
 	bk := backendKey{svc: key, pol: keyOf(pol), up: upstreamKey{protocol: proto}}
 	if be := b.backends[bk]; be != nil {
 		return be

@@ -29,6 +29,10 @@ func decodeGatewayDoc(kind string, doc []byte, in *Input, opts *Options) (known 
 		o := &gatewayv1.HTTPRoute{}
 		err = yaml.UnmarshalStrict(doc, o)
 		g.HTTPRoutes = append(g.HTTPRoutes, o)
+	case "GRPCRoute":
+		o := &gatewayv1.GRPCRoute{}
+		err = yaml.UnmarshalStrict(doc, o)
+		g.GRPCRoutes = append(g.GRPCRoutes, o)
 	case "ReferenceGrant":
 		o := &gatewayv1.ReferenceGrant{}
 		err = yaml.UnmarshalStrict(doc, o)
@@ -63,6 +67,9 @@ func deepCopyGateway(in GatewayInput) GatewayInput {
 	for _, o := range in.HTTPRoutes {
 		out.HTTPRoutes = append(out.HTTPRoutes, o.DeepCopy())
 	}
+	for _, o := range in.GRPCRoutes {
+		out.GRPCRoutes = append(out.GRPCRoutes, o.DeepCopy())
+	}
 	for _, o := range in.ReferenceGrants {
 		out.ReferenceGrants = append(out.ReferenceGrants, o.DeepCopy())
 	}
@@ -76,6 +83,7 @@ func shuffleGateway(rng *rand.Rand, in *GatewayInput) {
 	shuffle(rng, in.GatewayClasses)
 	shuffle(rng, in.Gateways)
 	shuffle(rng, in.HTTPRoutes)
+	shuffle(rng, in.GRPCRoutes)
 	shuffle(rng, in.ReferenceGrants)
 	shuffle(rng, in.Namespaces)
 }

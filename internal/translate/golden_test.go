@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"math/big"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -67,7 +68,7 @@ func TestGolden(t *testing.T) {
 
 // render is the golden text: route.Dump, the problems, and the route and
 // certificate chosen for each line of requests.txt ("http HOST PATH" with
-// HOST "-" for none, "sni NAME", or "tls SNI HOST" (SNI "-" for none): whether a request for
+// HOST "-" for none, "req METHOD HOST TARGET [Name:value ...]", "sni NAME", or "tls SNI HOST" (SNI "-" for none): whether a request for
 // HOST on a connection with server name SNI is refused with 421).
 func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) string {
 	t.Helper()
@@ -109,6 +110,10 @@ func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) str
 			} else {
 				fmt.Fprintf(&b, "  http %s %s -> %s (ingress %s)\n", f[1], f[2], r.Backend.Name, r.Ingress)
 			}
+		case f[0] == "req" && len(f) >= 4:
+			// "req METHOD HOST TARGET [Name:value ...]": with the request's
+			// method, header and query (route.Conditions).
+			fmt.Fprintf(&b, "  %s -> %s\n", strings.Join(f, " "), matchRequest(tbl, f[1], f[2], f[3], f[4:]))
 		case f[0] == "sni" && len(f) == 2:
 			src := "none"
 			if c := tbl.Certificate(f[1]); c != nil {
@@ -182,6 +187,19 @@ func decodeObjects(data []byte) (Input, Options, error) {
 			o := &discoveryv1.EndpointSlice{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
 			in.EndpointSlices = append(in.EndpointSlices, o)
+		case "Pod": // into Input.Pods: with any Pod, the endpoint checks compare addresses
+			o := &corev1.Pod{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			pods, _ := in.Pods.(PodMap)
+			if pods == nil {
+				pods = PodMap{}
+				in.Pods = pods
+			}
+			var ips []string
+			for _, ip := range o.Status.PodIPs {
+				ips = append(ips, ip.IP)
+			}
+			pods[o.Namespace+"/"+o.Name] = ips
 		case "Secret":
 			o := &corev1.Secret{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
@@ -293,14 +311,16 @@ func checkInvariants(t testing.TB, cfg *route.Config) {
 			if r.Ingress == "" {
 				t.Errorf("host %q path %q: no ingress", vh.Host, r.Path)
 			}
-			k := matchKey(r.PathType, r.Path)
+			k := matchKey(r.PathType, r.Path) + conditionsLabel(r.Conditions)
 			if seen[k] {
 				t.Errorf("host %q: duplicate route %s %q", vh.Host, r.PathType, r.Path)
 			}
 			seen[k] = true
 			if j > 0 {
 				p := vh.Routes[j-1]
-				if p.PathType > r.PathType || p.PathType == r.PathType && p.Path >= r.Path {
+				// Routes of one path differ in their conditions; the one
+				// without comes last.
+				if p.PathType > r.PathType || p.PathType == r.PathType && (p.Path > r.Path || p.Path == r.Path && p.Conditions == nil) {
 					t.Errorf("host %q: routes not sorted: %s %q then %s %q", vh.Host, p.PathType, p.Path, r.PathType, r.Path)
 				}
 			}
@@ -337,4 +357,20 @@ func checkBackend(t testing.TB, be *route.Backend) {
 		p.ResponseTimeout < 0 || p.ResponseTimeout > MaxTimeout || (p.Algorithm == route.HeaderHash) != (p.HashHeader != "") {
 		t.Errorf("backend %s: bad policy %+v", be.Name, p)
 	}
+}
+
+func matchRequest(tbl *route.Table, method, host, target string, header []string) string {
+	req := httptest.NewRequest(method, target, nil)
+	for _, h := range header {
+		k, v, _ := strings.Cut(h, ":")
+		req.Header.Add(k, v)
+	}
+	r := tbl.Match(host, req.URL.Path)
+	if r != nil && r.Conditions != nil {
+		r = tbl.MatchRequest(host, req.URL.Path, req)
+	}
+	if r == nil {
+		return "404"
+	}
+	return fmt.Sprintf("%s (ingress %s)", r.Backend.Name, r.Ingress)
 }

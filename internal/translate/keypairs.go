@@ -65,6 +65,14 @@ func (c *KeyPairCache) lookup(nsName string, s *corev1.Secret) keyPair {
 }
 
 // sweep evicts the entries the last Build did not use and clears the marks.
+// forget drops the entry of a Secret that is gone (nil-safe). Partial
+// builds (incremental.go) do not sweep.
+func (c *KeyPairCache) forget(nsName string) {
+	if c != nil {
+		delete(c.entries, nsName)
+	}
+}
+
 func (c *KeyPairCache) sweep() {
 	for k, e := range c.entries {
 		if !e.used {

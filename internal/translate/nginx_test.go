@@ -83,6 +83,8 @@ func TestNginxPolicyNames(t *testing.T) {
 		NginxAnnotationPrefix + "enable-cors":            "true",
 		NginxAnnotationPrefix + "rewrite-target":         "/$1",
 		NginxAnnotationPrefix + "proxy-send-timeout":     "30",
+		NginxAnnotationPrefix + "proxy-read-timeout":     "120",
+		NginxAnnotationPrefix + "proxy-buffering":        "on",
 	})
 	for k, want := range map[string]string{
 		AnnotationAllowSourceRange: "10.0.0.0/8",
@@ -91,6 +93,9 @@ func TestNginxPolicyNames(t *testing.T) {
 		AnnotationCORSEnable:       "true",
 		AnnotationCORSAllowOrigin:  "*",
 		AnnotationRewriteTarget:    "/$1",
+		AnnotationProxySendTimeout: "30",
+		AnnotationProxyReadTimeout: "120",
+		AnnotationResponseTimeout:  "120", // nginx's read timeout covers the header
 	} {
 		if out[k] != want {
 			t.Errorf("%s = %q, want %q (all: %v)", k, out[k], want, out)
@@ -101,7 +106,7 @@ func TestNginxPolicyNames(t *testing.T) {
 			t.Errorf("nginx annotation %s left in the native set", k)
 		}
 	}
-	if len(res.unsupported) != 1 || res.unsupported[0] != NginxAnnotationPrefix+"proxy-send-timeout" {
-		t.Errorf("unsupported %v, want only proxy-send-timeout", res.unsupported)
+	if len(res.unsupported) != 1 || res.unsupported[0] != NginxAnnotationPrefix+"proxy-buffering" {
+		t.Errorf("unsupported %v, want only proxy-buffering", res.unsupported)
 	}
 }

@@ -46,7 +46,7 @@ var NginxPolicyTable = []NginxMapping{
 	{Nginx: "auth-response-headers", Sluice: AnnotationAuthResponseHeaders, Support: NginxPolicyDifferent,
 		Note: "a client's own value of a listed header is removed even when the auth service does not send it"},
 	{Nginx: "auth-secret", Sluice: AnnotationAuthSecret, Support: NginxPolicyDifferent,
-		Note: "the Secret must be in the Ingress's namespace (namespace/name of another is refused, the route answers 503) and labelled sluice.dev/auth-secret=true; only {SHA} and $apr1$ (htpasswd's default) hashes, no bcrypt or crypt (golang.org/x/crypto is not a dependency)"},
+		Note: "the Secret must be in the Ingress's namespace (namespace/name of another is refused, the route answers 503) and labelled sluice.dev/auth-secret=true; {SHA}, $apr1$ (htpasswd's default) and bcrypt ($2a$, $2b$, $2y$) hashes up to cost 12, no crypt"},
 	{Nginx: "auth-secret-type", Support: NginxPolicyDifferent, Default: "auth-file",
 		Note: `only "auth-file" (htpasswd lines in key auth); "auth-map" is refused and the route answers 503`},
 	{Nginx: "auth-signin", Sluice: AnnotationAuthSignin, Support: NginxPolicyDifferent,
@@ -76,9 +76,10 @@ var NginxPolicyTable = []NginxMapping{
 	{Nginx: "limit-whitelist", Sluice: AnnotationLimitExemptSourceRange, Support: NginxPolicySame},
 	{Nginx: "proxy-body-size", Sluice: AnnotationMaxBodySize, Support: NginxPolicySame, Default: "1m",
 		Note: "ingress-nginx's 1m default applies to every Ingress it serves; sluice applies none unless the annotation is set"},
-	{Nginx: "proxy-read-timeout", Sluice: AnnotationResponseTimeout, Support: NginxPolicyDifferent, Default: "60",
-		Note: "bounds the wait for the response header (sluice.dev/response-timeout); gaps within the response body are not bounded per Ingress"},
-	{Nginx: "proxy-send-timeout", Support: NginxPolicyUnsupported, Note: "per-Ingress read/send timeouts are not built yet"},
+	{Nginx: "proxy-read-timeout", Sluice: AnnotationProxyReadTimeout, Support: NginxPolicySame, Default: "60",
+		Note: "also bounds the wait for the response header (sluice.dev/response-timeout, unless that is set), as in nginx; unset, the proxy's --upstream-response-timeout applies and body reads are not bounded"},
+	{Nginx: "proxy-send-timeout", Sluice: AnnotationProxySendTimeout, Support: NginxPolicySame, Default: "60",
+		Note: "unset, request writes are not bounded"},
 	{Nginx: "whitelist-source-range", Sluice: AnnotationAllowSourceRange, Support: NginxPolicySame},
 }
 
@@ -106,6 +107,11 @@ func NginxPolicyAnnotations(ann map[string]string) map[string]string {
 	}
 	if v, ok := get("allowlist-source-range"); ok { // the newer name wins
 		out[AnnotationAllowSourceRange] = v
+	}
+	if v, ok := get("proxy-read-timeout"); ok { // nginx's read timeout covers the header too
+		if _, set := ann[AnnotationResponseTimeout]; !set {
+			out[AnnotationResponseTimeout] = v
+		}
 	}
 	if v, ok := get("auth-secret-type"); ok && strings.TrimSpace(v) != "auth-file" {
 		out[AnnotationAuthType] = "auth-map" // refused: fails closed

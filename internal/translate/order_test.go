@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,13 @@ func deepCopy(in Input) Input {
 		out.Secrets = append(out.Secrets, o.DeepCopy())
 	}
 	out.Gateway = deepCopyGateway(in.Gateway)
+	if m, ok := in.Pods.(PodMap); ok {
+		c := PodMap{}
+		for k, v := range m {
+			c[k] = slices.Clone(v)
+		}
+		out.Pods = c
+	}
 	return out
 }
 

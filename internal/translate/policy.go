@@ -51,7 +51,7 @@ const ReasonAuthSecret = "AuthSecretUnusable"
 // ones, and remembers the result for the routes of ing (policiesOf); nil
 // when ing sets none.
 func (b *builder) policies(ing *networkingv1.Ingress, id string) {
-	ann := ing.Annotations
+	ann, _ := b.annotations(ing) // nginx.go: the nginx names translated
 	var p route.Policies
 	var errs []annotationError
 	p.Access, errs = parseSourceAccess(ann, errs)

@@ -69,7 +69,8 @@ func FuzzPolicies(f *testing.F) {
 
 // fixedPhrases are the parts of problem messages with bytes quotable
 // looks for: a value found in them was not quoted.
-const fixedPhrases = `user:{SHA}hash or user:$apr1$salt$hash entries (bcrypt and crypt hashes are not supported by this build) or repeat a user: ` +
+const fixedPhrases = `user:{SHA}hash, user:$apr1$salt$hash or user:$2y$cost$bcrypt entries (crypt hashes are not supported) or repeat a user: ` +
+	` (each check would cost the proxy too much CPU): ` + `; those users cannot log in (rehash with htpasswd -B -C 10)` +
 	`"*" or origins such as https://app.example.com or https://*.example.com separated by commas` +
 	`http://SERVICE.NAMESPACE.svc[:PORT]/path naming a Service of the namespace of the Ingress (other URLs need the proxy flag --forward-auth-any-url)` +
 	`: "true"` + ` (in a cluster it needs the label sluice.dev/auth-secret: "true")`

@@ -29,6 +29,7 @@ type sniOwner struct {
 // or takes it from the cache when it has not changed since an earlier build.
 func (b *builder) keyPair(namespace, name string) keyPair {
 	nsName := namespace + "/" + name
+	b.use("k:" + nsName)
 	if kp, ok := b.keyPairs[nsName]; ok {
 		return kp
 	}

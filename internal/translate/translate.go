@@ -4,7 +4,8 @@
 // as data (Problem) and never stop the other objects from being served.
 //
 // Data flow: source (API server or manifest files) → Build → route.New →
-// proxy.
+// proxy. The proxy's rebuild loop calls Update instead (incremental.go): the
+// same result, re-translating only the Ingresses a change can affect.
 //
 // Build follows the Ingress v1 rules of the Kubernetes documentation and the
 // API server's validation, so manifests served with --manifests behave as
@@ -83,6 +84,11 @@ type Input struct {
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	Secrets        []*corev1.Secret
+	// Pods are the addresses of the Pods that endpoints' targetRefs may
+	// name: an endpoint is used only when its address is one of the named
+	// Pod's status.podIPs (endpoints.go). Nil: Pods are not watched
+	// (--manifests mode), and a targetRef is taken at its word.
+	Pods PodAddresses
 	// Ownership, when non-nil, decides host ownership instead of the
 	// Ingresses above: the controller translates one Ingress alone against
 	// the ownership of all (NewOwnership).

@@ -141,6 +141,7 @@ func (b *builder) upstreamTLS(report func(reason, msg string), namespace, servic
 		return t, true // the proxies read and report it
 	}
 	nsName := namespace + "/" + u.caSecret
+	b.use("k:" + nsName)
 	s := b.secrets[nsName]
 	if s == nil {
 		report("SecretNotFound", "the Secret named by "+AnnotationBackendCASecret+" is not in namespace "+namespace+"; the backend gets no endpoints")

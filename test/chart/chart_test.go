@@ -534,3 +534,49 @@ func TestIngressNginxCompat(t *testing.T) {
 		t.Error("--ingress-nginx-compat set by default")
 	}
 }
+
+// TestUninstallRemovesIngressDaemonSets: whether the chart's
+// IngressDaemonSet comes from proxy.kind or from one binding's own proxy
+// fleet, the pre-delete Job deletes it first (--ingress-daemonsets); a
+// chart without one does not ask for it.
+func TestUninstallRemovesIngressDaemonSets(t *testing.T) {
+	const fleetIDS = `ingressClasses: [{name: sluice, binding: edge}, {name: plain, binding: plain}]
+bindings:
+  - name: edge
+    provider: {haproxy: {runtimeAPI: "tcp://10.0.0.5:9999", backend: sluice}}
+    proxy: {kind: IngressDaemonSet, ingressDaemonSet: {podsPerNode: 2, healthCheckNodePort: 10080}}
+  - name: plain
+    provider: {haproxy: {runtimeAPI: "tcp://10.0.0.5:9999", backend: other}}
+`
+	fleet := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte(fleetIDS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"proxy.kind", []string{"-f", "testdata/ingressdaemonset.values.yaml"}, true},
+		{"a binding's fleet", []string{"-f", fleet}, true},
+		{"deployments", []string{"-f", "testdata/haproxy.values.yaml"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found, asks := false, false
+			for _, o := range objects(t, tc.args...) {
+				if o["kind"] != "Job" {
+					continue
+				}
+				found = true
+				out, _ := yaml.Marshal(o)
+				asks = strings.Contains(string(out), "--ingress-daemonsets")
+			}
+			if !found {
+				t.Fatal("no uninstall Job rendered")
+			}
+			if asks != tc.want {
+				t.Errorf("the uninstall Job passes --ingress-daemonsets: %v, want %v", asks, tc.want)
+			}
+		})
+	}
+}

@@ -98,8 +98,10 @@ func expected(f features) map[grant]bool {
 	if f.secrets {
 		add(ctl, "cluster", "", []string{"secrets"}, read)
 	}
-	// EndpointSlices: the refused endpoints reported as EndpointsRefused.
+	// EndpointSlices: the refused endpoints reported as EndpointsRefused;
+	// Pods (their addresses), compared with the endpoints as the proxies do.
 	add(ctl, "cluster", "discovery.k8s.io", []string{"endpointslices"}, read)
+	add(ctl, "cluster", "", []string{"pods"}, []string{"list", "watch"})
 	// Bindings read everywhere, written (finalizer, status) only in the
 	// binding namespaces.
 	add(ctl, "cluster", "sluice.dev", []string{"loadbalancerbindings"}, read)
@@ -157,6 +159,8 @@ func expected(f features) map[grant]bool {
 		add(proxy, scope, "networking.k8s.io", []string{"ingresses"}, read)
 		add(proxy, scope, "", []string{"services", "secrets"}, read)
 		add(proxy, scope, "discovery.k8s.io", []string{"endpointslices"}, read)
+		// Pods: an endpoint is used only if the Pod it names has its address.
+		add(proxy, scope, "", []string{"pods"}, []string{"list", "watch"})
 	}
 	add(proxy, "ns/sluice-system", "", []string{"pods"}, read)
 	// The health checkers of the chart's IngressDaemonSet: their node, and
@@ -169,18 +173,22 @@ func expected(f features) map[grant]bool {
 	// Gateway API: read by both, statuses written by the controller.
 	if f.gateway {
 		const gw = "gateway.networking.k8s.io"
-		add(ctl, "cluster", gw, []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}, read)
-		add(ctl, "cluster", gw, []string{"gatewayclasses/status", "gateways/status", "httproutes/status"}, []string{"update", "patch"})
+		add(ctl, "cluster", gw, []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"}, read)
+		add(ctl, "cluster", gw, []string{"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status"}, []string{"update", "patch"})
 		add(ctl, "cluster", "", []string{"namespaces"}, read)
 		add(proxy, "cluster", gw, []string{"gatewayclasses"}, read)
 		add(proxy, "cluster", "", []string{"namespaces"}, read)
 		for _, scope := range scopes {
-			add(proxy, scope, gw, []string{"gateways", "httproutes", "referencegrants"}, read)
+			add(proxy, scope, gw, []string{"gateways", "httproutes", "grpcroutes", "referencegrants"}, read)
 		}
 	}
-	// The uninstall Job deletes the release's bindings.
-	if f.bindings {
+	// The uninstall Job deletes the release's bindings, and the chart's own
+	// IngressDaemonSet before them.
+	if f.bindings || f.nodeHealth {
 		add("sluice-remove-bindings", "ns/sluice-system", "sluice.dev", []string{"loadbalancerbindings"}, []string{"get", "list", "delete", "patch"})
+	}
+	if f.nodeHealth {
+		add("sluice-remove-bindings", "ns/sluice-system", "sluice.dev", []string{"ingressdaemonsets"}, []string{"get", "list", "delete"})
 	}
 	return out
 }

@@ -349,6 +349,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		apiHost: bridge.String(),
 		apiPort: c.apiPort,
 		caPEM:   c.pki.caPEM,
+		pki:     c.pki,
 		podsDir: filepath.Join(c.dir, "pods"),
 		pidDir:  filepath.Join(c.slot.dir, "pids"),
 		recordPID: func(p Process) {

@@ -93,6 +93,12 @@ func (w *podWorker) spawn(ctx context.Context, pod *corev1.Pod, c *container) er
 	c.ran = true
 	c.gen++
 	c.proc = p
+	w.mu.Lock()
+	if w.procs == nil {
+		w.procs = map[string]*process{}
+	}
+	w.procs[c.spec.Name] = p
+	w.mu.Unlock()
 	c.binary = bin
 	c.startAt = time.Now()
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.startAt.Truncate(time.Second))}}

@@ -76,6 +76,13 @@ func (c *Cluster) startAPIServer(etcdURL string) (*process, error) {
 		"--client-ca-file="+c.pki.caCert,
 		"--token-auth-file="+c.pki.tokenFile,
 		"--authorization-mode=Node,RBAC",
+		// The process kubelet's API (kubectl logs): served on each node's
+		// InternalIP with a certificate of the cluster CA, to the API
+		// server's client certificate only.
+		"--kubelet-certificate-authority="+c.pki.caCert,
+		"--kubelet-client-certificate="+c.pki.kubeletClientCert,
+		"--kubelet-client-key="+c.pki.kubeletClientKey,
+		"--kubelet-preferred-address-types=InternalIP",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+c.pki.saPub,
 		"--service-account-signing-key-file="+c.pki.saKey,

@@ -45,6 +45,7 @@ func TestLocalCluster(t *testing.T) {
 	t.Run("GracefulTermination", func(t *testing.T) { testGracefulTermination(t, c, ns) })
 	t.Run("Drain", func(t *testing.T) { testDrain(t, c, ns) })
 	t.Run("HostNetwork", func(t *testing.T) { testHostNetwork(t, c, ns) })
+	t.Run("Logs", func(t *testing.T) { testLogs(t, c, ns) })
 
 	// No process, namespace or link may outlive Stop.
 	started := append([]Process(nil), c.everStarted...)

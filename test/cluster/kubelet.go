@@ -40,6 +40,7 @@ type kubeletOptions struct {
 	apiHost   string // KUBERNETES_SERVICE_HOST for pods
 	apiPort   int
 	caPEM     []byte
+	pki       *pki // issues each node's serving certificate for the kubelet API
 	podsDir   string
 	pidDir    string
 	recordPID func(Process)
@@ -113,9 +114,10 @@ func (k *kubelet) nodeObject(spec NodeSpec) *corev1.Node {
 			},
 		},
 		Status: corev1.NodeStatus{
-			Capacity:    capacity,
-			Allocatable: capacity,
-			Phase:       corev1.NodeRunning,
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: kubeletPort}},
+			Capacity:        capacity,
+			Allocatable:     capacity,
+			Phase:           corev1.NodeRunning,
 			Conditions: []corev1.NodeCondition{
 				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
 				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -205,6 +207,7 @@ func (k *kubelet) refreshNodeStatus(ctx context.Context, name string) error {
 // start runs the heartbeat and the pod informer until ctx ends; wait then
 // waits until every pod process has been stopped.
 func (k *kubelet) start(ctx context.Context) {
+	k.serveAPI(ctx)
 	k.wg.Add(2)
 	go func() {
 		defer k.wg.Done()

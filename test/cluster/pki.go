@@ -31,7 +31,18 @@ type pki struct {
 	saPub      string
 	tokenFile  string // static token file: the admin user
 	adminToken string
+
+	ca    *x509.Certificate // signs the kubelet's serving and client certificates
+	caKey *ecdsa.PrivateKey
+	// kubeletClientCert and kubeletClientKey are the API server's client
+	// certificate for the kubelet API (--kubelet-client-certificate).
+	kubeletClientCert string
+	kubeletClientKey  string
 }
+
+// kubeletClientCN is the API server's name in its kubelet client
+// certificate; the process kubelet serves its API to that name only.
+const kubeletClientCN = "kube-apiserver-kubelet-client"
 
 // newPKI writes a CA, a serving certificate for the API server valid for
 // every name and address pods and tests use, a service-account key pair and
@@ -68,6 +79,7 @@ func newPKI(dir string, ips []netip.Addr) (*pki, error) {
 		return nil, fmt.Errorf("creating CA certificate: %w", err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
+	p.ca, p.caKey = ca, caKey
 	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 
 	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -116,12 +128,52 @@ func newPKI(dir string, ips []netip.Addr) (*pki, error) {
 		p.saPub:                      pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}),
 		p.tokenFile:                  fmt.Appendf(nil, "%s,admin,admin,\"system:masters\"\n", p.adminToken),
 	}
+	clientPEM, clientKeyPEM, err := p.issue(kubeletClientCN, nil, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return nil, err
+	}
+	p.kubeletClientCert = filepath.Join(dir, "kubelet-client.crt")
+	p.kubeletClientKey = filepath.Join(dir, "kubelet-client.key")
+	files[p.kubeletClientCert] = clientPEM
+	files[p.kubeletClientKey] = clientKeyPEM
 	for name, b := range files {
 		if err := os.WriteFile(name, b, 0o600); err != nil {
 			return nil, fmt.Errorf("writing %s: %w", name, err)
 		}
 	}
 	return p, nil
+}
+
+// issue makes a certificate signed by the cluster CA for cn (and, for a
+// serving certificate, the addresses ips), returned as PEM.
+func (p *pki) issue(cn string, ips []net.IP, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating key of %s: %w", cn, err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, nil, fmt.Errorf("making a serial number: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial.Add(serial, big.NewInt(3)),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating certificate of %s: %w", cn, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding key of %s: %w", cn, err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // writeKubeconfig writes an admin kubeconfig for server.

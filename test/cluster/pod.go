@@ -93,6 +93,9 @@ type podWorker struct {
 	mu   sync.Mutex
 	pod  *corev1.Pod
 	gone bool
+	// procs is each container's latest process, for the kubelet API's
+	// log follower (its done channel says when that run ended).
+	procs map[string]*process
 
 	wake   chan struct{}
 	events chan event

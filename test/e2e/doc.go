@@ -7,7 +7,7 @@
 // underneath (rollouts, node drain, controller crash, scaling). The goal is
 // failed=0. TestTenancy (tenancy_*_test.go) is the exception: one tenant
 // attacks another through two proxy fleets installed with the chart, and
-// each case counts what leaked (leaked=0).
+// each case also counts what leaked (failed=0, leaked=0).
 //
 //	load (test/load) ─► HAProxy 127.0.0.1 ─► sluice proxy pods 10.244.x.y ─► echo pods
 //	                        ▲ runtime API

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
 )
@@ -176,4 +177,30 @@ func (e *env) abandon(b *v1alpha1.LoadBalancerBinding) {
 		}
 		return false, nil
 	})
+}
+
+// explainGatewayCases (TestGateway) explains a second, healthy Gateway of
+// gw-a with its one route (explain-gateway-healthy), and the suite's
+// Gateway, to which gw-b's route is not allowed to attach
+// (explain-gateway-route-refused: the cause names NotAllowedByListeners).
+func (g *gatewaySuite) explainCases(cs *cases) {
+	e := g.e
+	if cs.wants("explain-gateway-healthy") {
+		ctx := context.Background()
+		const name, host = "explained", "explain.gw.test"
+		hostname := gatewayv1.Hostname(host)
+		g.must(g.cl.Create(ctx, &gatewayv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Namespace: gwA, Name: name},
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "sluice", Listeners: []gatewayv1.Listener{{
+				Name: "http", Protocol: gatewayv1.HTTPProtocolType, Port: 80, Hostname: &hostname,
+			}}},
+		}))
+		route := httpRoute(gwA, name, host, "", echoGWA)
+		route.Spec.ParentRefs[0].Name = name
+		g.must(g.cl.Create(ctx, route))
+		e.explainCase("gateway-healthy", []string{"gateway", gwA + "/" + name}, "")
+	}
+	if cs.wants("explain-gateway-route-refused") {
+		e.explainCase("gateway-route-refused", []string{"gateway", gwA + "/" + gwName}, "NotAllowedByListeners")
+	}
 }

@@ -56,14 +56,28 @@ const (
 //   - gateway-not-allowed: a route from a namespace the listener does not
 //     allow is not attached (Accepted=False NotAllowedByListeners) and its
 //     host is not served (404);
+//   - gateway-matches: header, query and method matches answered by the
+//     backend they name (wrong=0);
+//   - gateway-weight-shift: an HTTPRoute shifted from one backend to
+//     another in 10 weight steps under load: no request lost, the share
+//     per step printed (0% and 100% exact);
+//   - gateway-refgrant-revoke: the ReferenceGrant deleted under load on
+//     another host: the cross-namespace rule answers 500, nothing else
+//     changes;
+//   - gateway-grpc: a GRPCRoute's method match served over HTTP/2 by a
+//     gRPC app, an unmatched method refused;
+//   - explain-gateway-healthy and explain-gateway-route-refused: `sluice
+//     explain gateway` on a healthy Gateway, and on the suite's, which
+//     names the route its listener refuses;
 //   - gateway-proxy-roll: the proxies rolled (helm upgrade) under load on
 //     the Gateway's host: no request lost.
 //
 // Each prints `e2e gateway-<case>: requests=N failed=F ...`.
 func TestGateway(t *testing.T) {
 	h := newChartEnv(t, "gw", chartOptions{
-		setup:  func(e *env) string { installGatewayCRDs(e); return "" },
-		values: "gatewayAPI: {enabled: true}\n",
+		setup: func(e *env) string { installGatewayCRDs(e); return "" },
+		// --h2c: gRPC clients (gateway-grpc) reach the proxies' HTTP port.
+		values: "gatewayAPI: {enabled: true}\nproxy: {extraArgs: [--h2c]}\n",
 	})
 	e := h.env
 	g := newGatewaySuite(e)
@@ -79,6 +93,8 @@ func TestGateway(t *testing.T) {
 	if cs.wants("gateway-not-allowed") {
 		g.line("gateway-not-allowed", g.notAllowed)
 	}
+	g.routeCases(cs)   // gateway_routes_test.go
+	g.explainCases(cs) // explain_test.go
 	e.loadOpts = func(o *load.Options) { o.Host, o.Check = gwAppHost, load.FromEcho(echoGWA+"-") }
 	cs.run("gateway-proxy-roll", func() {
 		h.helm(append(append([]string{"upgrade", release, h.chart, "-n", proxyNS}, h.valueFiles()...), "--set", "proxy.logLevel=debug")...)
@@ -91,7 +107,7 @@ func TestGateway(t *testing.T) {
 func installGatewayCRDs(e *env) {
 	e.t.Helper()
 	files, err := filepath.Glob(filepath.Join(e.root, "deploy/helm/sluice/gateway-api/*.yaml"))
-	if err != nil || len(files) != 4 {
+	if err != nil || len(files) != 5 {
 		e.t.Fatalf("gateway-api CRDs: %v %v", files, err)
 	}
 	for _, f := range files {
@@ -193,6 +209,7 @@ func (g *gatewaySuite) create() {
 	g.must(g.cl.Create(ctx, httpRoute(gwA, "app", gwAppHost, "", echoGWA)))
 	g.must(g.cl.Create(ctx, httpRoute(gwA, "cross", gwCrossHost, gwB, echoGWB)))
 	g.must(g.cl.Create(ctx, httpRoute(gwB, "outsider", gwOutHost, "", echoGWB)))
+	g.createRouteApps() // gateway_routes_test.go
 	e.settled(gwA, echoGWA, 3*time.Minute)
 	e.settled(gwB, echoGWB, 3*time.Minute)
 	g.must(g.cl.Create(ctx, httpRoute(gwA, "canary", "canary.gw.test", "", echoGWA)))
@@ -257,7 +274,7 @@ func (g *gatewaySuite) served() (int, int, string) {
 			return false, nil
 		}
 		addr, attached = gw.Status.Addresses[0].Value, gw.Status.Listeners[0].AttachedRoutes
-		return attached == 3, nil // app, cross, canary: not the outsider
+		return attached == 5, nil // app, cross, matches, shift, canary: not the outsider
 	})
 	g.routeCondition(gwA, "app", "Accepted", metav1.ConditionTrue, "Accepted")
 	n, f := g.probe(gwAppHost, func(a answer) bool { return a.status == 200 && a.from(echoGWA) })
@@ -267,17 +284,10 @@ func (g *gatewaySuite) served() (int, int, string) {
 func (g *gatewaySuite) refGrant() (int, int, string) {
 	e := g.e
 	g.routeCondition(gwA, "cross", "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted")
-	// Without the grant: the proxy answers 500 (an unresolvable backendRef),
+	// Without the grant: the proxy answers 500 (an invalid backendRef),
 	// never gw-b's Service.
 	n1, f1 := g.probe(gwCrossHost, func(a answer) bool { return a.status == 500 && a.from("") })
-	grant := &gatewayv1.ReferenceGrant{
-		ObjectMeta: metav1.ObjectMeta{Namespace: gwB, Name: "from-gw-a"},
-		Spec: gatewayv1.ReferenceGrantSpec{
-			From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: gwA}},
-			To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
-		},
-	}
-	g.must(g.cl.Create(context.Background(), grant))
+	g.must(g.cl.Create(context.Background(), crossGrant()))
 	g.routeCondition(gwA, "cross", "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
 	tn := &tenancy{e: e}
 	for _, ip := range tn.podIPs(proxyNS, proxyName) {

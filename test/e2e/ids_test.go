@@ -48,7 +48,8 @@ const (
 // without readiness gate, drain handshake or detachment, its proxies
 // stopping at once on SIGTERM (--drain-max-wait=0s); it must lose
 // requests, and its line gives min_healthy_nodes, the fewest node targets
-// HAProxy had up at once.
+// HAProxy had up at once. ids-uninstall then checks that one `helm
+// uninstall` removes the release, IngressDaemonSet included.
 //
 // The local cluster's nodes are fixed at start: a node "joins" the
 // IngressDaemonSet by getting its node-selector label and "leaves" by
@@ -169,6 +170,12 @@ bindings:
 		e.idsSettled(3)
 		return s()
 	})
+	// The chart's IngressDaemonSet as the chart made it, for ids-uninstall
+	// after the twin (which deletes it).
+	var chartIDS v1alpha1.IngressDaemonSet
+	if err := e.cl.Get(context.Background(), client.ObjectKey{Namespace: proxyNS, Name: idsName}, &chartIDS); err != nil {
+		t.Fatal(err)
+	}
 	// The twin (it must lose requests): the same template change on the
 	// same nodes behind the same check, rolled by a plain DaemonSet.
 	if cs.wants("ids-daemonset-off") {
@@ -181,6 +188,83 @@ bindings:
 			return s() + fmt.Sprintf(" nodes_rolled=%d", e.nodesRunning("edge-ds", "ROLL", "ds-1"))
 		})
 	}
+	// ids-uninstall: one `helm uninstall` removes a release whose proxies
+	// are the chart's IngressDaemonSet: its pre-delete Job deletes the
+	// IngressDaemonSet and waits until the controller has let it go (its
+	// finalizer), then the bindings, under the Job's own RBAC. Nothing of
+	// the release stays. The proxies go, so no load runs during it: the
+	// one "request" of its line is the uninstall.
+	if cs.wants("ids-uninstall") {
+		start := time.Now()
+		left := e.uninstallWithIDS(h, &chartIDS)
+		failed := 0
+		if len(left) > 0 {
+			failed = 1
+			t.Errorf("after helm uninstall, left behind: %q", left)
+		}
+		e.summary(fmt.Sprintf("e2e ids-uninstall: requests=1 failed=%d left_behind=%d seconds=%.0f", failed, len(left), time.Since(start).Seconds()))
+	}
+}
+
+// uninstallWithIDS makes sure the chart's IngressDaemonSet exists and
+// carries the controller's finalizer (the twin deleted it: it is made
+// again from the chart's copy), runs `helm uninstall`, and returns what
+// of the release is left.
+func (e *env) uninstallWithIDS(h *helmEnv, chartIDS *v1alpha1.IngressDaemonSet) []string {
+	e.t.Helper()
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge-ds"}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: proxyNS, Name: "edge-ds-health"}},
+	} {
+		if err := e.cl.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			e.t.Fatal(err)
+		}
+	}
+	var cur v1alpha1.IngressDaemonSet
+	if err := e.cl.Get(ctx, client.ObjectKeyFromObject(chartIDS), &cur); apierrors.IsNotFound(err) {
+		again := &v1alpha1.IngressDaemonSet{ObjectMeta: metav1.ObjectMeta{
+			Namespace: chartIDS.Namespace, Name: chartIDS.Name,
+			Labels: chartIDS.Labels, Annotations: chartIDS.Annotations,
+		}, Spec: chartIDS.Spec}
+		if err := e.cl.Create(ctx, again); err != nil {
+			e.t.Fatal(err)
+		}
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	e.eventually(time.Minute, "the IngressDaemonSet holds the controller's finalizer", func(ctx context.Context) (bool, error) {
+		var x v1alpha1.IngressDaemonSet
+		err := e.cl.Get(ctx, client.ObjectKeyFromObject(chartIDS), &x)
+		return err == nil && slices.Contains(x.Finalizers, "sluice.dev/ingress-daemonset"), err
+	})
+	h.helm("uninstall", release, "-n", proxyNS, "--wait", "--timeout", "5m")
+	var left []string
+	var idss v1alpha1.IngressDaemonSetList
+	var bindings v1alpha1.LoadBalancerBindingList
+	if err := e.cl.List(ctx, &idss); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.cl.List(ctx, &bindings); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, x := range idss.Items {
+		left = append(left, "ingressdaemonset "+x.Namespace+"/"+x.Name+" finalizers="+strings.Join(x.Finalizers, ","))
+	}
+	for _, b := range bindings.Items {
+		left = append(left, "binding "+b.Namespace+"/"+b.Name+" finalizers="+strings.Join(b.Finalizers, ","))
+	}
+	// The per-node Deployments go with their IngressDaemonSet (garbage
+	// collection, after the uninstall returned).
+	var rest []string
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Second) {
+		out := h.kubectl("get", "deployments,serviceaccounts,roles,rolebindings,leases", "-n", proxyNS,
+			"-l", "app.kubernetes.io/instance="+release, "-o", "name")
+		if rest = strings.Fields(out); len(rest) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	return append(left, rest...)
 }
 
 // labelNode sets (value "" removes) a node label.

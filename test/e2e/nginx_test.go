@@ -58,7 +58,9 @@ func TestIngressNginx(t *testing.T) {
 	n.run("nginx-snippet-refused", n.snippet)
 	n.run("nginx-canary-header", n.canaryHeader)
 	n.run("nginx-canary-cookie", n.canaryCookie)
+	n.policies() // nginxpolicy_test.go
 	n.canaryRoll()
+	n.migrate()
 }
 
 type ngx struct {
@@ -170,6 +172,7 @@ func (n *ngx) setup() {
 			nginxPrefix + "enable-cors": "true", nginxPrefix + "proxy-body-size": "8m", nginxPrefix + "proxy-buffering": "on"}, prefix("/", ngxStable)),
 		ngxIngress("main", "canary.bar.test", nil, prefix("/", ngxStable)),
 	)
+	e.create(ngxPolicyObjects()...)
 	// The canary after its main Ingress, as users apply them; its weight
 	// starts at 0 for the header and cookie cases.
 	e.create(ngxIngress("main-canary", "canary.bar.test", map[string]string{nginxPrefix + "canary": "true",

@@ -7,6 +7,11 @@
 //
 // GET /healthz answers 200 until SIGTERM, then 503 for --shutdown-delay
 // before the server shuts down gracefully (in-flight requests finish).
+// With --close-grace D the listener closes at once on SIGTERM (new
+// connections are refused) while open keep-alive connections are served
+// for D more, each answer saying Connection: close, before the shutdown
+// closes the idle ones: a careful server's stop, which never closes a
+// connection under a request already on its way to it.
 // GET /bytes/N answers N bytes. Any other path answers with a short text body
 // "name method host path\n"; with ?json=1 a JSON document. ?delay=D (a Go
 // duration, at most 10s) holds the answer for D first, so a test can keep
@@ -37,6 +42,7 @@ func main() {
 	listen := flag.String("listen", envOr("ECHO_LISTEN", ":8080"), "address to listen on")
 	name := flag.String("name", envOr("POD_NAME", hostname()), "name reported in responses")
 	shutdownDelay := flag.Duration("shutdown-delay", 0, "after SIGTERM, fail /healthz for this long before shutting down")
+	closeGrace := flag.Duration("close-grace", 0, "after SIGTERM, close the listener at once but serve open connections (with Connection: close) for this long before shutting down")
 	reusePort := flag.Bool("reuse-port", false, "set SO_REUSEPORT so several echo processes share --listen (hostNetwork pods on one node)")
 	flag.Parse()
 
@@ -89,7 +95,14 @@ func main() {
 		fmt.Fprintf(w, "%s %s %s %s\n", *name, r.Method, r.Host, r.URL.Path)
 	})
 
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var closing atomic.Bool
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if closing.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		mux.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Addr: *listen, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	errc := make(chan error, 1)
@@ -120,6 +133,11 @@ func main() {
 	}
 	stopping.Store(true)
 	time.Sleep(*shutdownDelay)
+	if *closeGrace > 0 {
+		closing.Store(true)
+		ln.Close() // Serve returns; the open connections stay
+		time.Sleep(*closeGrace)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {

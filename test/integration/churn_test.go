@@ -290,16 +290,28 @@ func TestEndpointChurnBrokenFails(t *testing.T) {
 
 // TestEndpointStopsWithRemoval is the rolling update as Kubernetes really
 // does it: the endpoint controller removes a pod from the EndpointSlice and
-// the kubelet sends it SIGTERM at the same moment, and the backend (echo,
-// like most servers) closes its listener at once. The proxies keep sending
-// to it until they load the change, so they must retry refused connections
-// on another endpoint (default --retries) and eject it: no request may fail.
+// the kubelet sends it SIGTERM at the same moment, and the backend closes
+// its listener at once. The proxies keep sending to it until they load the
+// change, so they must retry refused connections on another endpoint
+// (default --retries) and eject it: no request may fail.
+//
+// The backends stop as a careful server does (echo --close-grace): the
+// keep-alive connections already open are served a moment longer, each
+// answer saying Connection: close, and the proxies drop them when they load
+// the change. A server that closes its idle connections the instant it
+// stops (Go's Shutdown, nginx's graceful quit) can close one under a POST
+// already on its way to it: the POST reached the server, which may have
+// acted on it, so no proxy may send it again, and the client gets 502. The
+// proxy sends again only what provably never arrived (the server's closing
+// FIN acknowledged none of it: TestPostNotSeenSentAgain). Such a loss was
+// seen about once in 15 runs of this test with abrupt backends, under load.
 func TestEndpointStopsWithRemoval(t *testing.T) {
 	const rounds = 6
-	f := newFleet(t, 2, 3+rounds)
+	f := newFleetBackends(t, 2, 3+rounds, []string{"--close-grace", "2s"})
 	wait := startLoad(t, churnLoad(f, 11*time.Second, fromPool("app")))
 	time.Sleep(time.Second)
 	members := []int{0, 1, 2}
+	stopped := make(chan error, rounds)
 	for next := 3; next < 3+rounds; next++ {
 		f.app.start(next)
 		members = append(members, next)
@@ -308,10 +320,13 @@ func TestEndpointStopsWithRemoval(t *testing.T) {
 		old := members[0]
 		members = members[1:]
 		f.e.write("app-slice.yaml", f.app.slice(members))
-		if err := f.app.stop(old); err != nil {
+		go func() { stopped <- f.app.stop(old) }() // exits after its grace
+		time.Sleep(time.Second)
+	}
+	for range rounds {
+		if err := <-stopped; err != nil {
 			t.Error(err)
 		}
-		time.Sleep(time.Second)
 	}
 	res := wait()
 	retries := f.metric(t, "sluice_upstream_retries_total")

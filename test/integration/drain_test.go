@@ -46,8 +46,15 @@ type fleet struct {
 
 func newFleet(t *testing.T, proxies, poolSize int, proxyFlags ...string) *fleet {
 	t.Helper()
+	return newFleetBackends(t, proxies, poolSize, nil, proxyFlags...)
+}
+
+// newFleetBackends is newFleet with extra flags for every echo backend.
+func newFleetBackends(t *testing.T, proxies, poolSize int, echoFlags []string, proxyFlags ...string) *fleet {
+	t.Helper()
 	e := newEnv(t)
 	f := &fleet{e: e, app: e.pool("app", max(3, poolSize))}
+	f.app.flags = echoFlags
 	for i := range 3 {
 		f.app.start(i)
 	}

@@ -81,6 +81,7 @@ type pool struct {
 	ips     []string
 	port    int
 	procs   []*testenv.Process // by index; nil until started
+	flags   []string           // extra echo flags for backends started from now on
 }
 
 func (e *env) pool(service string, size int) *pool {
@@ -95,7 +96,8 @@ func (p *pool) addr(i int) string { return fmt.Sprintf("%s:%d", p.ips[i], p.port
 // start starts echo backend i and waits until it answers.
 func (p *pool) start(i int) {
 	p.e.t.Helper()
-	p.procs[i] = start(p.e.t, p.e.logs, p.name(i), bin.echo, "--listen", p.addr(i), "--name", p.name(i))
+	args := append([]string{"--listen", p.addr(i), "--name", p.name(i)}, p.flags...)
+	p.procs[i] = start(p.e.t, p.e.logs, p.name(i), bin.echo, args...)
 	waitHTTP(p.e.t, "http://"+p.addr(i)+"/healthz", 200, 10*time.Second)
 }
 

@@ -21,10 +21,15 @@ import (
 // Phases a Record belongs to.
 const (
 	PhaseThroughput = "throughput" // wrk at fixed concurrency, CPU per request
-	PhaseLatency    = "latency"    // open-loop at a fixed rate
-	PhaseIdle       = "idle"       // RSS per idle keep-alive connection
-	PhaseControl    = "control"    // sluice control plane end to end
-	PhaseTranslate  = "translate"  // pure translation in-process
+	// PhaseLatency is an open-loop run at a fixed rate. Variant says which
+	// rate: VariantCommon (or "", older records) is the rate every proxy
+	// runs at; a number is a share in percent of the proxy's own max
+	// req/s ("25", "50"). The direct runs (Proxy "direct") have no
+	// variant: they are matched to a proxy's run by Round and Rate.
+	PhaseLatency   = "latency"
+	PhaseIdle      = "idle"      // RSS per idle keep-alive connection
+	PhaseControl   = "control"   // sluice control plane end to end
+	PhaseTranslate = "translate" // pure translation in-process
 	// PhaseRow is one of the extra rows (TLS, HTTP/2, large bodies), named
 	// by Variant: "https", "tls-new", "tls-resumed", "h2", "body-10k",
 	// "body-1m".
@@ -32,7 +37,22 @@ const (
 	// PhaseSweep is an open-loop run at a share of the proxy's own max
 	// req/s; Variant is the share in percent ("25", "50", "75", "90").
 	PhaseSweep = "sweep"
+	// PhaseCost is a control-plane cost at a size (bench/cost): Variant
+	// VariantDNSPlan or VariantController.
+	PhaseCost = "cost"
+	// PhaseScale is a translate or control record (Variant says which)
+	// at one of the sizes of the cost rows, retagged by `report --tag`.
+	PhaseScale = "scale"
 )
+
+// Variants of PhaseCost.
+const (
+	VariantDNSPlan    = "dns-plan"
+	VariantController = "controller"
+)
+
+// VariantCommon marks the open-loop run at the rate common to every proxy.
+const VariantCommon = "common"
 
 // HDRPercentiles are the percentiles of Record.HDRUs, for the
 // latency-by-percentile (HDR-style) plot.
@@ -113,6 +133,23 @@ type Record struct {
 	// sluice_table_change_to_live_seconds over the builds the change caused).
 	SourceToLiveMs float64 `json:"source_to_live_ms,omitempty"`
 	ProcessRSSKiB  int64   `json:"process_rss_kib,omitempty"`
+
+	// Cost as work grows (bench/cost). SyncMs and SyncCPUMs: the first
+	// sync (wall and process CPU); SteadyMs and SteadyCPUMs: a sync with
+	// nothing to change (median); HeapKiB: the live heap after them;
+	// StateHeapKiB: of it, what the measured component keeps beyond its
+	// input objects; Changes: records planned or targets registered by
+	// the first sync.
+	Pods         int     `json:"pods,omitempty"`
+	Bindings     int     `json:"bindings,omitempty"`
+	DNSRecords   int     `json:"dns_records,omitempty"`
+	SyncMs       float64 `json:"sync_ms,omitempty"`
+	SyncCPUMs    float64 `json:"sync_cpu_ms,omitempty"`
+	SteadyMs     float64 `json:"steady_ms,omitempty"`
+	SteadyCPUMs  float64 `json:"steady_cpu_ms,omitempty"`
+	HeapKiB      int64   `json:"heap_kib,omitempty"`
+	StateHeapKiB int64   `json:"state_heap_kib,omitempty"`
+	Changes      int     `json:"changes,omitempty"`
 
 	// Runtime is the Go runtime's view of a fixed-rate run (sluice only,
 	// from its /metrics): GC and scheduling latency during the run.

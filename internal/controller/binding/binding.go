@@ -268,10 +268,7 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 	snap := newSnapshot(b, spec, pods, nodes, desired)
 	snap.Problems = problemStrings(problems)
 	r.announceProblems(b, snap, prev)
-	guard, held, err := r.guard(ctx, b, nodes)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
+	guard, held, guardErr := r.guard(ctx, b, nodes)
 	var errs []error
 	moving := false
 	for _, name := range groups {
@@ -284,6 +281,9 @@ func (r *Reconciler) sync(ctx context.Context, b *v1alpha1.LoadBalancerBinding, 
 		if current != nil {
 			r.announce(b, snap, name, current, plan, g.Err == nil, pods)
 		}
+	}
+	if err := guardErr(); err != nil {
+		return reconcile.Result{}, err // nothing was deregistered
 	}
 	snap.Err = errors.Join(errs...)
 	r.opts.Notify(ctx, r.opts.Store.Put(snap))

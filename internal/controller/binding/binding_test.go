@@ -48,6 +48,7 @@ type env struct {
 	// them in refused.
 	readOnly bool
 	refused  int
+	podLists int // pod lists read through the client
 }
 
 func newEnv(t *testing.T, objs ...client.Object) *env {
@@ -68,6 +69,11 @@ func newEnv(t *testing.T, objs ...client.Object) *env {
 			e.patches = append(e.patches, data)
 		}
 		return c.SubResource(sub).Patch(ctx, obj, p, o...)
+	}, List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, o ...client.ListOption) error {
+		if _, ok := list.(*corev1.PodList); ok {
+			e.podLists++
+		}
+		return c.List(ctx, list, o...)
 	}, Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
 		if err := forbidden(obj); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/binding"
@@ -111,4 +112,34 @@ func gauge(t *testing.T, e *env, name, zone string) float64 {
 	}
 	t.Fatalf("no %s for zone %q", name, zone)
 	return 0
+}
+
+// The emptying guard reads the namespace's pods only when a plan
+// deregisters: a steady reconcile lists the selected pods once, nothing
+// more.
+func TestGuardReadsPodsOnlyToDeregister(t *testing.T) {
+	e := newEnv(t, ct.Pod("p1", "10.244.1.5"), ct.Pod("p2", "10.244.2.5"), ct.Binding("b"))
+	e.mustReconcile("b")
+	e.p.Step()
+	e.mustReconcile("b")
+	lists := func() int {
+		before := e.podLists
+		e.mustReconcile("b")
+		return e.podLists - before
+	}
+	if n := lists(); n != 1 {
+		t.Errorf("a steady reconcile listed pods %d times, want 1 (the selected pods)", n)
+	}
+	// p2 leaves the selector while it runs: the guard reads the pods.
+	p2 := ct.Pod("p2", "10.244.2.5")
+	if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(p2), p2); err != nil {
+		t.Fatal(err)
+	}
+	p2.Labels = map[string]string{"app": "other"}
+	if err := e.c.Update(context.Background(), p2); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists(); n != 2 {
+		t.Errorf("a reconcile that deregisters listed pods %d times, want 2 (selected, then the guard's)", n)
+	}
 }

@@ -40,6 +40,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/ingressstatus"
 	"sluice.dev/sluice/internal/controller/notices"
+	"sluice.dev/sluice/internal/controller/routeclaims"
 	model "sluice.dev/sluice/internal/dns"
 	"sluice.dev/sluice/internal/translate"
 )
@@ -103,6 +104,9 @@ type Options struct {
 	Notices Notifier
 	// Registerer receives the metrics. Nil: not registered.
 	Registerer prometheus.Registerer
+	// Routes reads the HTTPRoutes that own hosts as Ingresses do
+	// (translate.HostOwnership); nil: Ingresses alone.
+	Routes *routeclaims.Reader
 	// Logger: nil discards.
 	Logger *slog.Logger
 	// Now is the clock. Nil: time.Now.
@@ -223,7 +227,28 @@ func (r *Reconciler) read(ctx context.Context) (map[model.Ref]*networkingv1.Ingr
 			ours = append(ours, ing)
 		}
 	}
-	own := translate.NewOwnership(ours, r.opts.Serving.HostOwnership)
+	// The proxies' decision (translate.HostOwnership): Ingresses of every
+	// class of ours and attached HTTPRoutes claim hosts.
+	claims := translate.Input{}
+	for i := range classes.Items {
+		claims.IngressClasses = append(claims.IngressClasses, &classes.Items[i])
+	}
+	for i := range ingList.Items {
+		if ing := &ingList.Items[i]; ing.DeletionTimestamp == nil {
+			claims.Ingresses = append(claims.Ingresses, ing)
+		}
+	}
+	gw, gopts, err := r.opts.Routes.Read(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if claims.Secrets, err = r.opts.Routes.Secrets(ctx); err != nil {
+		return nil, nil, err
+	}
+	claims.Gateway = gw
+	so := r.opts.Serving
+	own := translate.HostOwnership(claims, translate.Options{IngressClass: so.IngressClass, ControllerName: so.ControllerName,
+		IngressNginx: so.IngressNginx, HostOwnership: so.HostOwnership, Gateway: gopts, SecretsUnread: true})
 	for _, ing := range ours {
 		ref := model.Ref{Namespace: ing.Namespace, Name: ing.Name, UID: string(ing.UID)}
 		ings[ref] = ing

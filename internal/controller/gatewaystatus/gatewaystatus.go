@@ -2,8 +2,8 @@
 // status of every GatewayClass of sluice's controller (Accepted), every
 // Gateway of those classes (Accepted, Programmed, listener conditions and
 // attachedRoutes, status.addresses from the class's load balancer binding)
-// and sluice's entries of HTTPRoute status.parents (Accepted,
-// ResolvedRefs, PartiallyInvalid).
+// and sluice's entries of HTTPRoute and GRPCRoute status.parents
+// (Accepted, ResolvedRefs, PartiallyInvalid).
 //
 //	GatewayClasses, Gateways, HTTPRoutes, ReferenceGrants, Namespaces,
 //	Services, bindings ─► gateway.Build (pure, as the proxies) ─► status patches
@@ -49,6 +49,9 @@ type Options struct {
 	// ReadSecrets: certificateRefs are checked against the TLS Secrets.
 	// False: every referenced Secret counts as present.
 	ReadSecrets bool
+	// GRPCRoutes: the API server serves GRPCRoutes; they are read and
+	// their statuses written (grpc.go).
+	GRPCRoutes bool
 	// Allowed filters the bindings that may lend addresses; nil: every one.
 	Allowed func(*v1alpha1.LoadBalancerBinding) bool
 	// Now is the clock for LastTransitionTime; nil means time.Now.
@@ -125,6 +128,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			in.Secrets = append(in.Secrets, &secrets.Items[i])
 		}
 	}
+	grpcs, err := r.listGRPCRoutes(ctx, &in) // grpc.go
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	res := gateway.Build(in, r.opts.Gateway)
 	now := metav1.NewTime(r.opts.Now().Truncate(time.Second))
 	var errs []error
@@ -157,6 +164,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		want := routeParents(rt.Status.Parents, ours[rt.Namespace+"/"+rt.Name], now)
 		errs = append(errs, r.patch(ctx, rt, !equality.Semantic.DeepEqual(rt.Status.Parents, want), func() { rt.Status.Parents = want }))
 	}
+	errs = append(errs, r.patchGRPCRoutes(ctx, grpcs, res, now)...)
 	return reconcile.Result{}, errors.Join(errs...)
 }
 

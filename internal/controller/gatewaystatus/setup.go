@@ -43,6 +43,9 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	if r.opts.ReadSecrets {
 		b = b.Watches(&corev1.Secret{}, one)
 	}
+	if r.opts.GRPCRoutes {
+		b = b.Watches(&gatewayv1.GRPCRoute{}, one, gen)
+	}
 	if err := b.Complete(r); err != nil {
 		return fmt.Errorf("setting up the gateway-status controller: %w", err)
 	}

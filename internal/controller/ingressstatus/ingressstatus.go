@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller/routeclaims"
 	"sluice.dev/sluice/internal/translate"
 )
 
@@ -62,6 +63,9 @@ type Options struct {
 	// Allowed filters the bindings that may lend addresses (see
 	// ServingOptions.Allowed). Nil: every binding.
 	Allowed func(*v1alpha1.LoadBalancerBinding) bool
+	// Routes reads the HTTPRoutes that claim hosts too; nil: Ingresses
+	// alone own hosts (Gateway API off).
+	Routes *routeclaims.Reader
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -168,14 +172,25 @@ func (r *Reconciler) servable(ctx context.Context, ing *networkingv1.Ingress, cl
 		if err := r.opts.Client.List(ctx, &all); err != nil {
 			return false, fmt.Errorf("listing ingresses: %w", err)
 		}
-		filter := translate.NewClassFilter(in.IngressClasses, opts)
-		var ours []*networkingv1.Ingress
+		// The proxies' decision (translate.HostOwnership): Ingresses of
+		// every class of ours and attached HTTPRoutes claim hosts.
+		claims := translate.Input{IngressClasses: in.IngressClasses}
 		for i := range all.Items {
-			if o := &all.Items[i]; o.DeletionTimestamp == nil && filter.Serves(o) {
-				ours = append(ours, o)
+			if o := &all.Items[i]; o.DeletionTimestamp == nil {
+				claims.Ingresses = append(claims.Ingresses, o)
 			}
 		}
-		in.Ownership = translate.NewOwnership(ours, r.opts.HostOwnership)
+		gw, gopts, err := r.opts.Routes.Read(ctx)
+		if err != nil {
+			return false, err
+		}
+		if claims.Secrets, err = r.opts.Routes.Secrets(ctx); err != nil {
+			return false, err
+		}
+		claims.Gateway = gw
+		withRoutes := opts
+		withRoutes.Gateway = gopts
+		in.Ownership = translate.HostOwnership(claims, withRoutes)
 	}
 	for i := range secrets.Items {
 		if secrets.Items[i].Type == corev1.SecretTypeTLS {

@@ -1,24 +1,30 @@
 package manager
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"sluice.dev/sluice/internal/controller/binding"
 	"sluice.dev/sluice/internal/controller/ingressdaemonset"
 	"sluice.dev/sluice/internal/controller/snapshot"
+	"sluice.dev/sluice/internal/source/kube"
 )
 
 // cacheByObject limits what the informers read to what the RBAC grants
-// (README, Security). Pods are read only in the binding namespaces, the
+// (docs/security.md). Pods are read only in the binding namespaces, the
 // Deployments, DaemonSets and PodDisruptionBudgets of IngressDaemonSets
 // only in the IngressDaemonSet namespaces, where the chart grants them by
 // Roles; every namespace when a list is empty or holds "*". Secrets: only
@@ -72,4 +78,29 @@ func setupIngressDaemonSets(mgr ctrl.Manager, o Options, store *snapshot.Store, 
 		return fmt.Errorf("setting up IngressDaemonSets: %w", err)
 	}
 	return nil
+}
+
+// podWatch starts, on the leader (with the problems reconciler), the
+// cluster-wide cache of Pods' addresses the endpoint checks compare
+// endpoints with, as the proxies' own (kube.PodWatch: only namespace,
+// name, hostNetwork and podIPs of each Pod, not the manager's cache of
+// whole Pods, which holds only the binding namespaces'). Its address
+// changes are sent on the channel returned.
+func podWatch(mgr ctrl.Manager, log *slog.Logger) (*kube.PodWatch, <-chan event.GenericEvent, error) {
+	client, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the Pod watch's client: %w", err)
+	}
+	w := kube.NewPodWatch(client, log.With("controller", "ingressproblems"))
+	ch := make(chan event.GenericEvent, 1)
+	notify := func() {
+		select {
+		case ch <- event.GenericEvent{Object: &corev1.Pod{}}:
+		default: // one run is queued already
+		}
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return w.Run(ctx, notify) })); err != nil {
+		return nil, nil, fmt.Errorf("adding the Pod watch: %w", err)
+	}
+	return w, ch, nil
 }

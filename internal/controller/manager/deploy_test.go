@@ -100,14 +100,20 @@ func TestDeployManifests(t *testing.T) {
 	if !ok {
 		t.Fatal("no sluice-controller ClusterRole")
 	}
-	// Pods only in the binding namespaces: the ClusterRole
-	// sluice-controller-pods, bound there by RoleBindings.
+	// Pods written only in the binding namespaces: the ClusterRole
+	// sluice-controller-pods, bound there by RoleBindings. Cluster-wide
+	// only list and watch (the endpoint checks compare endpoints with
+	// Pods' addresses).
 	pods, ok := objs["ClusterRole/sluice-controller-pods"].(*rbacv1.ClusterRole)
 	if _, bound := objs["RoleBinding/sluice-controller-pods"].(*rbacv1.RoleBinding); !ok || !bound {
 		t.Fatal("no sluice-controller-pods ClusterRole bound by a RoleBinding")
 	}
-	if !allows(pods.Rules, "", "pods", "watch") || !allows(pods.Rules, "", "pods/status", "patch") || allows(role.Rules, "", "pods", "watch") {
-		t.Error("pods not granted in the binding namespace, or granted cluster-wide")
+	if !allows(pods.Rules, "", "pods", "watch") || !allows(pods.Rules, "", "pods/status", "patch") ||
+		allows(role.Rules, "", "pods", "patch") || allows(role.Rules, "", "pods", "get") || allows(role.Rules, "", "pods/status", "patch") {
+		t.Error("pods not granted in the binding namespace, or more than list/watch cluster-wide")
+	}
+	if !allows(role.Rules, "", "pods", "list") || !allows(role.Rules, "", "pods", "watch") {
+		t.Error("controller may not list and watch Pods cluster-wide (the endpoint checks' Pod addresses)")
 	}
 	// Bindings are read everywhere, written only in the binding namespaces.
 	if !allows(pods.Rules, "sluice.dev", "loadbalancerbindings", "patch") || !allows(pods.Rules, "sluice.dev", "loadbalancerbindings/status", "patch") ||

@@ -12,6 +12,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller/gatewaystatus"
+	"sluice.dev/sluice/internal/controller/routeclaims"
 
 	"sluice.dev/sluice/internal/gateway"
 )
@@ -24,7 +25,7 @@ const gatewayCRDPoll = 30 * time.Second
 // server serves the Gateway API CRDs: at once if it does, else from a
 // runnable that looks every gatewayCRDPoll (logging once), so a cluster
 // without them neither fails the controller nor restarts it.
-func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalancerBinding) bool) error {
+func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalancerBinding) bool, routes *routeclaims.Reader) error {
 	r, err := gatewaystatus.New(gatewaystatus.Options{
 		Client:      mgr.GetClient(),
 		Namespace:   o.Namespace,
@@ -41,12 +42,19 @@ func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalanc
 		return fmt.Errorf("creating discovery client: %w", err)
 	}
 	log := o.Logger.With("controller", "gatewaystatus")
-	if ok, _ := gatewayInstalled(disco); ok {
+	setup := func() error {
+		grpc := gateway.GRPCRoutesServed(disco)
+		routes.ServeGRPCRoutes(grpc)
+		routes.Serve() // host ownership counts attached routes from now on
+		r.ServeGRPCRoutes(grpc)
 		return r.Setup(mgr)
+	}
+	if ok, _ := gatewayInstalled(disco); ok {
+		return setup()
 	}
 	log.Warn("the Gateway API CRDs (gateway.networking.k8s.io/v1 GatewayClass, Gateway, HTTPRoute, ReferenceGrant) are not installed; Gateway API statuses are written once they are", "recheck", gatewayCRDPoll)
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return waitGatewayCRDs(ctx, disco, gatewayCRDPoll, log, func() error { return r.Setup(mgr) })
+		return waitGatewayCRDs(ctx, disco, gatewayCRDPoll, log, setup)
 	}))
 	if err != nil {
 		return fmt.Errorf("adding the Gateway API CRD watch: %w", err)

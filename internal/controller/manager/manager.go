@@ -42,6 +42,7 @@ import (
 	"sluice.dev/sluice/internal/controller/notices"
 	"sluice.dev/sluice/internal/controller/podstatus"
 	"sluice.dev/sluice/internal/controller/problems"
+	"sluice.dev/sluice/internal/controller/routeclaims"
 	"sluice.dev/sluice/internal/controller/snapshot"
 	dnsmodel "sluice.dev/sluice/internal/dns"
 	"sluice.dev/sluice/internal/gateway"
@@ -234,6 +235,13 @@ func New(o Options) (ctrl.Manager, error) {
 	// A binding the controller may not act on lends no address to an
 	// Ingress (status, DNS) either.
 	allowed := func(b *v1alpha1.LoadBalancerBinding) bool { return o.Access.Check(b) == nil }
+	// With Gateway API, attached HTTPRoutes own hosts as Ingresses do, for
+	// the Ingress status and problems as for the proxies; the reader
+	// lists them once setupGateway finds the CRDs served.
+	var routes *routeclaims.Reader
+	if o.Gateway != nil {
+		routes = routeclaims.New(routeclaims.Options{Client: mgr.GetClient(), Gateway: *o.Gateway, ReadSecrets: o.ReadTLSSecrets})
+	}
 	serving := ingressstatus.ServingOptions{IngressClass: o.IngressClass, IngressNginx: o.IngressNginx, Namespace: o.Namespace, Allowed: allowed, HostOwnership: o.HostOwnership}
 	ir, err := ingressstatus.New(ingressstatus.Options{
 		Client:                   mgr.GetClient(),
@@ -244,6 +252,7 @@ func New(o Options) (ctrl.Manager, error) {
 		DefaultBackendNamespaces: o.DefaultBackendNamespaces,
 		ReadSecrets:              o.ReadTLSSecrets,
 		Allowed:                  allowed,
+		Routes:                   routes,
 		Logger:                   o.Logger.With("controller", "ingressstatus"),
 	})
 	if err != nil {
@@ -258,8 +267,14 @@ func New(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	pods, podChanges, err := podWatch(mgr, o.Logger)
+	if err != nil {
+		return nil, err
+	}
 	probs, err := problems.New(problems.Options{
 		Client:                   mgr.GetClient(),
+		Pods:                     pods,
+		PodChanges:               podChanges,
 		Notices:                  standing,
 		IngressClass:             o.IngressClass,
 		IngressNginx:             o.IngressNginx,
@@ -268,6 +283,7 @@ func New(o Options) (ctrl.Manager, error) {
 		AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
 		ForwardAuthAnyURL:        o.ForwardAuthAnyURL,
 		ReadSecrets:              o.ReadTLSSecrets,
+		Routes:                   routes,
 		Logger:                   o.Logger.With("controller", "ingressproblems"),
 	})
 	if err != nil {
@@ -295,7 +311,7 @@ func New(o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if o.Gateway != nil {
-		if err := setupGateway(mgr, o, allowed); err != nil {
+		if err := setupGateway(mgr, o, allowed, routes); err != nil {
 			return nil, err
 		}
 	}
@@ -320,6 +336,7 @@ func New(o Options) (ctrl.Manager, error) {
 			AllowApex:        o.DNS.AllowApex,
 			NamespaceDomains: o.DNS.NamespaceDomains,
 			Serving:          serving,
+			Routes:           routes,
 			Recorder:         recorder,
 			Notices:          dnsNotices,
 			Registerer:       ctrlmetrics.Registry,

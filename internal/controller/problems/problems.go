@@ -5,9 +5,10 @@
 // for every problem it finds: a rejected rule, an invalid annotation and
 // why, a conflict naming the Ingress that wins, a missing Service, port or
 // Secret, a bad certificate, endpoints refused (not a Pod of the Service's
-// namespace, or a special address), an Ingress of which nothing is served.
+// namespace, an address that is not the named Pod's, or a special
+// address), an Ingress of which nothing is served.
 //
-//	Ingresses, IngressClasses, Services, Secrets, EndpointSlices ─► translate.BuildCached (pure) ─► notices.Writer ─► Events
+//	Ingresses, IngressClasses, Services, Secrets, EndpointSlices, Pod addresses ─► translate.BuildCached (pure) ─► notices.Writer ─► Events
 //
 // Every change runs the whole translation (it is the same work each proxy
 // does on every change, and the cluster-wide view is what decides
@@ -36,9 +37,12 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sluice.dev/sluice/internal/controller/notices"
+	"sluice.dev/sluice/internal/controller/routeclaims"
+	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/problem"
 	"sluice.dev/sluice/internal/translate"
 )
@@ -74,6 +78,13 @@ type Options struct {
 	// IngressNginx also serves ingress-nginx classes and reports their
 	// annotations (refused snippets, unsupported ones); nil: off.
 	IngressNginx *translate.IngressNginx
+	// Pods, when set, are the Pods' addresses the endpoint checks compare
+	// each endpoint with, as the proxies do (translate.Input.Pods); runs
+	// wait until it has synced. Nil: targetRefs are believed.
+	Pods PodIndex
+	// PodChanges, with Pods, queues a run for each value sent (the Pod
+	// watch's address changes). Nil: none.
+	PodChanges <-chan event.GenericEvent
 	// AllowEndpointsWithoutPod is the proxies' --allow-endpoints-without-pod:
 	// endpoints without a targetRef are not reported as refused.
 	AllowEndpointsWithoutPod bool
@@ -90,9 +101,23 @@ type Options struct {
 	// (translate.Options.SecretsUnread); the proxies report Secret
 	// problems in their logs and metrics.
 	ReadSecrets bool
+	// Routes reads the HTTPRoutes that claim hosts as the proxies count
+	// them (translate.HostOwnership); nil: Ingresses alone (Gateway API
+	// off).
+	Routes *routeclaims.Reader
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
+
+// PodIndex is a translate.PodAddresses that says when its first load is
+// done (kube.PodWatch).
+type PodIndex interface {
+	translate.PodAddresses
+	Synced() bool
+}
+
+// podsUnsynced is how soon a run waiting for the Pod cache tries again.
+const podsUnsynced = time.Second
 
 // Reconciler announces translation problems as Events. Every request
 // reconciles the whole cluster; the request's name does not matter.
@@ -122,15 +147,22 @@ const EventAction = "Translate"
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	in, err := r.read(ctx)
+	if r.opts.Pods != nil && !r.opts.Pods.Synced() {
+		// Every endpoint would be refused for want of its Pod.
+		return reconcile.Result{RequeueAfter: podsUnsynced}, nil
+	}
+	in, gw, err := r.read(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if r.opts.Pods != nil {
+		in.Pods = r.opts.Pods
 	}
 	r.mu.Lock()
 	_, ps := translate.BuildCached(in, translate.Options{IngressClass: r.opts.IngressClass, ControllerName: r.opts.ControllerName, IngressNginx: r.opts.IngressNginx,
 		AllowEndpointsWithoutPod: r.opts.AllowEndpointsWithoutPod, ForwardAuthAnyURL: r.opts.ForwardAuthAnyURL,
 		HostOwnership: r.opts.HostOwnership, DefaultBackendNamespaces: r.opts.DefaultBackendNamespaces,
-		SecretsUnread: !r.opts.ReadSecrets}, r.keyPairs)
+		SecretsUnread: !r.opts.ReadSecrets, Gateway: gw}, r.keyPairs)
 	r.mu.Unlock()
 	ingresses := make(map[types.NamespacedName]*networkingv1.Ingress, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
@@ -167,29 +199,28 @@ func onIngresses(ps []problem.Problem) []problem.Problem {
 
 // read lists the objects translation needs. EndpointSlices are read for
 // the endpoint checks (EndpointsRefused).
-func (r *Reconciler) read(ctx context.Context) (translate.Input, error) {
-	var in translate.Input
+func (r *Reconciler) read(ctx context.Context) (in translate.Input, gw *gateway.Options, _ error) {
 	var ings networkingv1.IngressList
 	if err := r.opts.Client.List(ctx, &ings); err != nil {
-		return in, fmt.Errorf("listing ingresses: %w", err)
+		return in, nil, fmt.Errorf("listing ingresses: %w", err)
 	}
 	var classes networkingv1.IngressClassList
 	if err := r.opts.Client.List(ctx, &classes); err != nil {
-		return in, fmt.Errorf("listing ingress classes: %w", err)
+		return in, nil, fmt.Errorf("listing ingress classes: %w", err)
 	}
 	var svcs corev1.ServiceList
 	if err := r.opts.Client.List(ctx, &svcs); err != nil {
-		return in, fmt.Errorf("listing services: %w", err)
+		return in, nil, fmt.Errorf("listing services: %w", err)
 	}
 	var secrets corev1.SecretList
 	if r.opts.ReadSecrets {
 		if err := r.opts.Client.List(ctx, &secrets); err != nil {
-			return in, fmt.Errorf("listing secrets: %w", err)
+			return in, nil, fmt.Errorf("listing secrets: %w", err)
 		}
 	}
 	var epSlices discoveryv1.EndpointSliceList
 	if err := r.opts.Client.List(ctx, &epSlices); err != nil {
-		return in, fmt.Errorf("listing endpoint slices: %w", err)
+		return in, nil, fmt.Errorf("listing endpoint slices: %w", err)
 	}
 	for i := range epSlices.Items {
 		in.EndpointSlices = append(in.EndpointSlices, &epSlices.Items[i])
@@ -208,5 +239,7 @@ func (r *Reconciler) read(ctx context.Context) (translate.Input, error) {
 			in.Secrets = append(in.Secrets, &secrets.Items[i])
 		}
 	}
-	return in, nil
+	var err error
+	in.Gateway, gw, err = r.opts.Routes.Read(ctx) // attached HTTPRoutes own hosts too
+	return in, gw, err
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // everything is the one request the reconciler queues: every change
@@ -19,8 +20,8 @@ import (
 var everything = reconcile.Request{NamespacedName: types.NamespacedName{Name: "all-ingresses"}}
 
 // Setup registers the reconciler with mgr: any change of an Ingress,
-// IngressClass, Service, EndpointSlice or (with ReadSecrets) TLS Secret
-// queues one run. It runs on the leader only.
+// IngressClass, Service, EndpointSlice, (with ReadSecrets) TLS Secret or
+// (with PodChanges) Pod address queues one run. It runs on the leader only.
 func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{everything}
@@ -33,6 +34,9 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 		Watches(&discoveryv1.EndpointSlice{}, all)
 	if r.opts.ReadSecrets {
 		b = b.Watches(&corev1.Secret{}, all)
+	}
+	if r.opts.PodChanges != nil {
+		b = b.WatchesRawSource(source.Channel(r.opts.PodChanges, all))
 	}
 	err := b.Complete(r)
 	if err != nil {

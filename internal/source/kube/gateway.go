@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,7 @@ type gatewayWatch struct {
 	classes    gwlisters.GatewayClassLister
 	gateways   []gwlisters.GatewayLister
 	routes     []gwlisters.HTTPRouteLister
+	grpcRoutes []gwlisters.GRPCRouteLister // nil when GRPCRoutes are not served
 	grants     []gwlisters.ReferenceGrantLister
 	namespaces corelisters.NamespaceLister
 
@@ -107,6 +109,7 @@ func (w *gatewayWatch) run(ctx context.Context, handler cache.ResourceEventHandl
 		case <-time.After(w.poll):
 		}
 	}
+	w.watchGRPCRoutes()
 	for kind, inf := range w.informers {
 		log := w.log.With("kind", kind)
 		if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
@@ -161,5 +164,28 @@ func (w *gatewayWatch) snapshot(in *translate.Input) {
 		g.HTTPRoutes = append(g.HTTPRoutes, routes...)
 		g.ReferenceGrants = append(g.ReferenceGrants, grants...)
 	}
+	for _, l := range w.grpcRoutes {
+		routes, _ := l.List(labels.Everything())
+		g.GRPCRoutes = append(g.GRPCRoutes, routes...)
+	}
 	g.Namespaces, _ = w.namespaces.List(labels.Everything())
+}
+
+// watchGRPCRoutes adds the GRPCRoute informers when the API server serves
+// GRPCRoutes (once, as the watch starts; a GRPCRoute CRD installed later
+// is read after a restart).
+func (w *gatewayWatch) watchGRPCRoutes() {
+	if !gateway.GRPCRoutesServed(w.disco) {
+		w.log.Info("GRPCRoutes are not served by the API server; GRPCRoutes are not read")
+		return
+	}
+	for i, f := range w.factories {
+		r := f.Gateway().V1().GRPCRoutes()
+		name := "GRPCRoute"
+		if len(w.factories) > 1 {
+			name = fmt.Sprintf("GRPCRoute/%d", i)
+		}
+		w.informers[name] = r.Informer()
+		w.grpcRoutes = append(w.grpcRoutes, r.Lister())
+	}
 }

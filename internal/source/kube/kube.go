@@ -1,7 +1,8 @@
 // Package kube is the API-server source of the objects sluice routes by:
 // client-go shared informers on Ingress, IngressClass, Service, EndpointSlice
 // and TLS Secrets, the basic-authentication Secrets labelled
-// translate.AuthSecretLabel=true, and optionally the Gateway API objects
+// translate.AuthSecretLabel=true, Pods (only their addresses, for the
+// endpoint checks: pods.go), and optionally the Gateway API objects
 // (gateway.go). (The proxy's own Pod, its drain condition and grace
 // period, are watched by internal/drain.)
 //
@@ -11,12 +12,12 @@
 // Permissions the proxy's ServiceAccount needs: list and watch on
 // networking.k8s.io ingresses and ingressclasses, services, secrets (the
 // watch asks only for type kubernetes.io/tls, but RBAC cannot express
-// that) and discovery.k8s.io endpointslices, cluster-wide or, with
+// that), pods and discovery.k8s.io endpointslices, cluster-wide or, with
 // Options.Namespaces, in each of those namespaces (IngressClasses always
 // cluster-wide); get, list and watch on pods in its own namespace for
 // internal/drain. With Options.Gateway also list and watch on
 // gateway.networking.k8s.io gatewayclasses and namespaces (cluster-wide),
-// gateways, httproutes and referencegrants (as Ingresses).
+// gateways, httproutes, grpcroutes and referencegrants (as Ingresses).
 //
 // Unit tests use client-go's fake clientset. Tests against a real
 // kube-apiserver carry the build tag e2e (e2e_test.go here) and come with the
@@ -78,6 +79,10 @@ type Source struct {
 	log       *slog.Logger
 	factories []informers.SharedInformerFactory
 	informers map[string]cache.SharedIndexInformer // by kind, for handlers and logs
+	// podInformers are the Pod informers, by name as informers; their
+	// handler notifies only for address changes (podHandler).
+	podInformers map[string]cache.SharedIndexInformer
+	pods         *podIndex
 
 	// One lister of each namespaced kind per watched namespace.
 	ingresses      []networkinglisters.IngressLister
@@ -106,7 +111,8 @@ func New(opts Options) (*Source, error) {
 	}
 	log = log.With("source", "kube")
 
-	s := &Source{log: log, informers: map[string]cache.SharedIndexInformer{}}
+	s := &Source{log: log, informers: map[string]cache.SharedIndexInformer{},
+		podInformers: map[string]cache.SharedIndexInformer{}, pods: &podIndex{namespaced: map[string]cache.Indexer{}}}
 	// Each namespace once: a repeated one would list its objects twice.
 	namespaces := slices.Compact(slices.Sorted(slices.Values(opts.Namespaces)))
 	if len(namespaces) == 0 || slices.Contains(namespaces, metav1.NamespaceAll) {
@@ -136,7 +142,8 @@ func New(opts Options) (*Source, error) {
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				o.LabelSelector = translate.AuthSecretLabel + "=true"
 			}))
-		s.factories = append(s.factories, main, tls, auth)
+		pods := newPodFactory(opts.Client, ns)
+		s.factories = append(s.factories, main, tls, auth, pods)
 		suffix := "" // informer names in logs: Ingress, or Ingress/NAMESPACE
 		if len(namespaces) > 1 {
 			suffix = "/" + ns
@@ -161,6 +168,13 @@ func New(opts Options) (*Source, error) {
 		authSec := auth.Core().V1().Secrets()
 		s.informers["Secret(auth)"+suffix] = authSec.Informer()
 		s.authSecrets = append(s.authSecrets, authSec.Lister())
+		podInf := pods.Core().V1().Pods().Informer()
+		s.podInformers["Pod"+suffix] = podInf
+		if ns == metav1.NamespaceAll {
+			s.pods.all = podInf.GetIndexer()
+		} else {
+			s.pods.namespaced[ns] = podInf.GetIndexer()
+		}
 	}
 	if opts.Gateway != nil {
 		s.gw = newGatewayWatch(opts.Client, opts.Gateway, namespaces, log)
@@ -184,6 +198,17 @@ func (s *Source) Run(ctx context.Context, notify func()) error {
 			return fmt.Errorf("setting watch error handler for %s: %w", kind, err)
 		}
 		if _, err := inf.AddEventHandler(s.handler(notify)); err != nil {
+			return fmt.Errorf("adding event handler for %s: %w", kind, err)
+		}
+	}
+	for kind, inf := range s.podInformers {
+		log := s.log.With("kind", kind)
+		if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
+			LogWatchError(log, err)
+		}); err != nil {
+			return fmt.Errorf("setting watch error handler for %s: %w", kind, err)
+		}
+		if _, err := inf.AddEventHandler(s.podHandler(notify)); err != nil {
 			return fmt.Errorf("adding event handler for %s: %w", kind, err)
 		}
 	}
@@ -283,6 +308,9 @@ func (s *Source) Snapshot() translate.Input {
 			}
 		}
 	}
+	// The live Pod caches, not a copy: a Pod that arrives during the build
+	// is seen or not, and its notify leads to another build.
+	in.Pods = s.pods
 	if s.gw != nil {
 		s.gw.snapshot(&in)
 	}

@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -350,4 +351,45 @@ func names(in translate.Input) []string {
 
 func count(in translate.Input) int {
 	return len(in.Ingresses) + len(in.IngressClasses) + len(in.Services) + len(in.EndpointSlices) + len(in.Secrets)
+}
+
+// TestDecodeAgainEqual: a file read again decodes to objects equal to the
+// first decode (reflect.DeepEqual), so incremental translation
+// (translate.Update) sees no change in the unchanged objects of a file
+// that changed elsewhere.
+func TestDecodeAgainEqual(t *testing.T) {
+	data := []byte(`apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: web
+  creationTimestamp: "2024-05-01T10:00:00Z"
+  annotations: {sluice.dev/retries: "2"}
+spec:
+  tls: [{hosts: [a.example.com], secretName: tls}]
+  rules:
+  - host: a.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: tls}
+type: kubernetes.io/tls
+stringData: {tls.crt: "x", tls.key: "k"}
+`)
+	a, b := decode("a.yaml", data), decode("a.yaml", data)
+	if len(a.objects) != 3 || len(a.invalid) > 0 {
+		t.Fatalf("decoded %d objects, invalid %v; want 3 and none", len(a.objects), a.invalid)
+	}
+	for i := range a.objects {
+		if !reflect.DeepEqual(a.objects[i], b.objects[i]) {
+			t.Errorf("object %d differs between two decodes:\n%#v\n%#v", i, a.objects[i], b.objects[i])
+		}
+	}
 }

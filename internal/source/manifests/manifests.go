@@ -315,7 +315,11 @@ func (s *Source) poll(first bool) bool {
 
 // objects returns the objects of every file in path order.
 func (s *Source) objects() []object {
-	var objs []object
+	n := 0
+	for _, st := range s.files {
+		n += len(st.objects)
+	}
+	objs := make([]object, 0, n)
 	for _, path := range slices.Sorted(maps.Keys(s.files)) {
 		objs = append(objs, s.files[path].objects...)
 	}
@@ -336,13 +340,13 @@ func (s *Source) hold(objs []object, settling bool) []object {
 		s.heldPolls = 0
 		return nil
 	}
-	have := map[string]bool{}
+	have := make(map[objectKey]bool, len(objs))
 	for _, o := range objs {
-		have[identity(o.obj)] = true
+		have[keyOf(o.obj)] = true
 	}
 	var held []object
 	for _, o := range s.published {
-		if id := identity(o.obj); !have[id] {
+		if id := keyOf(o.obj); !have[id] {
 			have[id] = true // the first definition wins, as in assemble
 			held = append(held, o)
 		}
@@ -527,11 +531,11 @@ func (s *Source) publish(objs []object) {
 func assemble(objs []runtime.Object) (translate.Input, []string) {
 	var in translate.Input
 	var dupes []string
-	seen := map[string]bool{}
+	seen := make(map[objectKey]bool, len(objs))
 	for _, obj := range objs {
-		id := identity(obj)
+		id := keyOf(obj)
 		if seen[id] {
-			dupes = append(dupes, id)
+			dupes = append(dupes, identity(obj))
 			continue
 		}
 		seen[id] = true
@@ -560,6 +564,18 @@ func assemble(objs []runtime.Object) (translate.Input, []string) {
 
 // identity names obj by kind, namespace and name: "Service default/web".
 func identity(obj runtime.Object) string {
+	k := keyOf(obj)
+	if k.ns == "" {
+		return k.kind + " " + k.name
+	}
+	return k.kind + " " + k.ns + "/" + k.name
+}
+
+// objectKey identifies an object as identity does, without allocating: a
+// snapshot of 10,000s of objects is assembled on every change.
+type objectKey struct{ kind, ns, name string }
+
+func keyOf(obj runtime.Object) objectKey {
 	var kind, name, ns string
 	switch o := obj.(type) {
 	case *networkingv1.Ingress:
@@ -573,10 +589,7 @@ func identity(obj runtime.Object) string {
 	case *corev1.Secret:
 		kind, ns, name = "Secret", o.Namespace, o.Name
 	}
-	if ns == "" {
-		return kind + " " + name
-	}
-	return kind + " " + ns + "/" + name
+	return objectKey{kind, ns, name}
 }
 
 // digestObject hashes the canonical JSON of o (map keys sorted).
