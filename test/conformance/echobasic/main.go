@@ -4,7 +4,9 @@
 // run as process-kubelet pods of test/cluster. It answers with the JSON
 // contract the suite reads (sigs.k8s.io/gateway-api/conformance/utils/
 // roundtripper.CapturedRequest): path, host, method, proto, headers,
-// httpPort, namespace, pod and, over TLS, the connection's TLS facts.
+// httpPort, namespace, pod and, over TLS, the connection's TLS facts; and
+// it prints "Echoing back request made to PATH to client (ADDR)" for each,
+// where the suite looks for mirrored requests (the pod's log).
 // With GRPC_ECHO_SERVER set it serves the suite's gRPC echo service
 // instead (the module's generated grpcecho stubs; our own server).
 //
@@ -190,6 +192,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 		return
 	}
+	// The suite finds mirrored requests in the pod's log by this line.
+	fmt.Printf("Echoing back request made to %s to client (%s)\n", r.RequestURI, r.RemoteAddr)
 	if d := r.URL.Query().Get("delay"); d != "" {
 		t, err := time.ParseDuration(d)
 		if err != nil {
