@@ -10,7 +10,7 @@ COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X sluice.dev/sluice/internal/version.Version=$(VERSION) -X sluice.dev/sluice/internal/version.Commit=$(COMMIT)
 FUZZTIME ?= 15s
 
-.PHONY: all build run run-manifests test test-unit test-race fuzz lint bench bench-quick generate docs helm image image-test release clean
+.PHONY: all build run run-manifests test conformance test-unit test-race fuzz lint bench bench-quick generate docs helm image image-test release clean
 
 all: build
 
@@ -29,6 +29,10 @@ run-manifests: build
 ## test: every test suite (static checks, unit, integration with real HAProxy, e2e on the local cluster)
 test:
 	scripts/test.sh
+
+## conformance: the official Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC) on the local cluster (root); writes conformance/report.yaml
+conformance:
+	$(GO) test -count=1 -tags e2e,conformance -timeout 60m -run '^TestConformance$$' -v ./test/e2e/
 
 test-unit:
 	$(GO) test ./...

@@ -118,7 +118,7 @@ func (c *proxyConfig) flags(stderr io.Writer) *flagSet {
 	c.nginx.register(fs.FlagSet)
 	fs.BoolVar(&c.sslRedirect, "ssl-redirect", false, `redirect plain-HTTP requests to hosts that have TLS (from their owner's spec.tls) to HTTPS with a 308, for Ingresses without the sluice.dev/ssl-redirect annotation (off by default, as the Ingress conformance suite expects)`)
 	fs.BoolVar(&c.anyAuthURL, "forward-auth-any-url", false, "let the sluice.dev/auth-url annotation name any http(s) URL (an external identity service); off: only a Service of the Ingress's own namespace, so a tenant cannot make the proxy send requests elsewhere")
-	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name (unset, missing or invalid: a self-signed certificate generated at start)")
+	fs.StringVar(&c.defaultCert, "default-certificate", "", "namespace/name of a kubernetes.io/tls Secret served when no certificate matches the SNI name (unset: the certificate of a Gateway HTTPS listener without a hostname, if any; else, or missing or invalid: a self-signed certificate generated at start)")
 	fs.StringVar(&c.httpAddress, "http-address", ":8080", "address for plain HTTP traffic (empty disables)")
 	fs.StringVar(&c.httpsAddress, "https-address", ":8443", "address for TLS traffic (empty disables)")
 	fs.StringVar(&c.adminAddress, "admin-address", ":9090", "address for /healthz, /readyz and /metrics (empty disables)")

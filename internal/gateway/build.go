@@ -18,6 +18,7 @@ type builder struct {
 	res        Result
 	services   map[string]*corev1.Service   // namespace/name
 	secrets    map[string]*corev1.Secret    // namespace/name
+	keyPairs   map[string]error             // namespace/name → keyPairOK's verdict, once per Build
 	namespaces map[string]*corev1.Namespace // name
 	grants     []*gatewayv1.ReferenceGrant
 	gateways   map[string][]*listener // namespace/name of served Gateways → listeners
@@ -125,10 +126,10 @@ func (b *builder) certificates(gws []*gatewayv1.Gateway) {
 				}
 				slices.Sort(hosts)
 			}
-			if len(hosts) == 0 {
+			if len(hosts) == 0 && ln.host != "" {
 				continue
 			}
-			b.res.Certificates = append(b.res.Certificates, Certificate{Secret: ln.cert, Hosts: hosts, Gateway: gw.Namespace + "/" + gw.Name})
+			b.res.Certificates = append(b.res.Certificates, Certificate{Secret: ln.cert, Hosts: hosts, Gateway: gw.Namespace + "/" + gw.Name, AnyHost: ln.host == ""})
 		}
 	}
 }

@@ -75,7 +75,7 @@ func FuzzBuild(f *testing.F) {
 			ReferenceGrants: []*gatewayv1.ReferenceGrant{grant},
 			Namespaces:      []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"access": "yes"}}}},
 			Services:        services,
-			Secrets:         []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "cert"}, Type: corev1.SecretTypeTLS}},
+			Secrets:         []*corev1.Secret{testTLSSecret("infra", "cert")},
 		}
 		res := Build(in, Options{})
 		checkInvariants(t, in, res)
@@ -132,4 +132,11 @@ func covers(pattern, host string) bool {
 		return strings.HasSuffix(host, pattern[1:]) && len(host) > len(pattern)-1
 	}
 	return false
+}
+
+// testTLSSecret is a kubernetes.io/tls Secret with a valid key pair.
+func testTLSSecret(ns, name string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS}
+	withTestKeyPair(s)
+	return s
 }

@@ -171,6 +171,11 @@ type Certificate struct {
 	Hosts []string
 	// Gateway is "namespace/name" of the Gateway.
 	Gateway string
+	// AnyHost: the listener has no hostname, so its certificate also
+	// answers server names no other certificate covers (translate makes
+	// the first such one the default certificate when the proxy has none
+	// configured). Hosts may then be empty.
+	AnyHost bool
 }
 
 // ClassStatus is the status of one GatewayClass of ControllerName.

@@ -2,13 +2,22 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -96,7 +105,11 @@ func render(res Result) string {
 	}
 	b.WriteString("certificates:\n")
 	for _, c := range res.Certificates {
-		fmt.Fprintf(&b, "  %s %v (%s)\n", c.Secret, c.Hosts, c.Gateway)
+		anyHost := ""
+		if c.AnyHost {
+			anyHost = " any-host"
+		}
+		fmt.Fprintf(&b, "  %s %v (%s)%s\n", c.Secret, c.Hosts, c.Gateway, anyHost)
 	}
 	b.WriteString("gatewayclasses:\n")
 	for _, c := range res.GatewayClasses {
@@ -197,6 +210,7 @@ func decode(data []byte) (Input, Options, error) {
 		case "Secret":
 			o := &corev1.Secret{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
+			withTestKeyPair(o)
 			in.Secrets = append(in.Secrets, o)
 		default:
 			err = fmt.Errorf("unknown kind %q", tm.Kind)
@@ -207,6 +221,45 @@ func decode(data []byte) (Input, Options, error) {
 	}
 	return in, opts, nil
 }
+
+// withTestKeyPair merges a Secret's stringData into data, and gives a
+// kubernetes.io/tls Secret that has neither a valid test key pair (the
+// fixtures spell out only what a case is about: a malformed one says so in
+// stringData).
+func withTestKeyPair(s *corev1.Secret) {
+	if s.Type != corev1.SecretTypeTLS || len(s.Data)+len(s.StringData) > 0 {
+		for k, v := range s.StringData {
+			if s.Data == nil {
+				s.Data = map[string][]byte{}
+			}
+			s.Data[k] = []byte(v)
+		}
+		s.StringData = nil
+		return
+	}
+	cert, key := testKeyPair()
+	s.Data = map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key}
+}
+
+// testKeyPair is a self-signed ECDSA certificate and its key (PEM), made
+// once per test binary.
+var testKeyPair = sync.OnceValues(func() (cert, key []byte) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
+		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<33, 0), DNSNames: []string{"*.example.com"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		panic(err)
+	}
+	kd, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		panic(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+})
 
 // checkInvariants holds for every input: tenancy (a rule reaches a Service
 // of another namespace only with a ReferenceGrant; a rule exists only for a

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,11 +44,16 @@ type listener struct {
 	spec     *gatewayv1.Listener
 	status   *gatewayv1.ListenerStatus
 	host     string // lower case, "" for any
-	usable   bool   // accepted, programmed: routes may attach
+	usable   bool   // accepted, programmed: attached routes are served
 	https    bool
 	cert     string // "namespace/name" of the certificate Secret, "" for none
 	selector labels.Selector
 	attached map[string]bool // hosts of attached routes, for the certificate
+
+	// attachable: accepted without conflict, for a route kind we serve:
+	// routes may attach (and count in attachedRoutes) even while its
+	// references are unresolved; they are served once it is usable.
+	attachable bool
 }
 
 // certOK: not HTTPS, or its certificate resolved.
@@ -114,6 +120,9 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 		}
 		// Route kinds.
 		kinds, badKinds := supportedKinds(l.AllowedRoutes)
+		if accReason == string(gatewayv1.ListenerReasonUnsupportedProtocol) {
+			kinds = []gatewayv1.RouteGroupKind{} // no route kind fits a protocol not served
+		}
 		ls.SupportedKinds = kinds
 		if badKinds {
 			refs, refReason, refMsg = false, string(gatewayv1.ListenerReasonInvalidRouteKinds), "allowedRoutes.kinds: only HTTPRoute and GRPCRoute of gateway.networking.k8s.io are supported"
@@ -147,7 +156,8 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 		// A listener naming an unsupported route kind beside HTTPRoute or
 		// GRPCRoute still serves those (ResolvedRefs says the rest).
 		refsUsable := refs || (refReason == string(gatewayv1.ListenerReasonInvalidRouteKinds) && ln.certOK())
-		ln.usable = acc && refsUsable && !conflict && len(kinds) > 0
+		ln.attachable = acc && !conflict && len(kinds) > 0
+		ln.usable = ln.attachable && refsUsable
 		if ln.usable {
 			ls.Conditions = append(ls.Conditions, condition(string(gatewayv1.ListenerConditionProgrammed), true,
 				string(gatewayv1.ListenerReasonProgrammed), "programmed", gen))
@@ -279,14 +289,35 @@ func (b *builder) certificate(ln *listener) (ok bool, reason, msg string) {
 	if s := b.secrets[key]; !b.opts.SecretsUnread && (s == nil || s.Type != corev1.SecretTypeTLS) {
 		return false, string(gatewayv1.ListenerReasonInvalidCertificateRef),
 			fmt.Sprintf("certificateRefs[0]: Secret %s/%s does not exist or is not of type kubernetes.io/tls", truncate(ns, 64), truncate(name, 253))
+	} else if !b.opts.SecretsUnread {
+		if err := b.keyPairOK(key, s); err != nil {
+			return false, string(gatewayv1.ListenerReasonInvalidCertificateRef),
+				fmt.Sprintf("certificateRefs[0]: Secret %s/%s holds no usable key pair: %s", truncate(ns, 64), truncate(name, 253), truncate(err.Error(), 200))
+		}
 	}
 	ln.cert = key
 	return true, "", ""
 }
 
+// keyPairOK checks once per Build that a TLS Secret's tls.crt and tls.key
+// are a certificate and its private key (a malformed Secret makes its
+// listeners ResolvedRefs=False, InvalidCertificateRef, as the
+// specification asks).
+func (b *builder) keyPairOK(key string, s *corev1.Secret) error {
+	if err, done := b.keyPairs[key]; done {
+		return err
+	}
+	_, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if b.keyPairs == nil {
+		b.keyPairs = map[string]error{}
+	}
+	b.keyPairs[key] = err
+	return err
+}
+
 // allows reports whether a route of namespace ns may attach to the listener.
 func (b *builder) allows(ln *listener, ns string) bool {
-	if !ln.usable {
+	if !ln.attachable {
 		return false
 	}
 	from := gatewayv1.NamespacesFromSame

@@ -79,6 +79,9 @@ func (b *builder) httpRoute(r *gatewayv1.HTTPRoute) {
 	httpsOnly := map[string]bool{}
 	var hosts []string
 	for _, a := range atts {
+		if !a.ln.usable {
+			continue // attached, not served until its references resolve
+		}
 		for _, h := range a.hosts {
 			only, seen := httpsOnly[h]
 			if !seen {

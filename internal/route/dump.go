@@ -14,6 +14,9 @@ func Dump(c *Config) string {
 		if host == "" {
 			host = "*"
 		}
+		if vh.AnyDepth && strings.HasPrefix(host, "*.") {
+			host += " (any depth)"
+		}
 		fmt.Fprintf(&b, "host %s\n", host)
 		for _, r := range vh.Routes {
 			fmt.Fprintf(&b, "  %s %s -> %s (ingress %s)%s%s\n", r.PathType, r.Path, backendName(r.Backend), r.Ingress, dumpHTTPS(r)+dumpPolicies(r), dumpL7(r)+dumpConditions(r))

@@ -103,6 +103,11 @@ type Config struct {
 type VirtualHost struct {
 	Host   string
 	Routes []Route
+	// AnyDepth makes a wildcard host ("*.example.com") also match names
+	// several labels below its suffix (a.b.example.com), as Gateway API
+	// hostnames do; an Ingress wildcard matches one label. A longer suffix
+	// wins. Ignored for other hosts.
+	AnyDepth bool
 }
 
 // Route sends requests matching PathType and Path to Backend.
@@ -271,6 +276,7 @@ type Table struct {
 	config    Config
 	exact     map[string]*vhost
 	wildcards map[string]*vhost // keyed by the suffix after "*."
+	anyDepth  map[string]*vhost // the AnyDepth ones among wildcards
 	catchAll  *vhost
 	defaultRt *Route
 	certs     map[string]*tls.Certificate // exact SNI name
@@ -322,6 +328,12 @@ func NewFrom(prev *Table, c Config) *Table {
 		case strings.HasPrefix(host, "*."):
 			if _, dup := t.wildcards[host[2:]]; !dup {
 				t.wildcards[host[2:]] = v
+				if vh.AnyDepth {
+					if t.anyDepth == nil {
+						t.anyDepth = make(map[string]*vhost)
+					}
+					t.anyDepth[host[2:]] = v
+				}
 			}
 		default:
 			if _, dup := t.exact[host]; !dup {
@@ -432,6 +444,15 @@ func (t *Table) vhostOf(host string) *vhost {
 	if v == nil {
 		if i := strings.IndexByte(host, '.'); i > 0 {
 			v = t.wildcards[host[i+1:]]
+			// Then AnyDepth wildcards of shorter suffixes, longest first.
+			for rest := host[i+1:]; v == nil && len(t.anyDepth) > 0; {
+				j := strings.IndexByte(rest, '.')
+				if j < 0 {
+					break
+				}
+				rest = rest[j+1:]
+				v = t.anyDepth[rest]
+			}
 		}
 	}
 	if v == nil {

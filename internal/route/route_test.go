@@ -94,6 +94,35 @@ func TestMatchHosts(t *testing.T) {
 	}
 }
 
+// An AnyDepth wildcard (a Gateway API hostname) matches names several
+// labels below it; a longer suffix wins, and an Ingress wildcard beside it
+// still covers one label.
+func TestMatchAnyDepthWildcard(t *testing.T) {
+	tbl := New(Config{VirtualHosts: []VirtualHost{
+		{Host: "*.gw.io", Routes: []Route{prefix("/", "gw")}, AnyDepth: true},
+		{Host: "*.deep.gw.io", Routes: []Route{prefix("/", "deeper")}, AnyDepth: true},
+		{Host: "*.ing.io", Routes: []Route{prefix("/", "ing")}},
+		{Host: "x.a.gw.io", Routes: []Route{prefix("/", "exact")}},
+	}})
+	for host, want := range map[string]string{
+		"a.gw.io": "gw", "a.b.gw.io": "gw", "a.b.c.gw.io": "gw", "gw.io": "",
+		"a.deep.gw.io": "deeper", "a.b.deep.gw.io": "deeper", "x.a.gw.io": "exact",
+		"a.ing.io": "ing", "a.b.ing.io": "", "io": "",
+	} {
+		got := ""
+		if r := tbl.Match(host, "/"); r != nil {
+			got = r.Backend.Name
+		}
+		if got != want {
+			t.Errorf("Match(%q) = %q, want %q", host, got, want)
+		}
+	}
+	allocs := testing.AllocsPerRun(100, func() { tbl.Match("a.b.c.gw.io", "/x") })
+	if allocs != 0 {
+		t.Errorf("Match allocates %v times per call", allocs)
+	}
+}
+
 func TestMatchNoDefault(t *testing.T) {
 	tbl := New(Config{VirtualHosts: []VirtualHost{{Host: "a.com", Routes: []Route{prefix("/", "a")}}}})
 	if r := tbl.Match("b.com", "/"); r != nil {

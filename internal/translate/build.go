@@ -123,12 +123,18 @@ type builder struct {
 	deps map[string][]string
 	cur  string
 	gw   *gatewayResult // the Gateway API translation of this build; nil without
+	// gatewayDefault is the certificate of the first Gateway listener
+	// without a hostname: the default certificate when Options has none.
+	gatewayDefault *route.Certificate
 }
 
 // vhostRoutes collects one host's routes and which Ingress owns each match.
 type vhostRoutes struct {
 	routes []route.Route
 	owners map[string]string // matchKey → Ingress namespace/name
+	// anyDepth: an HTTPRoute serves this wildcard host, which then matches
+	// names of any depth below it (route.VirtualHost.AnyDepth).
+	anyDepth bool
 }
 
 func newBuilder(in Input, opts Options) *builder {
@@ -374,7 +380,7 @@ func (b *builder) virtualHosts() []route.VirtualHost {
 		slices.SortStableFunc(vh.routes, func(x, y route.Route) int {
 			return cmp.Or(cmp.Compare(x.PathType, y.PathType), strings.Compare(x.Path, y.Path))
 		})
-		out = append(out, route.VirtualHost{Host: host, Routes: vh.routes})
+		out = append(out, route.VirtualHost{Host: host, Routes: vh.routes, AnyDepth: vh.anyDepth})
 	}
 	slices.SortFunc(out, func(x, y route.VirtualHost) int { return strings.Compare(x.Host, y.Host) })
 	return out

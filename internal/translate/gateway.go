@@ -147,6 +147,7 @@ func (b *builder) addGatewayRule(r gateway.Rule, unresolved map[string]*route.Ba
 		return
 	}
 	vh.owners[mk] = id
+	vh.anyDepth = vh.anyDepth || strings.HasPrefix(r.Host, "*.") // Gateway API wildcards match any depth
 	rt := route.Route{PathType: r.PathType, Path: r.Path, Ingress: id, SSLRedirect: r.HTTPSOnly,
 		Conditions: r.Conditions, Filters: r.Filters}
 	b.gatewayBackends(&rt, r, unresolved) // gatewayl7.go
@@ -207,6 +208,10 @@ func (b *builder) addGatewayCertificate(c gateway.Certificate) {
 	if kp.reason != "" && !b.opts.SecretsUnread {
 		b.problems = append(b.problems, Problem{Kind: "Gateway", Namespace: gns, Name: gname, Reason: kp.reason,
 			Message: "certificate " + c.Secret + ": " + kp.message + "; its hosts get the default certificate"})
+	}
+	if c.AnyHost && kp.cert != nil && b.gatewayDefault == nil {
+		// A listener without a hostname serves every server name.
+		b.gatewayDefault = &route.Certificate{Source: c.Secret, Cert: kp.cert}
 	}
 	for _, h := range c.Hosts {
 		if owner, taken := b.sni[h]; taken {

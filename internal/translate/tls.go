@@ -221,7 +221,7 @@ func (b *builder) certificates() []route.Certificate {
 func (b *builder) defaultCertificate() *route.Certificate {
 	ref := b.opts.DefaultCertificate
 	if ref == "" {
-		return nil
+		return b.gatewayDefault
 	}
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {

@@ -106,7 +106,7 @@ func repoRoot(t *testing.T) string {
 func build(t *testing.T, root, dir string) (sluice, echo string) {
 	t.Helper()
 	sluice = os.Getenv("SLUICE_BIN")
-	targets := map[string]string{"echo": "./test/echo", "grpcecho": "./test/grpcecho/grpcserver"}
+	targets := map[string]string{"echo": "./test/echo", "grpcecho": "./test/grpcecho/grpcserver", "echobasic": "./test/conformance/echobasic"}
 	if sluice == "" {
 		targets["sluice"] = "./cmd/sluice"
 	}
@@ -169,6 +169,17 @@ func bootCluster(t *testing.T, prefix string) *env {
 	return bootClusterOf(t, prefix, cluster.Nodes(3, 2))
 }
 
+// images maps the container images of the suites to the binaries build
+// made in dir: the Gateway API conformance suite's echo-basic to our
+// implementation of its contract (test/conformance/echobasic), and its
+// coredns (used only by UDPRoute tests, which no profile here runs) to
+// the same binary, which idles when given coredns's -conf flag.
+func images(sluice, echo, dir string) map[string]string {
+	basic := filepath.Join(dir, "echobasic")
+	return map[string]string{"sluice": sluice, "echo": echo, "grpcecho": filepath.Join(dir, "grpcecho"),
+		"echo-basic": basic, "coredns": basic}
+}
+
 // bootClusterOf is bootCluster with these nodes.
 func bootClusterOf(t *testing.T, prefix string, nodes []cluster.NodeSpec) *env {
 	t.Helper()
@@ -178,7 +189,7 @@ func bootClusterOf(t *testing.T, prefix string, nodes []cluster.NodeSpec) *env {
 	e := &env{t: t, root: repoRoot(t), dir: t.TempDir()}
 	var echo string
 	e.sluice, echo = build(t, e.root, e.dir)
-	e.c = cluster.StartForTest(t, cluster.Options{Nodes: nodes, Images: map[string]string{"sluice": e.sluice, "echo": echo, "grpcecho": filepath.Join(e.dir, "grpcecho")}, Prefix: prefix})
+	e.c = cluster.StartForTest(t, cluster.Options{Nodes: nodes, Images: images(e.sluice, echo, e.dir), Prefix: prefix})
 	e.kube = e.c.Client()
 	cl, err := client.New(e.c.RESTConfig(), client.Options{Scheme: ct.Scheme()})
 	if err != nil {
