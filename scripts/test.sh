@@ -74,7 +74,7 @@ if want static; then
 		echo "gofmt needed on:"; echo "$unformatted"; exit 1
 	fi
 	# One pass over every file: no file excludes a tag that another needs.
-	go vet -tags integration,e2e,image ./...
+	go vet -tags integration,e2e,image,conformance ./...
 fi
 
 wait_helm
