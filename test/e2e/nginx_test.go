@@ -29,7 +29,7 @@ import (
 // writes them (ingress-nginx's documented examples, written anew). Every
 // request goes through HAProxy to the proxies. Each case prints
 //
-//	e2e nginx-<feature>: requests=N wrong=W
+//	e2e nginx-<feature>: requests=N failed=W wrong=W
 //
 // with W the answers that differ from what ingress-nginx would answer;
 // nginx-canary-roll shifts a canary's weight 0→100 in steps under load:
@@ -122,7 +122,7 @@ func (n *ngx) run(name string, check func(i int) bool) {
 			wrong++
 		}
 	}
-	line := fmt.Sprintf("e2e %s: requests=%d wrong=%d", name, ngxN, wrong)
+	line := fmt.Sprintf("e2e %s: requests=%d failed=%d wrong=%d", name, ngxN, wrong, wrong)
 	n.e.t.Log(line)
 	writeSummary([]string{line})
 	if wrong != 0 {

@@ -33,7 +33,7 @@ import (
 // ingress-nginx's defaults, and the body size limit. Then `sluice
 // migrate` against the suite's cluster. Each case prints
 //
-//	e2e nginx-<feature>: requests=N wrong=W
+//	e2e nginx-<feature>: requests=N failed=W wrong=W
 //	e2e nginx-migrate: requests=1 failed=F ingresses=N unsupported=U refused=R
 
 // ngxPolicyObjects are the policy Ingresses and the basic-auth Secret.
@@ -179,7 +179,7 @@ func (n *ngx) limitRPS() {
 	if limited == 0 {
 		wrong++
 	}
-	line := fmt.Sprintf("e2e %s: requests=%d wrong=%d", name, requests, wrong)
+	line := fmt.Sprintf("e2e %s: requests=%d failed=%d wrong=%d", name, requests, wrong, wrong)
 	n.e.t.Logf("%s (passed=%d limited=%d other=%d, at most %d may pass)", line, ok, limited, other, allowed)
 	writeSummary([]string{line})
 	if wrong != 0 {
