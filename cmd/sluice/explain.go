@@ -236,7 +236,7 @@ func readExplainState(ctx context.Context, cl client.Client, kind, ns, name, con
 }
 
 // readGatewayState reads the Gateway s.Namespace/s.Name, the
-// GatewayClasses, the HTTPRoutes the caller may list, and the Events of the
+// GatewayClasses, the HTTPRoutes and GRPCRoutes the caller may list, and the Events of the
 // Gateway's namespace and of the namespaces of the routes naming it. The
 // Gateway API CRDs missing reads as no Gateway.
 func readGatewayState(ctx context.Context, cl client.Client, s *explain.State, forbidden func(error) bool) error {
@@ -262,17 +262,32 @@ func readGatewayState(ctx context.Context, cl client.Client, s *explain.State, f
 		return fmt.Errorf("listing HTTPRoutes: %w", err)
 	}
 	s.HTTPRoutes = routes.Items
+	var grpcRoutes gatewayv1.GRPCRouteList // its CRD is optional
+	err = cl.List(ctx, &grpcRoutes)
+	if forbidden(err) {
+		err = cl.List(ctx, &grpcRoutes, client.InNamespace(s.Namespace))
+	}
+	if err != nil && !skip(err) {
+		return fmt.Errorf("listing GRPCRoutes: %w", err)
+	}
+	s.GRPCRoutes = grpcRoutes.Items
 	evNS := map[string]bool{s.Namespace: true}
-	for _, r := range s.HTTPRoutes {
-		for _, p := range r.Spec.ParentRefs {
-			pns := r.Namespace
+	names := func(ns string, refs []gatewayv1.ParentReference) {
+		for _, p := range refs {
+			pns := ns
 			if p.Namespace != nil {
 				pns = string(*p.Namespace)
 			}
 			if pns == s.Namespace && string(p.Name) == s.Name {
-				evNS[r.Namespace] = true
+				evNS[ns] = true
 			}
 		}
+	}
+	for _, r := range s.HTTPRoutes {
+		names(r.Namespace, r.Spec.ParentRefs)
+	}
+	for _, r := range s.GRPCRoutes {
+		names(r.Namespace, r.Spec.ParentRefs)
 	}
 	for ns := range evNS {
 		var evs eventsv1.EventList

@@ -60,10 +60,11 @@ type State struct {
 	// its routes' namespaces).
 	Events []eventsv1.Event
 	// Gateway is the Gateway explained (Gateway only), with the
-	// GatewayClasses and the HTTPRoutes the reader could see.
+	// GatewayClasses and the routes the reader could see.
 	Gateway        *gatewayv1.Gateway
 	GatewayClasses []gatewayv1.GatewayClass
 	HTTPRoutes     []gatewayv1.HTTPRoute
+	GRPCRoutes     []gatewayv1.GRPCRoute
 	// Now is when the state was read.
 	Now time.Time
 }

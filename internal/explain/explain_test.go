@@ -183,6 +183,8 @@ func typeName(o client.Object) string {
 		return "*v1.GatewayClass"
 	case *gatewayv1.HTTPRoute:
 		return "*v1.HTTPRoute"
+	case *gatewayv1.GRPCRoute:
+		return "*v1.GRPCRoute"
 	}
 	return "*v1.Unknown"
 }
@@ -232,6 +234,8 @@ func state(objs []object) State {
 			s.GatewayClasses = append(s.GatewayClasses, *x)
 		case *gatewayv1.HTTPRoute:
 			s.HTTPRoutes = append(s.HTTPRoutes, *x)
+		case *gatewayv1.GRPCRoute:
+			s.GRPCRoutes = append(s.GRPCRoutes, *x)
 		}
 	}
 	return s

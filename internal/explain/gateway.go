@@ -165,29 +165,35 @@ func (r *report) listeners(gw *gatewayv1.Gateway) {
 	}
 }
 
-// attached reports the HTTPRoutes whose parentRefs name the Gateway, with
-// the conditions sluice wrote for that parent.
+// attached reports the routes (HTTPRoutes, then GRPCRoutes) whose
+// parentRefs name the Gateway, with the conditions sluice wrote for that
+// parent.
 func (r *report) attached(s State, gw *gatewayv1.Gateway) {
-	var routes []*gatewayv1.HTTPRoute
+	var routes []attachedRoute
 	for i := range s.HTTPRoutes {
 		hr := &s.HTTPRoutes[i]
-		if slices.ContainsFunc(hr.Spec.ParentRefs, func(p gatewayv1.ParentReference) bool { return refersTo(p, hr.Namespace, gw) }) {
-			routes = append(routes, hr)
-		}
+		routes = append(routes, attachedRoute{"HTTPRoute", &hr.ObjectMeta, hr.Spec.ParentRefs, &hr.Status.RouteStatus})
 	}
+	for i := range s.GRPCRoutes {
+		gr := &s.GRPCRoutes[i]
+		routes = append(routes, attachedRoute{"GRPCRoute", &gr.ObjectMeta, gr.Spec.ParentRefs, &gr.Status.RouteStatus})
+	}
+	routes = slices.DeleteFunc(routes, func(a attachedRoute) bool {
+		return !slices.ContainsFunc(a.parents, func(p gatewayv1.ParentReference) bool { return refersTo(p, a.meta.Namespace, gw) })
+	})
 	if len(routes) == 0 {
-		r.ok(1, "no HTTPRoute names this Gateway as its parent")
+		r.ok(1, "no route names this Gateway as its parent")
 		return
 	}
-	slices.SortFunc(routes, func(a, b *gatewayv1.HTTPRoute) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	slices.SortStableFunc(routes, func(a, b attachedRoute) int {
+		return cmp.Or(strings.Compare(a.kind, b.kind)*-1, strings.Compare(a.meta.Namespace, b.meta.Namespace), strings.Compare(a.meta.Name, b.meta.Name))
 	})
-	for _, hr := range routes {
-		what := fmt.Sprintf("HTTPRoute %s/%s", hr.Namespace, hr.Name)
+	for _, a := range routes {
+		what := fmt.Sprintf("%s %s/%s", a.kind, a.meta.Namespace, a.meta.Name)
 		var ps *gatewayv1.RouteParentStatus
-		for i := range hr.Status.Parents {
-			p := &hr.Status.Parents[i]
-			if p.ControllerName == gateway.ControllerName && refersTo(p.ParentRef, hr.Namespace, gw) {
+		for i := range a.status.Parents {
+			p := &a.status.Parents[i]
+			if p.ControllerName == gateway.ControllerName && refersTo(p.ParentRef, a.meta.Namespace, gw) {
 				ps = p
 				break
 			}
@@ -198,10 +204,18 @@ func (r *report) attached(s State, gw *gatewayv1.Gateway) {
 		}
 		r.ok(1, "%s", what)
 		for _, t := range []gatewayv1.RouteConditionType{gatewayv1.RouteConditionAccepted, gatewayv1.RouteConditionResolvedRefs} {
-			r.condition(2, what, ps.Conditions, string(t), hr.Generation)
+			r.condition(2, what, ps.Conditions, string(t), a.meta.Generation)
 		}
-		r.objectProblems(s, 2, "HTTPRoute", hr.Namespace, hr.Name)
+		r.objectProblems(s, 2, a.kind, a.meta.Namespace, a.meta.Name)
 	}
+}
+
+// attachedRoute is what attached reads of a route of any kind.
+type attachedRoute struct {
+	kind    string
+	meta    *metav1.ObjectMeta
+	parents []gatewayv1.ParentReference
+	status  *gatewayv1.RouteStatus
 }
 
 // refersTo reports whether a parentRef of a route in namespace ns names
