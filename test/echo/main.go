@@ -10,8 +10,9 @@
 // With --close-grace D the listener closes at once on SIGTERM (new
 // connections are refused) while open keep-alive connections are served
 // for D more, each answer saying Connection: close, before the shutdown
-// closes the idle ones: a careful server's stop, which never closes a
-// connection under a request already on its way to it.
+// closes the idle ones: a careful server's stop, which lets the proxies
+// drop the endpoint (and close their idle connections to it) before it
+// closes any connection a request may be on its way to.
 // GET /bytes/N answers N bytes. Any other path answers with a short text body
 // "name method host path\n"; with ?json=1 a JSON document. ?delay=D (a Go
 // duration, at most 10s) holds the answer for D first, so a test can keep
