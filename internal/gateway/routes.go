@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/internal/route"
@@ -22,92 +21,19 @@ type attachment struct {
 // httpRoute evaluates one HTTPRoute against the served Gateways its
 // parentRefs name, records its status and emits its rules.
 func (b *builder) httpRoute(r *gatewayv1.HTTPRoute) {
-	gen := r.Generation
-	id := r.Namespace + "/" + r.Name
 	routeHosts, badHost := routeHostnames(r.Spec.Hostnames)
-
 	// Rules first: their outcome is the same for every parent.
 	rules, unsupported, refsOK, refReason, refMsg := b.rules(r)
-
-	var parents []gatewayv1.RouteParentStatus
-	var atts []attachment
-	for _, pr := range r.Spec.ParentRefs {
-		if (pr.Group != nil && *pr.Group != Group) || (pr.Kind != nil && *pr.Kind != "Gateway") {
-			continue // not a Gateway: not ours to answer
-		}
-		ns := r.Namespace
-		if pr.Namespace != nil && *pr.Namespace != "" {
-			ns = string(*pr.Namespace)
-		}
-		lns, ours := b.gateways[ns+"/"+string(pr.Name)]
-		if !ours {
-			continue // not a Gateway of our classes
-		}
-		ps := gatewayv1.RouteParentStatus{ParentRef: pr, ControllerName: ControllerName}
-		acc, reason, msg := b.attach(r, pr, lns, routeHosts, badHost, &atts)
-		if acc && len(rules) == 0 && len(unsupported) > 0 {
-			acc, reason, msg = false, string(gatewayv1.RouteReasonUnsupportedValue), "no rule can be served: "+strings.Join(unsupported, "; ")
-		}
-		ps.Conditions = []metav1.Condition{
-			condition(string(gatewayv1.RouteConditionAccepted), acc, reason, msg, gen),
-			condition(string(gatewayv1.RouteConditionResolvedRefs), refsOK, refReason, refMsg, gen),
-		}
-		if acc && len(unsupported) > 0 {
-			ps.Conditions = append(ps.Conditions, condition(string(gatewayv1.RouteConditionPartiallyInvalid), true,
-				string(gatewayv1.RouteReasonUnsupportedValue), "rules not served: "+strings.Join(unsupported, "; "), gen))
-		}
-		if !acc && !(reason == string(gatewayv1.RouteReasonUnsupportedValue) && len(unsupported) > 0) {
-			b.problem("HTTPRoute", r.Namespace, r.Name, reason, fmt.Sprintf("parentRef %s/%s: %s", ns, truncate(string(pr.Name), 253), msg))
-		}
-		parents = append(parents, ps)
-	}
+	parents, atts := b.routeParents("HTTPRoute", r.ObjectMeta, r.Spec.ParentRefs, routeHosts, badHost, len(rules), unsupported, refsOK, refReason, refMsg)
 	if len(parents) == 0 {
 		return
 	}
-	if len(unsupported) > 0 {
-		b.problem("HTTPRoute", r.Namespace, r.Name, string(gatewayv1.RouteReasonUnsupportedValue), "rules not served: "+strings.Join(unsupported, "; "))
-	}
-	if !refsOK {
-		b.problem("HTTPRoute", r.Namespace, r.Name, refReason, refMsg)
-	}
 	b.res.HTTPRoutes = append(b.res.HTTPRoutes, RouteStatus{Namespace: r.Namespace, Name: r.Name, Parents: parents})
-	if len(rules) == 0 {
-		return
-	}
-
-	// Hosts served, and whether only through HTTPS listeners.
-	httpsOnly := map[string]bool{}
-	var hosts []string
-	for _, a := range atts {
-		if !a.ln.usable {
-			continue // attached, not served until its references resolve
-		}
-		for _, h := range a.hosts {
-			only, seen := httpsOnly[h]
-			if !seen {
-				hosts = append(hosts, h)
-				only = true
-			}
-			httpsOnly[h] = only && a.ln.https
-			a.ln.attached[h] = true
-		}
-	}
-	slices.Sort(hosts)
-	for _, rl := range rules {
-		for _, h := range hosts {
-			rl.Host, rl.Route, rl.HTTPSOnly = h, id, httpsOnly[h]
-			b.res.Rules = append(b.res.Rules, rl)
-		}
-	}
+	b.emit(r.Namespace+"/"+r.Name, atts, rules)
 }
 
-// attach finds the listeners a parentRef reaches and that allow the route,
-// and the hosts it is served for there; it counts the attachments.
-func (b *builder) attach(r *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference, lns []*listener, routeHosts []string, badHost string, atts *[]attachment) (ok bool, reason, msg string) {
-	return b.attachKind("HTTPRoute", r.Namespace, pr, lns, routeHosts, badHost, atts)
-}
-
-// attachKind is attach for a route of kind in namespace ns.
+// attachKind attaches a route of kind in namespace ns to the listeners of
+// one parentRef, and says whether it is accepted there and why not.
 func (b *builder) attachKind(kind gatewayv1.Kind, ns string, pr gatewayv1.ParentReference, lns []*listener, routeHosts []string, badHost string, atts *[]attachment) (ok bool, reason, msg string) {
 	if badHost != "" {
 		return false, string(gatewayv1.RouteReasonUnsupportedValue), badHost
