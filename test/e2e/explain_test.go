@@ -27,8 +27,14 @@ import (
 // returns its output and exit status (0: no cause, 1: a cause found).
 func (e *env) explain(args ...string) (string, int) {
 	e.t.Helper()
-	cmd := exec.Command(e.sluice, append(append([]string{"explain"}, args...),
-		"--kubeconfig", e.c.Kubeconfig(), "--controller-namespace", proxyNS)...)
+	return e.cli(append(append([]string{"explain"}, args...), "--kubeconfig", e.c.Kubeconfig(), "--controller-namespace", proxyNS)...)
+}
+
+// cli runs the sluice binary with args and returns its output (stdout and
+// stderr) and exit status; it fails the test if the binary cannot run.
+func (e *env) cli(args ...string) (string, int) {
+	e.t.Helper()
+	cmd := exec.Command(e.sluice, args...)
 	// The run's own SLUICE_ variables (SLUICE_KUBECONFIG, ...) would set
 	// the command's flags.
 	for _, kv := range os.Environ() {
@@ -46,7 +52,7 @@ func (e *env) explain(args ...string) (string, int) {
 	case errors.As(err, &exit):
 		return out.String(), exit.ExitCode()
 	default:
-		e.t.Fatalf("sluice explain: %v", err)
+		e.t.Fatalf("sluice %s: %v", args[0], err)
 		return "", -1
 	}
 }

@@ -8,13 +8,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -197,24 +194,7 @@ func (n *ngx) migrate() {
 	}
 	e := n.e
 	run := func(args ...string) (string, int) {
-		cmd := exec.Command(e.sluice, append([]string{"migrate", "--kubeconfig", e.c.Kubeconfig()}, args...)...)
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "SLUICE_") {
-				cmd.Env = append(cmd.Env, kv)
-			}
-		}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		var exit *exec.ExitError
-		switch {
-		case err == nil:
-			return out.String(), 0
-		case errors.As(err, &exit):
-			return out.String(), exit.ExitCode()
-		}
-		e.t.Fatalf("sluice migrate: %v", err)
-		return "", -1
+		return e.cli(append([]string{"migrate", "--kubeconfig", e.c.Kubeconfig()}, args...)...)
 	}
 	text, code := run()
 	e.t.Logf("sluice migrate (exit %d):\n%s", code, text)
