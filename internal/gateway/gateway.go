@@ -46,6 +46,7 @@
 package gateway
 
 import (
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,6 +91,13 @@ type Options struct {
 	// without access to them); every certificateRef's Secret then counts
 	// as present.
 	SecretsUnread bool
+	// Addresses are the load-balancer addresses Gateways hold one each
+	// (LoadBalancerBinding spec.gatewayAddresses; the proxies'
+	// --gateway-addresses). A Gateway whose status.addresses holds one of
+	// them is served apart, in that address's scope (Rule.Scope,
+	// Certificate.Scope). With Addresses set, a Gateway holding none is not
+	// served: it has no address yet. Statuses do not depend on it.
+	Addresses []netip.Addr
 }
 
 func (o Options) withDefaults() Options {
@@ -153,6 +161,10 @@ type Rule struct {
 	// HTTPSOnly: attached only through HTTPS listeners, so plain HTTP
 	// requests are redirected to HTTPS rather than served.
 	HTTPSOnly bool
+	// Scope is the address of the Gateway the rule is served through when
+	// that Gateway holds an address of its own (Options.Addresses); "" for
+	// the table every Gateway of the class shares.
+	Scope string
 }
 
 // BackendRef is a resolved Service port.
@@ -171,6 +183,8 @@ type Certificate struct {
 	Hosts []string
 	// Gateway is "namespace/name" of the Gateway.
 	Gateway string
+	// Scope is the Gateway's own address, as Rule.Scope.
+	Scope string
 	// AnyHost: the listener has no hostname, so its certificate also
 	// answers server names no other certificate covers (translate makes
 	// the first such one the default certificate when the proxy has none

@@ -3,6 +3,7 @@ package gateway
 import (
 	"crypto/tls"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -49,6 +50,11 @@ type listener struct {
 	cert     string // "namespace/name" of the certificate Secret, "" for none
 	selector labels.Selector
 	attached map[string]bool // hosts of attached routes, for the certificate
+	// scope is the Gateway's own address (Options.Addresses), "" for the
+	// shared table; unserved: Options.Addresses is set and the Gateway
+	// holds none of them yet, so its routes are not served.
+	scope    string
+	unserved bool
 
 	// attachable: accepted without conflict, for a route kind we serve:
 	// routes may attach (and count in attachedRoutes) even while its
@@ -75,12 +81,13 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 		b.res.Gateways = append(b.res.Gateways, GatewayStatus{Namespace: gw.Namespace, Name: gw.Name, Status: st})
 		return nil
 	}
+	scope, unserved := b.scopeOf(gw)
 	seen := map[string]int{} // port/hostname → first listener index
 	accepted, programmed := 0, 0
 	for i := range gw.Spec.Listeners {
 		l := &gw.Spec.Listeners[i]
 		ls := &gatewayv1.ListenerStatus{Name: l.Name, AttachedRoutes: 0}
-		ln := &listener{gw: gw, spec: l, status: ls, attached: map[string]bool{}}
+		ln := &listener{gw: gw, spec: l, status: ls, attached: map[string]bool{}, scope: scope, unserved: unserved}
 		acc, accReason, accMsg := true, string(gatewayv1.ListenerReasonAccepted), "accepted"
 		refs, refReason, refMsg := true, string(gatewayv1.ListenerReasonResolvedRefs), "all references resolved"
 		conflict := false
@@ -335,4 +342,26 @@ func (b *builder) allows(ln *listener, ns string) bool {
 	default: // None, or a value this version does not know
 		return false
 	}
+}
+
+// scopeOf returns the address of Options.Addresses that gw holds in its
+// status (the controller assigned it), "" for none; unserved is true when
+// Options.Addresses is set and gw holds none of them.
+func (b *builder) scopeOf(gw *gatewayv1.Gateway) (scope string, unserved bool) {
+	if len(b.opts.Addresses) == 0 {
+		return "", false
+	}
+	for _, a := range gw.Status.Addresses {
+		if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
+			continue
+		}
+		ip, err := netip.ParseAddr(a.Value)
+		if err != nil {
+			continue
+		}
+		if slices.Contains(b.opts.Addresses, ip.Unmap()) {
+			return ip.Unmap().String(), false
+		}
+	}
+	return "", true
 }

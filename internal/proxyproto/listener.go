@@ -159,6 +159,19 @@ func (c *Conn) RemoteAddr() net.Addr {
 	return c.Conn.RemoteAddr()
 }
 
+// LocalAddr returns the destination address of the header (the address
+// the client reached: the load balancer's), or the connection's own local
+// address for LOCAL and UNKNOWN headers, headers without a TCP address,
+// connections without a header and broken headers. The proxy routes by it
+// when a Gateway has an address of its own (route.Scope).
+func (c *Conn) LocalAddr() net.Addr {
+	c.once.Do(c.init)
+	if c.err == nil && c.header.HasAddress() {
+		return net.TCPAddrFromAddrPort(c.header.Destination)
+	}
+	return c.Conn.LocalAddr()
+}
+
 // SetDeadline sets both deadlines; see SetReadDeadline.
 func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {

@@ -1,6 +1,7 @@
 package proxyproto
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"net"
@@ -60,13 +61,13 @@ func readN(t *testing.T, c net.Conn, n int) string {
 
 func TestListenerTrusted(t *testing.T) {
 	l := listen(t, Options{Trusted: loopback})
-	tests := []struct{ name, header, remote string }{
-		{"v1", "PROXY TCP4 192.0.2.7 192.0.2.8 4242 443\r\n", "192.0.2.7:4242"},
-		{"v1 tcp6", "PROXY TCP6 2001:db8::7 2001:db8::8 4242 443\r\n", "[2001:db8::7]:4242"},
-		{"v2", string(v2(0x21, 0x11, inet4("198.51.100.9", "192.0.2.8", 999, 443))), "198.51.100.9:999"},
-		{"v2 local", string(v2(0x20, 0x00, nil)), ""},
-		{"v1 unknown", "PROXY UNKNOWN\r\n", ""},
-		{"none", "", ""},
+	tests := []struct{ name, header, remote, local string }{
+		{"v1", "PROXY TCP4 192.0.2.7 192.0.2.8 4242 443\r\n", "192.0.2.7:4242", "192.0.2.8:443"},
+		{"v1 tcp6", "PROXY TCP6 2001:db8::7 2001:db8::8 4242 443\r\n", "[2001:db8::7]:4242", "[2001:db8::8]:443"},
+		{"v2", string(v2(0x21, 0x11, inet4("198.51.100.9", "192.0.2.8", 999, 443))), "198.51.100.9:999", "192.0.2.8:443"},
+		{"v2 local", string(v2(0x20, 0x00, nil)), "", ""},
+		{"v1 unknown", "PROXY UNKNOWN\r\n", "", ""},
+		{"none", "", "", ""},
 	}
 	for _, tt := range tests {
 		cl := dial(t, l, tt.header+"hello")
@@ -81,8 +82,11 @@ func TestListenerTrusted(t *testing.T) {
 		if got := readN(t, c, 5); got != "hello" {
 			t.Errorf("%s: payload %q", tt.name, got)
 		}
-		if c.LocalAddr().String() != l.Addr().String() {
-			t.Errorf("%s: LocalAddr %s, want %s", tt.name, c.LocalAddr(), l.Addr())
+		// LocalAddr: the header's destination (the address the client
+		// reached), else the listener's own.
+		wantLocal := cmp.Or(tt.local, l.Addr().String())
+		if c.LocalAddr().String() != wantLocal {
+			t.Errorf("%s: LocalAddr %s, want %s", tt.name, c.LocalAddr(), wantLocal)
 		}
 	}
 }

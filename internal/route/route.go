@@ -21,6 +21,7 @@ package route
 
 import (
 	"crypto/tls"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -97,6 +98,9 @@ type Config struct {
 	// neither owns the wildcard nor shares the name with its owner. They get
 	// DefaultCertificate. Sorted.
 	NoWildcardCertificate []string
+	// Scopes are the tables of load-balancer addresses served apart, in
+	// address order (scope.go); nil for none.
+	Scopes []Scope
 }
 
 // VirtualHost is the set of routes for one host.
@@ -283,6 +287,7 @@ type Table struct {
 	wildCerts map[string]*tls.Certificate // keyed by the suffix after "*."
 	defCert   *tls.Certificate
 	owners    owners
+	scopes    map[netip.Addr]*Table // scope.go; nil for none
 }
 
 type vhost struct {
@@ -361,6 +366,7 @@ func NewFrom(prev *Table, c Config) *Table {
 		t.defCert = c.DefaultCertificate.Cert
 	}
 	t.owners = newOwners(&c)
+	t.compileScopes(prev, c)
 	return t
 }
 

@@ -105,12 +105,23 @@ func (g *gatewayResult) claims() []*networkingv1.Ingress {
 // an HTTPRoute (tenancy is the same for both APIs).
 func (b *builder) addGateway(g *gatewayResult) {
 	b.problems = append(b.problems, g.res.Problems...)
+	b.addGatewayScope(g, "")
+}
+
+// addGatewayScope adds the rules and certificates of scope: "" for those
+// of the Gateways sharing the table, else those of the Gateway holding
+// that address (scope.go).
+func (b *builder) addGatewayScope(g *gatewayResult, scope string) {
 	unresolved := map[string]*route.Backend{}
 	for _, r := range g.res.Rules {
-		b.addGatewayRule(r, unresolved)
+		if r.Scope == scope {
+			b.addGatewayRule(r, unresolved)
+		}
 	}
 	for _, c := range g.res.Certificates {
-		b.addGatewayCertificate(c)
+		if c.Scope == scope {
+			b.addGatewayCertificate(c)
+		}
 	}
 }
 

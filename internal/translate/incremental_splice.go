@@ -269,7 +269,9 @@ func (g *group) owns(cfg route.Config, problems []Problem) bool {
 func (x *index) splice(prev *Result, g group, cfg route.Config, problems []Problem) (route.Config, []Problem) {
 	host := func(h string) bool { return g.keys["h:"+h] }
 	p := prev.Config
-	out := route.Config{DefaultBackend: p.DefaultBackend, DefaultCertificate: p.DefaultCertificate}
+	// Scopes: only Gateway API rules, which a splice never touches
+	// (touchesGateway sends such changes to a full translation).
+	out := route.Config{DefaultBackend: p.DefaultBackend, DefaultCertificate: p.DefaultCertificate, Scopes: p.Scopes}
 	out.VirtualHosts = merge(p.VirtualHosts, cfg.VirtualHosts, func(v route.VirtualHost) bool { return host(v.Host) },
 		func(a, b route.VirtualHost) int { return strings.Compare(a.Host, b.Host) })
 	out.Certificates = merge(p.Certificates, cfg.Certificates, func(c route.Certificate) bool { return g.keys["k:"+c.Source] },
