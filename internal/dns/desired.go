@@ -210,7 +210,7 @@ func wantRecords(h string, zone Zone, srcs []Source, o DesiredOptions) ([]Record
 	}
 	if len(unknown) > 0 {
 		return nil, &Problem{Kind: ProblemUnknownAddress, Host: h, Ingress: unknown, NoChange: true,
-			Message: fmt.Sprintf("the load balancer address of host %s is not known (binding missing or without status.addresses); its records are left as they are, nothing is deleted", h)}
+			Message: fmt.Sprintf("the load balancer address of host %s is not known (the binding is missing or without status.addresses, or the Gateway is not Programmed with an address); its records are left as they are, nothing is deleted", h)}
 	}
 	return known[0], nil
 }
