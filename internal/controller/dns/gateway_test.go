@@ -28,20 +28,29 @@ import (
 // that the CRDs are served to (as --gateway-api once it found them).
 func newGatewayEnv(t *testing.T, objs ...client.Object) *env {
 	t.Helper()
-	s := ct.Scheme()
-	if err := gatewayv1.Install(s); err != nil {
-		t.Fatal(err)
-	}
 	e := &env{t: t, p: dnstest.New(zone), clock: ct.NewClock()}
-	e.c = fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&networkingv1.Ingress{}, &gatewayv1.Gateway{}).
-		WithObjects(objs...).Build()
-	routes := routeclaims.New(routeclaims.Options{Client: e.c})
-	routes.Serve()
-	routes.ServeGRPCRoutes(true)
+	var routes *routeclaims.Reader
+	e.c, routes = gatewayClient(t, objs...)
 	e.opts = dnsctl.Options{OwnerID: "test", Keys: keys, TTL: 60 * time.Second, DeleteDelay: 2 * time.Minute,
 		Serving: ingressstatus.ServingOptions{Namespace: ct.Namespace}, Routes: routes}
 	e.restart()
 	return e
+}
+
+// gatewayClient is a fake client with the Gateway API types holding objs,
+// and a route reader the CRDs are served to.
+func gatewayClient(t *testing.T, objs ...client.Object) (client.WithWatch, *routeclaims.Reader) {
+	t.Helper()
+	s := ct.Scheme()
+	if err := gatewayv1.Install(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&networkingv1.Ingress{}, &gatewayv1.Gateway{}).
+		WithObjects(objs...).Build()
+	routes := routeclaims.New(routeclaims.Options{Client: c})
+	routes.Serve()
+	routes.ServeGRPCRoutes(true)
+	return c, routes
 }
 
 func gatewayClass() *gatewayv1.GatewayClass {
