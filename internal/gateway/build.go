@@ -129,7 +129,7 @@ func (b *builder) certificates(gws []*gatewayv1.Gateway) {
 			if len(hosts) == 0 && ln.host != "" {
 				continue
 			}
-			b.res.Certificates = append(b.res.Certificates, Certificate{Secret: ln.cert, Hosts: hosts, Gateway: gw.Namespace + "/" + gw.Name, AnyHost: ln.host == "", Scope: ln.scope})
+			b.res.Certificates = append(b.res.Certificates, Certificate{Secret: ln.cert, Hosts: hosts, Gateway: gw.Namespace + "/" + gw.Name, AnyHost: ln.host == "", Scope: ln.scope, Port: ln.port})
 		}
 	}
 }

@@ -87,6 +87,12 @@ type Options struct {
 	// and HTTPS on, as the load balancer in front exposes them; 0 means 80
 	// and 443. Listeners on other ports are refused (PortUnavailable).
 	HTTPPort, HTTPSPort int32
+	// ExtraHTTPPorts and ExtraHTTPSPorts are more ports the load balancer
+	// exposes for Gateway listeners, forwarding to the proxies' plain or
+	// TLS port with a PROXY protocol header whose destination port says
+	// which one a connection reached. A listener on one is served apart
+	// from the main ports (Rule.Port).
+	ExtraHTTPPorts, ExtraHTTPSPorts []int32
 	// SecretsUnread: the caller does not read Secrets (the controller
 	// without access to them); every certificateRef's Secret then counts
 	// as present.
@@ -165,6 +171,9 @@ type Rule struct {
 	// that Gateway holds an address of its own (Options.Addresses); "" for
 	// the table every Gateway of the class shares.
 	Scope string
+	// Port is the listener port of one of Options.Extra*Ports the rule is
+	// served through, 0 for the main ports (HTTPPort and HTTPSPort).
+	Port int32
 }
 
 // BackendRef is a resolved Service port.
@@ -183,8 +192,10 @@ type Certificate struct {
 	Hosts []string
 	// Gateway is "namespace/name" of the Gateway.
 	Gateway string
-	// Scope is the Gateway's own address, as Rule.Scope.
+	// Scope is the Gateway's own address, as Rule.Scope; Port the
+	// listener's port when it is one of Options.ExtraHTTPSPorts, else 0.
 	Scope string
+	Port  int32
 	// AnyHost: the listener has no hostname, so its certificate also
 	// answers server names no other certificate covers (translate makes
 	// the first such one the default certificate when the proxy has none

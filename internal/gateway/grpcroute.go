@@ -104,7 +104,11 @@ func (b *builder) emit(id string, atts []attachment, rules []Rule) {
 	if len(rules) == 0 {
 		return
 	}
-	type scopedHost struct{ scope, host string }
+	type scopedHost struct {
+		scope string
+		port  int32
+		host  string
+	}
 	httpsOnly := map[scopedHost]bool{}
 	var hosts []scopedHost
 	for _, a := range atts {
@@ -112,7 +116,7 @@ func (b *builder) emit(id string, atts []attachment, rules []Rule) {
 			continue // attached, not served until its references resolve (or its Gateway has an address)
 		}
 		for _, h := range a.hosts {
-			k := scopedHost{a.ln.scope, h}
+			k := scopedHost{a.ln.scope, a.ln.port, h}
 			only, seen := httpsOnly[k]
 			if !seen {
 				hosts = append(hosts, k)
@@ -123,11 +127,11 @@ func (b *builder) emit(id string, atts []attachment, rules []Rule) {
 		}
 	}
 	slices.SortFunc(hosts, func(x, y scopedHost) int {
-		return cmp.Or(strings.Compare(x.scope, y.scope), strings.Compare(x.host, y.host))
+		return cmp.Or(strings.Compare(x.scope, y.scope), cmp.Compare(x.port, y.port), strings.Compare(x.host, y.host))
 	})
 	for _, rl := range rules {
 		for _, k := range hosts {
-			rl.Host, rl.Scope, rl.Route, rl.HTTPSOnly = k.host, k.scope, id, httpsOnly[k]
+			rl.Host, rl.Scope, rl.Port, rl.Route, rl.HTTPSOnly = k.host, k.scope, k.port, id, httpsOnly[k]
 			b.res.Rules = append(b.res.Rules, rl)
 		}
 	}

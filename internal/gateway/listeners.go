@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +56,9 @@ type listener struct {
 	// holds none of them yet, so its routes are not served.
 	scope    string
 	unserved bool
+	// port: the listener's port when it is an extra one
+	// (Options.Extra*Ports), served apart; 0 for the main ports.
+	port int32
 
 	// attachable: accepted without conflict, for a route kind we serve:
 	// routes may attach (and count in attachedRoutes) even while its
@@ -101,16 +105,21 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 		switch {
 		case !acc:
 		case l.Protocol == gatewayv1.HTTPProtocolType:
-			if l.Port != b.opts.HTTPPort {
+			if l.Port != b.opts.HTTPPort && !slices.Contains(b.opts.ExtraHTTPPorts, l.Port) {
 				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonPortUnavailable),
-					fmt.Sprintf("HTTP is served on port %d only", b.opts.HTTPPort)
+					"HTTP is served on "+portList(b.opts.HTTPPort, b.opts.ExtraHTTPPorts)+" only"
+			} else if l.Port != b.opts.HTTPPort {
+				ln.port = l.Port
 			}
 		case l.Protocol == gatewayv1.HTTPSProtocolType:
 			ln.https = true
-			if l.Port != b.opts.HTTPSPort {
+			if l.Port != b.opts.HTTPSPort && !slices.Contains(b.opts.ExtraHTTPSPorts, l.Port) {
 				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonPortUnavailable),
-					fmt.Sprintf("HTTPS is served on port %d only", b.opts.HTTPSPort)
-			} else if l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode != gatewayv1.TLSModeTerminate {
+					"HTTPS is served on "+portList(b.opts.HTTPSPort, b.opts.ExtraHTTPSPorts)+" only"
+			} else if l.Port != b.opts.HTTPSPort {
+				ln.port = l.Port
+			}
+			if acc && l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode != gatewayv1.TLSModeTerminate {
 				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonUnsupportedValue), "HTTPS listeners terminate TLS: tls.mode must be Terminate"
 			}
 		default:
@@ -364,4 +373,29 @@ func (b *builder) scopeOf(gw *gatewayv1.Gateway) (scope string, unserved bool) {
 		}
 	}
 	return "", true
+}
+
+// portList describes the ports a protocol is served on: "port 80", or
+// "ports 80, 8000-8099" with runs of consecutive extra ports joined.
+func portList(main int32, extra []int32) string {
+	if len(extra) == 0 {
+		return fmt.Sprintf("port %d", main)
+	}
+	ps := slices.Clone(extra)
+	slices.Sort(ps)
+	ps = slices.Compact(ps)
+	out := []string{strconv.Itoa(int(main))}
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
+			j++
+		}
+		if j > i {
+			out = append(out, fmt.Sprintf("%d-%d", ps[i], ps[j]))
+		} else {
+			out = append(out, strconv.Itoa(int(ps[i])))
+		}
+		i = j + 1
+	}
+	return "ports " + strings.Join(out, ", ")
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"sluice.dev/sluice/internal/proxyproto"
 	"sluice.dev/sluice/internal/route"
 )
 
@@ -304,7 +305,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A Gateway with an address of its own: the routes of the
 		// address the request reached (route.Scope).
 		la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-		table = table.For(route.AddrOf(la))
+		table = table.For(proxyproto.Reached(la))
 	}
 	if r.TLS != nil && r.TLS.ServerName != "" && table.Misdirected(r.TLS.ServerName, r.Host) {
 		// Another tenant's host, or a name the certificate does not

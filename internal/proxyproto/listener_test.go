@@ -187,3 +187,25 @@ func TestConsumerDeadline(t *testing.T) {
 		t.Errorf("RemoteAddr %s", got)
 	}
 }
+
+// TestReached: the address and port a connection reached for routing: a
+// header's destination with its port, a connection without one with its
+// local address and port 0 (the proxy's own port is not the load
+// balancer's).
+func TestReached(t *testing.T) {
+	l := listen(t, Options{Trusted: loopback})
+	dial(t, l, "PROXY TCP4 192.0.2.7 192.0.2.8 4242 8080\r\n")
+	c := accept(t, l)
+	if got := Reached(c.LocalAddr()).String(); got != "192.0.2.8:8080" {
+		t.Errorf("with a header: %s, want 192.0.2.8:8080", got)
+	}
+	dial(t, l, "GET / HTTP/1.1\r\n\r\n")
+	c = accept(t, l)
+	local := c.LocalAddr().(*net.TCPAddr)
+	if got, want := Reached(c.LocalAddr()), netip.AddrPortFrom(local.AddrPort().Addr().Unmap(), 0); got != want {
+		t.Errorf("without a header: %s, want %s", got, want)
+	}
+	if Reached(nil).IsValid() {
+		t.Error("nil address reached something")
+	}
+}

@@ -21,7 +21,6 @@ package route
 
 import (
 	"crypto/tls"
-	"net/netip"
 	"strings"
 	"time"
 )
@@ -98,9 +97,12 @@ type Config struct {
 	// neither owns the wildcard nor shares the name with its owner. They get
 	// DefaultCertificate. Sorted.
 	NoWildcardCertificate []string
-	// Scopes are the tables of load-balancer addresses served apart, in
-	// address order (scope.go); nil for none.
-	Scopes []Scope
+	// Scopes are the tables of load-balancer addresses and extra listener
+	// ports served apart, sorted by address then port (scope.go); nil for
+	// none. ScopedPorts are the extra listener ports: a request to one of
+	// them is served only from a Scope of that port (none: 404).
+	Scopes      []Scope
+	ScopedPorts []uint16
 }
 
 // VirtualHost is the set of routes for one host.
@@ -287,7 +289,7 @@ type Table struct {
 	wildCerts map[string]*tls.Certificate // keyed by the suffix after "*."
 	defCert   *tls.Certificate
 	owners    owners
-	scopes    map[netip.Addr]*Table // scope.go; nil for none
+	sc        *scopes // scope.go; nil for none
 }
 
 type vhost struct {

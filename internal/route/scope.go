@@ -1,49 +1,88 @@
 package route
 
 import (
+	"crypto/tls"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 )
 
-// Scope is a routing table of its own for the requests that reach one
-// load-balancer address: a Gateway with an address of its own
-// (LoadBalancerBinding spec.gatewayAddresses) is served from its own
-// scope, so two Gateways may serve the same host and path differently and
-// a route is reachable only through the Gateways it is attached to. The
-// proxy learns the address a request reached from the PROXY protocol
-// header of the load balancer (the header's destination), else the
-// connection's local address.
+// Scope is a routing table of its own for the requests that reached one
+// load-balancer address, one extra listener port, or both:
+//
+//   - a Gateway with an address of its own (LoadBalancerBinding
+//     spec.gatewayAddresses) is served from its own scopes, so two
+//     Gateways may serve the same host and path differently and a route is
+//     reachable only through the Gateways it is attached to;
+//   - a Gateway listener on an extra port (the proxies'
+//     --gateway-extra-http-ports and --gateway-extra-https-ports) is
+//     served from the scope of that port.
+//
+// The proxy learns the address and port a request reached from the PROXY
+// protocol header of the load balancer (the header's destination), else
+// from the connection's local address.
 type Scope struct {
-	// Address is the load-balancer address (unmapped).
+	// Address is the load-balancer address (unmapped); the zero Addr for
+	// the shared addresses.
 	Address netip.Addr
+	// Port is an extra listener port (one of Config.ScopedPorts); 0 for
+	// the main ports.
+	Port uint16
 	// Config is the scope's table; its own Scopes are ignored. An empty
 	// Config (an address no Gateway holds yet) answers 404.
 	Config Config
 }
 
-// For returns the table serving requests that reached addr: the scope of
-// addr when the table has one, else t itself. It does not allocate.
-func (t *Table) For(addr netip.Addr) *Table {
-	if len(t.scopes) == 0 {
+// scopeKey identifies a Scope.
+type scopeKey struct {
+	addr netip.Addr
+	port uint16
+}
+
+// scopes is what a Table compiled from Config.Scopes.
+type scopes struct {
+	tables map[scopeKey]*Table
+	addrs  map[netip.Addr]bool // addresses served apart
+	ports  map[uint16]bool     // Config.ScopedPorts
+	empty  *Table              // for a scoped address or port without a scope
+}
+
+// For returns the table serving requests that reached ap: the scope of its
+// address (when served apart) and port (when an extra one); the empty
+// table for a scoped address or port that has no scope; t itself for the
+// shared addresses on the main ports. It does not allocate.
+func (t *Table) For(ap netip.AddrPort) *Table {
+	if t.sc == nil {
 		return t
 	}
-	if s := t.scopes[addr.Unmap()]; s != nil {
+	k := scopeKey{addr: ap.Addr().Unmap(), port: ap.Port()}
+	if !t.sc.addrs[k.addr] {
+		k.addr = netip.Addr{}
+	}
+	if !t.sc.ports[k.port] {
+		k.port = 0
+	}
+	if k == (scopeKey{}) {
+		return t
+	}
+	if s := t.sc.tables[k]; s != nil {
 		return s
 	}
-	return t
+	return t.sc.empty
 }
 
 // HasScopes reports whether the table has scopes, so a caller looks up the
 // address a request reached only when it can matter.
-func (t *Table) HasScopes() bool { return len(t.scopes) > 0 }
+func (t *Table) HasScopes() bool { return t.sc != nil }
 
 // Scopes returns the scopes' tables, in Config order.
 func (t *Table) Scopes() []*Table {
+	if t.sc == nil {
+		return nil
+	}
 	out := make([]*Table, 0, len(t.config.Scopes))
 	for _, s := range t.config.Scopes {
-		if st := t.scopes[s.Address.Unmap()]; st != nil {
+		if st := t.sc.tables[scopeKey{s.Address.Unmap(), s.Port}]; st != nil {
 			out = append(out, st)
 		}
 	}
@@ -52,58 +91,64 @@ func (t *Table) Scopes() []*Table {
 
 // compileScopes compiles c's scopes into t, reusing prev's.
 func (t *Table) compileScopes(prev *Table, c Config) {
-	if len(c.Scopes) == 0 {
+	if len(c.Scopes) == 0 && len(c.ScopedPorts) == 0 {
 		return
 	}
-	t.scopes = make(map[netip.Addr]*Table, len(c.Scopes))
+	sc := &scopes{
+		tables: make(map[scopeKey]*Table, len(c.Scopes)),
+		addrs:  map[netip.Addr]bool{},
+		ports:  map[uint16]bool{},
+		empty:  &Table{exact: map[string]*vhost{}, wildcards: map[string]*vhost{}, certs: map[string]*tls.Certificate{}, wildCerts: map[string]*tls.Certificate{}},
+	}
+	for _, p := range c.ScopedPorts {
+		if p != 0 {
+			sc.ports[p] = true
+		}
+	}
 	for i := range c.Scopes {
 		s := &c.Scopes[i]
-		a := s.Address.Unmap()
-		if !a.IsValid() || t.scopes[a] != nil {
+		k := scopeKey{s.Address.Unmap(), s.Port}
+		if k == (scopeKey{}) || sc.tables[k] != nil || (k.port != 0 && !sc.ports[k.port]) {
 			continue
 		}
-		var p *Table
-		if prev != nil {
-			p = prev.scopes[a]
+		if k.addr.IsValid() {
+			sc.addrs[k.addr] = true
 		}
-		sc := s.Config
-		sc.Scopes = nil
-		t.scopes[a] = NewFrom(p, sc)
+		var p *Table
+		if prev != nil && prev.sc != nil {
+			p = prev.sc.tables[k]
+		}
+		cfg := s.Config
+		cfg.Scopes, cfg.ScopedPorts = nil, nil
+		sc.tables[k] = NewFrom(p, cfg)
 	}
+	t.sc = sc
 }
 
-// AddrOf returns the IP address of a net.Addr of a TCP connection (an
-// *net.TCPAddr, or anything whose String is host:port); the zero Addr when
-// there is none.
-func AddrOf(a net.Addr) netip.Addr {
-	switch v := a.(type) {
-	case nil:
-		return netip.Addr{}
-	case *net.TCPAddr:
-		ip, _ := netip.AddrFromSlice(v.IP)
-		return ip.Unmap()
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}
-
-// dumpScopes writes c's scopes for Dump, each indented under its address.
+// dumpScopes writes c's scopes for Dump, each indented under its key.
 func dumpScopes(b *strings.Builder, c *Config) {
+	if len(c.ScopedPorts) > 0 {
+		fmt.Fprintf(b, "scoped ports %v\n", c.ScopedPorts)
+	}
 	for i := range c.Scopes {
 		s := &c.Scopes[i]
 		sc := s.Config
-		sc.Scopes = nil
-		fmt.Fprintf(b, "scope %s\n", s.Address)
+		sc.Scopes, sc.ScopedPorts = nil, nil
+		addr, port := "*", "main"
+		if s.Address.IsValid() {
+			addr = s.Address.String()
+		}
+		if s.Port != 0 {
+			port = fmt.Sprint(s.Port)
+		}
+		fmt.Fprintf(b, "scope %s port %s\n", addr, port)
 		body := Dump(&sc)
 		if body == "" {
 			b.WriteString("  (empty: 404)\n")
 			continue
 		}
-		for _, line := range strings.SplitAfter(strings.TrimSuffix(body, "\n"), "\n") {
-			b.WriteString("  " + strings.TrimSuffix(line, "\n") + "\n")
+		for _, line := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
+			b.WriteString("  " + line + "\n")
 		}
 	}
 }

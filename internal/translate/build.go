@@ -82,7 +82,7 @@ func (b *builder) build(in Input, cache *KeyPairCache) route.Config {
 	if !b.partial {
 		cfg.DefaultCertificate = b.defaultCertificate()
 		if gw != nil {
-			cfg.Scopes = b.gatewayScopes(gw, cfg.DefaultCertificate) // scope.go
+			cfg.Scopes, cfg.ScopedPorts = b.gatewayScopes(gw, cfg.DefaultCertificate) // scope.go
 		}
 	}
 	return cfg

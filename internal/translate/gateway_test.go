@@ -50,9 +50,13 @@ func decodeGatewayDoc(kind string, doc []byte, in *Input, opts *Options) (known 
 			HTTPSPort    int32  `json:"httpsPort"`
 			// Addresses: Gateways served apart (Options.Addresses).
 			Addresses []netip.Addr `json:"addresses"`
+			// Extra listener ports, served apart.
+			ExtraHTTPPorts  []int32 `json:"extraHTTPPorts"`
+			ExtraHTTPSPorts []int32 `json:"extraHTTPSPorts"`
 		}
 		err = yaml.UnmarshalStrict(doc, &o)
-		opts.Gateway = &gateway.Options{GatewayClass: o.GatewayClass, HTTPPort: o.HTTPPort, HTTPSPort: o.HTTPSPort, Addresses: o.Addresses}
+		opts.Gateway = &gateway.Options{GatewayClass: o.GatewayClass, HTTPPort: o.HTTPPort, HTTPSPort: o.HTTPSPort, Addresses: o.Addresses,
+			ExtraHTTPPorts: o.ExtraHTTPPorts, ExtraHTTPSPorts: o.ExtraHTTPSPorts}
 	default:
 		return false, nil
 	}

@@ -71,7 +71,8 @@ func TestGolden(t *testing.T) {
 // certificate chosen for each line of requests.txt ("http HOST PATH" with
 // HOST "-" for none, "req METHOD HOST TARGET [Name:value ...]", "sni NAME", or "tls SNI HOST" (SNI "-" for none): whether a request for
 // HOST on a connection with server name SNI is refused with 421); a line
-// may start with "at ADDR", the load-balancer address the request reached.
+// may start with "at ADDR" or "at ADDR:PORT", the load-balancer address
+// (port 80 if none) the request reached.
 func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) string {
 	t.Helper()
 	var b strings.Builder
@@ -111,7 +112,11 @@ func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) str
 		// ADDR (route.Scope).
 		tbl = all
 		if len(f) > 2 && f[0] == "at" {
-			tbl = all.For(netip.MustParseAddr(f[1]))
+			ap, err := netip.ParseAddrPort(f[1])
+			if err != nil {
+				ap = netip.AddrPortFrom(netip.MustParseAddr(f[1]), 80)
+			}
+			tbl = all.For(ap)
 			fmt.Fprintf(&b, "  at %s:\n", f[1])
 			f = f[2:]
 		}

@@ -271,7 +271,7 @@ func (x *index) splice(prev *Result, g group, cfg route.Config, problems []Probl
 	p := prev.Config
 	// Scopes: only Gateway API rules, which a splice never touches
 	// (touchesGateway sends such changes to a full translation).
-	out := route.Config{DefaultBackend: p.DefaultBackend, DefaultCertificate: p.DefaultCertificate, Scopes: p.Scopes}
+	out := route.Config{DefaultBackend: p.DefaultBackend, DefaultCertificate: p.DefaultCertificate, Scopes: p.Scopes, ScopedPorts: p.ScopedPorts}
 	out.VirtualHosts = merge(p.VirtualHosts, cfg.VirtualHosts, func(v route.VirtualHost) bool { return host(v.Host) },
 		func(a, b route.VirtualHost) int { return strings.Compare(a.Host, b.Host) })
 	out.Certificates = merge(p.Certificates, cfg.Certificates, func(c route.Certificate) bool { return g.keys["k:"+c.Source] },

@@ -72,4 +72,13 @@ func TestGatewayAPI(t *testing.T) {
 	if hasArg(find(objs, "Deployment", "sluice-proxy-internal"), "--gateway-addresses=192.0.2.10,192.0.2.11") {
 		t.Error("the internal fleet got the internet binding's gateway addresses")
 	}
+
+	// Extra listener ports reach the proxies and the controller alike.
+	objs = objects(t, "--set", "gatewayAPI.enabled=true,gatewayAPI.extraHTTPPorts=8000-8099,gatewayAPI.extraHTTPSPorts=8443")
+	for _, name := range []string{"sluice-proxy", "sluice-controller"} {
+		o := find(objs, "Deployment", name)
+		if !hasArg(o, "--gateway-extra-http-ports=8000-8099") || !hasArg(o, "--gateway-extra-https-ports=8443") {
+			t.Errorf("%s args = %v", name, proxyArgs(o))
+		}
+	}
 }

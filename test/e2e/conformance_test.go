@@ -65,16 +65,25 @@ const (
 	confTLS   = "conf-tls"
 )
 
+// The extra listener ports (GatewayPort8080, HTTPRouteParentRefPort):
+// HAProxy listens on them on every address and forwards them like 80 and
+// 443, the PROXY header telling the proxies which port was reached.
+const (
+	confExtraHTTP  = "8000-8099"
+	confExtraHTTPS = "8443"
+)
+
 // sluiceBase names the suite's base manifests with POD_IP added.
 const sluiceBase = "sluice/base-manifests.yaml"
 
 // conformanceFeatures are the features sluice claims: the core features
 // of the GATEWAY-HTTP and GATEWAY-GRPC profiles and the extended ones it
-// passes. Not claimed: HTTPRouteParentRefPort (listeners on ports other
-// than 80 and 443 are refused), HTTPRouteRequestMirror and
+// passes. Not claimed: HTTPRouteRequestMirror and
 // HTTPRouteRequestMultipleMirrors (the suite finds no mirrored request in
 // the echo pods' logs here: not investigated yet).
 var conformanceFeatures = []features.FeatureName{
+	features.SupportGatewayPort8080,
+	features.SupportHTTPRouteParentRefPort,
 	features.SupportGateway,
 	features.SupportHTTPRoute,
 	features.SupportReferenceGrant,
@@ -113,7 +122,8 @@ func TestConformance(t *testing.T) {
 			installConformanceCRDs(e)
 			// HAProxy reaches the proxies from the cluster bridge: only
 			// its PROXY protocol headers are trusted.
-			return fmt.Sprintf("proxy: {extraArgs: [--h2c, --proxy-protocol, --trusted-proxies=%s/32]}\n", e.c.BridgeIP())
+			return fmt.Sprintf("proxy: {extraArgs: [--h2c, --proxy-protocol, --trusted-proxies=%s/32]}\n", e.c.BridgeIP()) +
+				fmt.Sprintf("gatewayAPI: {extraHTTPPorts: %q, extraHTTPSPorts: %q}\n", confExtraHTTP, confExtraHTTPS)
 		},
 		haproxy: func(e *env) { e.lbBack += conformanceFrontends() },
 		base:    conformanceValues,
@@ -287,10 +297,13 @@ bindings:
 // after the main backend's lines) and their TCP-mode backends, which the
 // bindings fill.
 func conformanceFrontends() string {
-	binds := func(port string) string {
+	binds := func(port, extra string) string {
 		var b strings.Builder
 		for _, ip := range conformanceGatewayIPs {
 			fmt.Fprintf(&b, "    bind %s:%s\n", ip, port)
+		}
+		for _, ip := range append([]string{conformanceIP}, conformanceGatewayIPs...) {
+			fmt.Fprintf(&b, "    bind %s:%s\n", ip, extra)
 		}
 		return b.String()
 	}
@@ -310,7 +323,7 @@ frontend conf-https
 backend %[3]s
     mode tcp
     balance roundrobin
-`, conformanceIP, confPlain, confTLS, binds("80"), binds("443"))
+`, conformanceIP, confPlain, confTLS, binds("80", confExtraHTTP), binds("443", confExtraHTTPS))
 }
 
 // withPodIP adds POD_IP (status.podIP) to the environment of every
