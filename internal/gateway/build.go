@@ -83,10 +83,15 @@ func Build(in Input, opts Options) Result {
 	for _, r := range grpcs {
 		b.grpcRoute(r) // grpcroute.go
 	}
+	byTarget, pols := b.tlsPolicies(in.BackendTLSPolicies, in.ConfigMaps) // backendtls.go
+	b.applyBackendTLS(byTarget, pols)
 	slices.SortStableFunc(b.res.Rules, specificity) // matches.go
 	b.certificates(gws)
 	b.listenerStatuses()
 
+	slices.SortFunc(b.res.BackendTLSPolicies, func(x, y PolicyStatus) int {
+		return cmp.Or(strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))
+	})
 	for _, sts := range [][]RouteStatus{b.res.HTTPRoutes, b.res.GRPCRoutes} {
 		slices.SortFunc(sts, func(x, y RouteStatus) int {
 			return cmp.Or(strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))

@@ -28,6 +28,9 @@
 //     by weight (backends.go); the filters RequestHeaderModifier,
 //     ResponseHeaderModifier, RequestRedirect, URLRewrite and
 //     RequestMirror (filters.go); timeouts.
+//   - BackendTLSPolicies targeting Services of their own namespace: the
+//     backends of those Services are reached over TLS, verified against
+//     the policy's CA ConfigMaps or the system roots (backendtls.go).
 //
 // Not served, and never served as something else: RegularExpression
 // paths, backendRef filters, retry, sessionPersistence and the other
@@ -75,6 +78,11 @@ type Input struct {
 	Namespaces []*corev1.Namespace
 	Services   []*corev1.Service
 	Secrets    []*corev1.Secret
+	// BackendTLSPolicies (backendtls.go); nil when the CRD is not served.
+	BackendTLSPolicies []*gatewayv1.BackendTLSPolicy
+	// ConfigMaps the policies' caCertificateRefs may name (only their
+	// "ca.crt" is read).
+	ConfigMaps []*corev1.ConfigMap
 }
 
 // Options configure Build. The zero value serves every class of
@@ -128,6 +136,9 @@ type Result struct {
 	Gateways       []GatewayStatus
 	HTTPRoutes     []RouteStatus
 	GRPCRoutes     []RouteStatus
+	// BackendTLSPolicies: the status.ancestors entries of each policy
+	// that applies to a backend of a served route (backendtls.go).
+	BackendTLSPolicies []PolicyStatus
 	// Problems are the same findings as the statuses, for logs, metrics and
 	// Events; sorted.
 	Problems []problem.Problem
@@ -180,6 +191,9 @@ type Rule struct {
 type BackendRef struct {
 	Namespace, Service string
 	Port               int32
+	// TLS is set when a BackendTLSPolicy applies to the Service port: the
+	// proxy then speaks TLS to its endpoints (backendtls.go).
+	TLS *BackendTLS
 }
 
 // Certificate is a listener's certificate Secret and the host names it

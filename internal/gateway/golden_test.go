@@ -84,7 +84,7 @@ func render(res Result) string {
 			if r == nil {
 				return "500 (no backend)"
 			}
-			return fmt.Sprintf("%s/%s:%d", r.Namespace, r.Service, r.Port)
+			return fmt.Sprintf("%s/%s:%d%s", r.Namespace, r.Service, r.Port, renderTLS(r.TLS))
 		}
 		be := ref(r.Backend)
 		if r.Backends != nil {
@@ -149,11 +149,35 @@ func render(res Result) string {
 			}
 		}
 	}
+	if len(res.BackendTLSPolicies) > 0 {
+		b.WriteString("backendtlspolicies:\n")
+		for _, p := range res.BackendTLSPolicies {
+			fmt.Fprintf(&b, "  %s/%s\n", p.Namespace, p.Name)
+			for _, a := range p.Ancestors {
+				ref, _ := json.Marshal(a.AncestorRef)
+				fmt.Fprintf(&b, "    ancestor %s %s\n", ref, a.ControllerName)
+				conditions(&b, "      ", a.Conditions)
+			}
+		}
+	}
 	b.WriteString("problems:\n")
 	for _, p := range res.Problems {
 		fmt.Fprintf(&b, "  %s\n", p)
 	}
 	return b.String()
+}
+
+// renderTLS describes a backend's BackendTLSPolicy, "" for none.
+func renderTLS(t *BackendTLS) string {
+	switch {
+	case t == nil:
+		return ""
+	case t.Invalid != "":
+		return fmt.Sprintf(" tls(%s: 503: %s)", t.Policy, t.Invalid)
+	case t.CA == nil:
+		return fmt.Sprintf(" tls(%s sni=%s ca=system)", t.Policy, t.Hostname)
+	}
+	return fmt.Sprintf(" tls(%s sni=%s ca=%s, %d bytes)", t.Policy, t.Hostname, t.CASource, len(t.CA))
 }
 
 func conditions(b *strings.Builder, indent string, cs []metav1.Condition) {
@@ -207,6 +231,18 @@ func decode(data []byte) (Input, Options, error) {
 			o := &corev1.Service{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
 			in.Services = append(in.Services, o)
+		case "BackendTLSPolicy":
+			o := &gatewayv1.BackendTLSPolicy{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			in.BackendTLSPolicies = append(in.BackendTLSPolicies, o)
+		case "ConfigMap":
+			o := &corev1.ConfigMap{}
+			err = yaml.UnmarshalStrict([]byte(doc), o)
+			if o.Data[CAKey] == "test-ca" {
+				cert, _ := testKeyPair()
+				o.Data[CAKey] = string(cert)
+			}
+			in.ConfigMaps = append(in.ConfigMaps, o)
 		case "Secret":
 			o := &corev1.Secret{}
 			err = yaml.UnmarshalStrict([]byte(doc), o)
@@ -361,7 +397,7 @@ func allowedSomewhere(in Input, r *gatewayv1.HTTPRoute) bool {
 func renderL7(r Rule) string {
 	rt := route.Route{Filters: r.Filters, Conditions: r.Conditions}
 	for _, m := range r.Mirrors {
-		rt.Mirrors = append(rt.Mirrors, &route.Backend{Name: fmt.Sprintf("%s/%s:%d", m.Namespace, m.Service, m.Port)})
+		rt.Mirrors = append(rt.Mirrors, &route.Backend{Name: fmt.Sprintf("%s/%s:%d%s", m.Namespace, m.Service, m.Port, renderTLS(m.TLS))})
 	}
 	d := route.Dump(&route.Config{VirtualHosts: []route.VirtualHost{{Routes: []route.Route{rt}}}})
 	line, _, _ := strings.Cut(strings.SplitN(d, "\n", 3)[1], "\n")

@@ -19,3 +19,16 @@ func GRPCRoutesServed(disco Discovery) bool {
 	}
 	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "grpcroutes" })
 }
+
+// BackendTLSPoliciesServed reports whether the API server serves
+// BackendTLSPolicies (gateway.networking.k8s.io/v1, standard channel since
+// v1.4; a cluster may have the other kinds without it). The proxy's watch
+// (with the ConfigMaps their caCertificateRefs name) and the status writer
+// read them only then; false on any discovery error.
+func BackendTLSPoliciesServed(disco Discovery) bool {
+	list, err := disco.ServerResourcesForGroupVersion(gatewayv1.GroupVersion.String())
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "backendtlspolicies" })
+}
