@@ -24,6 +24,10 @@ type GatewayInput struct {
 	GRPCRoutes      []*gatewayv1.GRPCRoute
 	ReferenceGrants []*gatewayv1.ReferenceGrant
 	Namespaces      []*corev1.Namespace
+	// BackendTLSPolicies and the ConfigMaps their caCertificateRefs name
+	// (only "ca.crt" is read); nil when the CRD is not served.
+	BackendTLSPolicies []*gatewayv1.BackendTLSPolicy
+	ConfigMaps         []*corev1.ConfigMap
 }
 
 // GatewayRouteID is the route.Route Ingress field of a route that comes
@@ -58,6 +62,9 @@ func buildGateway(in Input, o Options) *gatewayResult {
 		Namespaces:      in.Gateway.Namespaces,
 		Services:        in.Services,
 		Secrets:         in.Secrets,
+
+		BackendTLSPolicies: in.Gateway.BackendTLSPolicies,
+		ConfigMaps:         in.Gateway.ConfigMaps,
 	}, opts)
 	for _, r := range in.Gateway.HTTPRoutes {
 		if r != nil {
@@ -184,15 +191,19 @@ func (b *builder) gatewayBackend(ref gateway.BackendRef, routeID string, timeout
 	}
 	proto := protocolOf(res.appProtocol)
 	if proto.TLS() {
-		// Upstream TLS needs BackendTLSPolicy, not supported yet.
+		// Upstream TLS comes from a BackendTLSPolicy only (below).
 		proto = route.ProtocolHTTP
 	}
 	if grpc && proto == route.ProtocolHTTP {
 		proto = route.ProtocolGRPC // a GRPCRoute's backend speaks gRPC (h2c)
 	}
+	up := upstreamKey{protocol: proto}
+	if t := ref.TLS; t != nil {
+		up = backendTLSKey(t, grpc)
+	}
 	pol, _ := parsePolicy(nil) // the default, as an Ingress without annotations
 	pol.ResponseTimeout = timeout
-	bk := backendKey{svc: key, pol: keyOf(pol), up: upstreamKey{protocol: proto}}
+	bk := backendKey{svc: key, pol: keyOf(pol), up: up}
 	if be := b.backends[bk]; be != nil {
 		return be
 	}
@@ -203,12 +214,28 @@ func (b *builder) gatewayBackend(ref gateway.BackendRef, routeID string, timeout
 		Port:             key.port,
 		Endpoints:        res.endpoints,
 		Policy:           pol,
-		Protocol:         proto,
+		Protocol:         up.protocol,
 		RefusedEndpoints: res.refusedCount,
+	}
+	if t := ref.TLS; t != nil {
+		be.TLS = &route.UpstreamTLS{ServerName: t.Hostname, CA: t.CA, CASource: t.CASource}
+		if t.Invalid != "" {
+			be.Endpoints = nil // reported by gateway.Build: 503, never plain HTTP
+		}
 	}
 	b.backends[bk] = be
 	b.variants[key]++
 	return be
+}
+
+// backendTLSKey is the upstream key of a backend a BackendTLSPolicy makes
+// TLS: HTTPS, or gRPC over TLS for a GRPCRoute's.
+func backendTLSKey(t *gateway.BackendTLS, grpc bool) upstreamKey {
+	up := upstreamKey{protocol: route.ProtocolHTTPS, caSecret: "BackendTLSPolicy " + t.Policy, sni: t.Hostname}
+	if grpc {
+		up.protocol = route.ProtocolGRPCS
+	}
+	return up
 }
 
 // addGatewayCertificate claims a listener certificate's host names that no

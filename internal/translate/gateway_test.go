@@ -3,6 +3,7 @@ package translate
 import (
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -38,6 +39,17 @@ func decodeGatewayDoc(kind string, doc []byte, in *Input, opts *Options) (known 
 		o := &gatewayv1.ReferenceGrant{}
 		err = yaml.UnmarshalStrict(doc, o)
 		g.ReferenceGrants = append(g.ReferenceGrants, o)
+	case "BackendTLSPolicy":
+		o := &gatewayv1.BackendTLSPolicy{}
+		err = yaml.UnmarshalStrict(doc, o)
+		g.BackendTLSPolicies = append(g.BackendTLSPolicies, o)
+	case "ConfigMap":
+		o := &corev1.ConfigMap{}
+		err = yaml.UnmarshalStrict(doc, o)
+		for k, v := range o.Data {
+			o.Data[k] = strings.ReplaceAll(v, "{{cert}}", testKeyPair().cert)
+		}
+		g.ConfigMaps = append(g.ConfigMaps, o)
 	case "Namespace":
 		o := &corev1.Namespace{}
 		err = yaml.UnmarshalStrict(doc, o)
@@ -83,6 +95,12 @@ func deepCopyGateway(in GatewayInput) GatewayInput {
 	for _, o := range in.Namespaces {
 		out.Namespaces = append(out.Namespaces, o.DeepCopy())
 	}
+	for _, o := range in.BackendTLSPolicies {
+		out.BackendTLSPolicies = append(out.BackendTLSPolicies, o.DeepCopy())
+	}
+	for _, o := range in.ConfigMaps {
+		out.ConfigMaps = append(out.ConfigMaps, o.DeepCopy())
+	}
 	return out
 }
 
@@ -93,4 +111,6 @@ func shuffleGateway(rng *rand.Rand, in *GatewayInput) {
 	shuffle(rng, in.GRPCRoutes)
 	shuffle(rng, in.ReferenceGrants)
 	shuffle(rng, in.Namespaces)
+	shuffle(rng, in.BackendTLSPolicies)
+	shuffle(rng, in.ConfigMaps)
 }
