@@ -38,8 +38,15 @@ type gatewayWatch struct {
 	gateways   []gwlisters.GatewayLister
 	routes     []gwlisters.HTTPRouteLister
 	grpcRoutes []gwlisters.GRPCRouteLister // nil when GRPCRoutes are not served
-	grants     []gwlisters.ReferenceGrantLister
-	namespaces corelisters.NamespaceLister
+	// BackendTLSPolicies and ConfigMaps (their CA bundles), per watched
+	// namespace; nil when BackendTLSPolicies are not served (backendtls.go).
+	tlsPolicies   []gwlisters.BackendTLSPolicyLister
+	configMaps    []corelisters.ConfigMapLister
+	client        kubernetes.Interface
+	namespaceList []string
+	cmFactories   []informers.SharedInformerFactory
+	grants        []gwlisters.ReferenceGrantLister
+	namespaces    corelisters.NamespaceLister
 
 	synced atomic.Bool
 }
@@ -49,7 +56,7 @@ const crdPoll = 30 * time.Second
 
 func newGatewayWatch(client kubernetes.Interface, gw gwclient.Interface, namespaces []string, log *slog.Logger) *gatewayWatch {
 	w := &gatewayWatch{log: log.With("api", "gateway"), disco: client.Discovery(), poll: crdPoll,
-		informers: map[string]cache.SharedIndexInformer{}}
+		informers: map[string]cache.SharedIndexInformer{}, client: client, namespaceList: namespaces}
 	w.core = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(StripObject))
 	ns := w.core.Core().V1().Namespaces()
 	w.informers["Namespace"] = ns.Informer()
@@ -110,6 +117,7 @@ func (w *gatewayWatch) run(ctx context.Context, handler cache.ResourceEventHandl
 		}
 	}
 	w.watchGRPCRoutes()
+	w.watchBackendTLS() // backendtls.go
 	for kind, inf := range w.informers {
 		log := w.log.With("kind", kind)
 		if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
@@ -125,14 +133,25 @@ func (w *gatewayWatch) run(ctx context.Context, handler cache.ResourceEventHandl
 	for _, f := range w.factories {
 		f.StartWithContext(ctx)
 	}
+	for _, f := range w.cmFactories {
+		f.StartWithContext(ctx)
+	}
 	defer func() {
 		w.core.Shutdown()
 		for _, f := range w.factories {
 			f.Shutdown()
 		}
+		for _, f := range w.cmFactories {
+			f.Shutdown()
+		}
 	}()
 	if res := w.core.WaitForCacheSyncWithContext(ctx); res.Err != nil {
 		return
+	}
+	for _, f := range w.cmFactories {
+		if res := f.WaitForCacheSyncWithContext(ctx); res.Err != nil {
+			return
+		}
 	}
 	for _, f := range w.factories {
 		if res := f.WaitForCacheSyncWithContext(ctx); res.Err != nil {
@@ -169,6 +188,7 @@ func (w *gatewayWatch) snapshot(in *translate.Input) {
 		g.GRPCRoutes = append(g.GRPCRoutes, routes...)
 	}
 	g.Namespaces, _ = w.namespaces.List(labels.Everything())
+	w.snapshotBackendTLS(g) // backendtls.go
 }
 
 // watchGRPCRoutes adds the GRPCRoute informers when the API server serves

@@ -26,6 +26,7 @@ import (
 type crdDiscovery struct {
 	*fakediscovery.FakeDiscovery
 	installed atomic.Bool
+	tls       bool // BackendTLSPolicies served too
 	calls     atomic.Int64
 }
 
@@ -37,6 +38,9 @@ func (d *crdDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIRes
 	list := &metav1.APIResourceList{GroupVersion: gv}
 	for _, k := range gateway.Resources {
 		list.APIResources = append(list.APIResources, metav1.APIResource{Name: k})
+	}
+	if d.tls {
+		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "backendtlspolicies"})
 	}
 	return list, nil
 }
@@ -57,7 +61,16 @@ func gatewayObjects() (*gatewayv1.GatewayClass, *gatewayv1.Gateway, *gatewayv1.H
 // startGateway runs a Source with Gateway API watching over fake clients.
 func startGateway(t *testing.T, installed bool) (*harness, *crdDiscovery, *gwfake.Clientset) {
 	t.Helper()
-	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"a": "b"}}})
+	return startGatewayWith(t, installed, false)
+}
+
+// startGatewayWith is startGateway, with BackendTLSPolicies served when
+// tls is set; the core client holds a ConfigMap with a CA bundle.
+func startGatewayWith(t *testing.T, installed, tls bool) (*harness, *crdDiscovery, *gwfake.Clientset) {
+	t.Helper()
+	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ca", Labels: map[string]string{"x": "y"}},
+		Data: map[string]string{gateway.CAKey: "pem", "other": "secret-ish"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"a": "b"}}})
 	gc, gw, r, g := gatewayObjects()
 	// Created through the typed client: given to the constructor, the
 	// Gateway lands under a version the informer does not list.
@@ -81,6 +94,7 @@ func startGateway(t *testing.T, installed bool) (*harness, *crdDiscovery, *gwfak
 	}
 	d := &crdDiscovery{FakeDiscovery: client.Discovery().(*fakediscovery.FakeDiscovery)}
 	d.installed.Store(installed)
+	d.tls = tls
 	src.gw.disco = d
 	src.gw.poll = 5 * time.Millisecond
 	h := &harness{t: t, client: client, src: src, notes: make(chan struct{}, 1)}
@@ -135,4 +149,28 @@ func TestGatewayCRDsAbsent(t *testing.T) {
 	}
 	d.installed.Store(true)
 	h.eventually("the Gateway API objects", func(in translate.Input) bool { return gatewayCount(in) == 4 })
+}
+
+// TestBackendTLSPolicyWatch: with BackendTLSPolicies served, the snapshot
+// holds them and the ConfigMaps, each with its CA bundle only; without
+// the CRD no ConfigMap is read.
+func TestBackendTLSPolicyWatch(t *testing.T) {
+	h, _, _ := startGatewayWith(t, true, false)
+	if in := h.src.Snapshot(); len(in.Gateway.ConfigMaps) != 0 || in.Gateway.BackendTLSPolicies != nil {
+		t.Fatalf("without the BackendTLSPolicy CRD: %d ConfigMaps, policies %v", len(in.Gateway.ConfigMaps), in.Gateway.BackendTLSPolicies)
+	}
+	h, _, gwc := startGatewayWith(t, true, true)
+	in := h.src.Snapshot()
+	if len(in.Gateway.ConfigMaps) != 1 {
+		t.Fatalf("ConfigMaps = %+v", in.Gateway.ConfigMaps)
+	}
+	if cm := in.Gateway.ConfigMaps[0]; len(cm.Data) != 1 || cm.Data[gateway.CAKey] != "pem" || cm.Labels != nil {
+		t.Errorf("ConfigMap kept as %+v, want its %s only", cm, gateway.CAKey)
+	}
+	_, err := gwc.GatewayV1().BackendTLSPolicies("team-a").Create(context.Background(),
+		&gatewayv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "p"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the new BackendTLSPolicy", func(in translate.Input) bool { return len(in.Gateway.BackendTLSPolicies) == 1 })
 }

@@ -17,7 +17,9 @@
 // cluster-wide); get, list and watch on pods in its own namespace for
 // internal/drain. With Options.Gateway also list and watch on
 // gateway.networking.k8s.io gatewayclasses and namespaces (cluster-wide),
-// gateways, httproutes, grpcroutes and referencegrants (as Ingresses).
+// gateways, httproutes, grpcroutes, referencegrants and, when the
+// BackendTLSPolicy CRD is served, backendtlspolicies and configmaps (as
+// Ingresses; of ConfigMaps only "ca.crt" is kept: backendtls.go).
 //
 // Unit tests use client-go's fake clientset. Tests against a real
 // kube-apiserver carry the build tag e2e (e2e_test.go here) and come with the

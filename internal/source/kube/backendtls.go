@@ -1,0 +1,75 @@
+package kube
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+
+	"sluice.dev/sluice/internal/gateway"
+	"sluice.dev/sluice/internal/translate"
+)
+
+// watchBackendTLS adds the BackendTLSPolicy informers, and those of the
+// ConfigMaps their caCertificateRefs name, when the API server serves
+// BackendTLSPolicies (once, as the watch starts; a CRD installed later is
+// read after a restart). Without the CRD no ConfigMap is read. ConfigMaps
+// are kept with their "ca.crt" only (caOnly).
+func (w *gatewayWatch) watchBackendTLS() {
+	if !gateway.BackendTLSPoliciesServed(w.disco) {
+		w.log.Info("BackendTLSPolicies are not served by the API server; BackendTLSPolicies and ConfigMaps are not read")
+		return
+	}
+	for i, f := range w.factories {
+		p := f.Gateway().V1().BackendTLSPolicies()
+		name := "BackendTLSPolicy"
+		if len(w.factories) > 1 {
+			name = fmt.Sprintf("BackendTLSPolicy/%d", i)
+		}
+		w.informers[name] = p.Informer()
+		w.tlsPolicies = append(w.tlsPolicies, p.Lister())
+	}
+	for i, ns := range w.namespaceList {
+		f := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithNamespace(ns), informers.WithTransform(caOnly))
+		w.cmFactories = append(w.cmFactories, f)
+		cm := f.Core().V1().ConfigMaps()
+		name := "ConfigMap"
+		if len(w.namespaceList) > 1 {
+			name = fmt.Sprintf("ConfigMap/%d", i)
+		}
+		w.informers[name] = cm.Informer()
+		w.configMaps = append(w.configMaps, cm.Lister())
+	}
+}
+
+// caOnly keeps of a ConfigMap its metadata (without managed fields) and
+// its gateway.CAKey: the proxy holds no other data of a tenant's
+// ConfigMaps.
+func caOnly(obj any) (any, error) {
+	obj, err := StripObject(obj)
+	if cm, ok := obj.(*corev1.ConfigMap); ok && err == nil {
+		ca, bin := cm.Data[gateway.CAKey], cm.BinaryData[gateway.CAKey]
+		cm.Data, cm.BinaryData = nil, nil
+		if ca != "" {
+			cm.Data = map[string]string{gateway.CAKey: ca}
+		}
+		if len(bin) > 0 {
+			cm.BinaryData = map[string][]byte{gateway.CAKey: bin}
+		}
+		cm.Labels, cm.Annotations = nil, nil
+	}
+	return obj, err
+}
+
+// snapshotBackendTLS lists the policies and ConfigMaps into g.
+func (w *gatewayWatch) snapshotBackendTLS(g *translate.GatewayInput) {
+	for _, l := range w.tlsPolicies {
+		pols, _ := l.List(labels.Everything())
+		g.BackendTLSPolicies = append(g.BackendTLSPolicies, pols...)
+	}
+	for _, l := range w.configMaps {
+		cms, _ := l.List(labels.Everything())
+		g.ConfigMaps = append(g.ConfigMaps, cms...)
+	}
+}
