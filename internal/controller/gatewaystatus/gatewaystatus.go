@@ -3,7 +3,8 @@
 // Gateway of those classes (Accepted, Programmed, listener conditions and
 // attachedRoutes, status.addresses from the class's load balancer binding)
 // and sluice's entries of HTTPRoute and GRPCRoute status.parents
-// (Accepted, ResolvedRefs, PartiallyInvalid).
+// (Accepted, ResolvedRefs, PartiallyInvalid) and of BackendTLSPolicy
+// status.ancestors (Accepted, ResolvedRefs).
 //
 //	GatewayClasses, Gateways, HTTPRoutes, ReferenceGrants, Namespaces,
 //	Services, bindings ─► gateway.Build (pure, as the proxies) ─► status patches
@@ -53,6 +54,13 @@ type Options struct {
 	// GRPCRoutes: the API server serves GRPCRoutes; they are read and
 	// their statuses written (grpc.go).
 	GRPCRoutes bool
+	// BackendTLSPolicies: the API server serves BackendTLSPolicies; they
+	// are read, with the ConfigMaps they name, and their statuses written
+	// (backendtls.go).
+	BackendTLSPolicies bool
+	// Reader reads the ConfigMaps BackendTLSPolicies name, uncached (the
+	// manager's API reader); nil means Client.
+	Reader client.Reader
 	// Allowed filters the bindings that may lend addresses; nil: every one.
 	Allowed func(*v1alpha1.LoadBalancerBinding) bool
 	// Now is the clock for LastTransitionTime; nil means time.Now.
@@ -63,8 +71,9 @@ type Options struct {
 
 // Reconciler writes Gateway API statuses.
 type Reconciler struct {
-	opts Options
-	log  *slog.Logger
+	opts   Options
+	log    *slog.Logger
+	caRefs caRefs // backendtls.go
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -77,6 +86,9 @@ func New(o Options) (*Reconciler, error) {
 	o.Logger = cmp.Or(o.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Reader == nil {
+		o.Reader = o.Client
 	}
 	o.Gateway.GatewayClass = "" // every class of ours
 	o.Gateway.SecretsUnread = !o.ReadSecrets
@@ -130,6 +142,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 	}
 	grpcs, err := r.listGRPCRoutes(ctx, &in) // grpc.go
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	policies, err := r.listBackendTLS(ctx, &in) // backendtls.go
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -189,6 +205,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		errs = append(errs, r.patch(ctx, rt, !equality.Semantic.DeepEqual(rt.Status.Parents, want), func() { rt.Status.Parents = want }))
 	}
 	errs = append(errs, r.patchGRPCRoutes(ctx, grpcs, res, now)...)
+	errs = append(errs, r.patchBackendTLS(ctx, policies, res, now)...)
 	return reconcile.Result{}, errors.Join(errs...)
 }
 

@@ -46,6 +46,11 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	if r.opts.GRPCRoutes {
 		b = b.Watches(&gatewayv1.GRPCRoute{}, one, gen)
 	}
+	if r.opts.BackendTLSPolicies {
+		// ConfigMaps: metadata only, and only those a policy names.
+		b = b.Watches(&gatewayv1.BackendTLSPolicy{}, one, gen).
+			Watches(&corev1.ConfigMap{}, one, builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(r.caRefs.has)))
+	}
 	if err := b.Complete(r); err != nil {
 		return fmt.Errorf("setting up the gateway-status controller: %w", err)
 	}

@@ -31,6 +31,7 @@ func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalanc
 		Namespace:   o.Namespace,
 		Gateway:     *o.Gateway,
 		ReadSecrets: o.ReadTLSSecrets,
+		Reader:      mgr.GetAPIReader(),
 		Allowed:     allowed,
 		Logger:      o.Logger.With("controller", "gatewaystatus"),
 	})
@@ -47,6 +48,7 @@ func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalanc
 		routes.ServeGRPCRoutes(grpc)
 		routes.Serve() // host ownership counts attached routes from now on
 		r.ServeGRPCRoutes(grpc)
+		r.ServeBackendTLSPolicies(gateway.BackendTLSPoliciesServed(disco))
 		return r.Setup(mgr)
 	}
 	if ok, _ := gatewayInstalled(disco); ok {
