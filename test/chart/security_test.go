@@ -173,13 +173,16 @@ func expected(f features) map[grant]bool {
 	// Gateway API: read by both, statuses written by the controller.
 	if f.gateway {
 		const gw = "gateway.networking.k8s.io"
-		add(ctl, "cluster", gw, []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"}, read)
-		add(ctl, "cluster", gw, []string{"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status"}, []string{"update", "patch"})
-		add(ctl, "cluster", "", []string{"namespaces"}, read)
+		add(ctl, "cluster", gw, []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants", "backendtlspolicies"}, read)
+		add(ctl, "cluster", gw, []string{"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status", "backendtlspolicies/status"}, []string{"update", "patch"})
+		// ConfigMaps: metadata cached, those BackendTLSPolicies name read.
+		add(ctl, "cluster", "", []string{"namespaces", "configmaps"}, read)
 		add(proxy, "cluster", gw, []string{"gatewayclasses"}, read)
 		add(proxy, "cluster", "", []string{"namespaces"}, read)
 		for _, scope := range scopes {
-			add(proxy, scope, gw, []string{"gateways", "httproutes", "grpcroutes", "referencegrants"}, read)
+			add(proxy, scope, gw, []string{"gateways", "httproutes", "grpcroutes", "referencegrants", "backendtlspolicies"}, read)
+			// The CA bundles of BackendTLSPolicies (only ca.crt is kept).
+			add(proxy, scope, "", []string{"configmaps"}, read)
 		}
 	}
 	// The uninstall Job deletes the release's bindings, and the chart's own

@@ -121,7 +121,7 @@ func TestGateway(t *testing.T) {
 func installGatewayCRDs(e *env) {
 	e.t.Helper()
 	files, err := filepath.Glob(filepath.Join(e.root, "deploy/helm/sluice/gateway-api/*.yaml"))
-	if err != nil || len(files) != 5 {
+	if err != nil || len(files) != 6 {
 		e.t.Fatalf("gateway-api CRDs: %v %v", files, err)
 	}
 	for _, f := range files {
