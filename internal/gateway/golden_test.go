@@ -320,6 +320,18 @@ func checkInvariants(t testing.TB, in Input, res Result) {
 		}
 	}
 	for _, rl := range res.Rules {
+		refs := []*BackendRef{rl.Backend}
+		for _, w := range rl.Backends {
+			refs = append(refs, w.Ref)
+		}
+		for k := range rl.Mirrors {
+			refs = append(refs, &rl.Mirrors[k])
+		}
+		for _, be := range refs {
+			if be != nil && be.TLS != nil && !strings.HasPrefix(be.TLS.Policy, be.Namespace+"/") {
+				t.Errorf("rule %+v: backend %s/%s gets the TLS of BackendTLSPolicy %s of another namespace", rl, be.Namespace, be.Service, be.TLS.Policy)
+			}
+		}
 		if rl.GRPC {
 			checkGRPCRule(t, in, res, rl)
 			continue
