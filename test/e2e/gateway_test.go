@@ -70,6 +70,9 @@ const (
 //   - explain-gateway-healthy and explain-gateway-route-refused: `sluice
 //     explain gateway` on a healthy Gateway, and on the suite's, which
 //     names the route its listener refuses;
+//   - gateway-backend-tls: a BackendTLSPolicy's backend answers over
+//     TLS verified against the policy's CA ConfigMap; another CA: 502;
+//     no ConfigMap: 503 and NoValidCACertificate;
 //   - gateway-listener-add: a listener on an extra port added to the
 //     Gateway and removed again under load on its port-80 host: the extra
 //     port serves its route only while the listener exists, the load
@@ -108,6 +111,9 @@ func TestGateway(t *testing.T) {
 	}
 	g.routeCases(cs)   // gateway_routes_test.go
 	g.explainCases(cs) // explain_test.go
+	if cs.wants("gateway-backend-tls") {
+		g.line("gateway-backend-tls", g.backendTLS) // gateway_backendtls_test.go
+	}
 	e.loadOpts = func(o *load.Options) { o.Host, o.Check = gwAppHost, load.FromEcho(echoGWA+"-") }
 	cs.runNoted("gateway-listener-add", func() string { return g.listenerAdd(extraPort) }) // gateway_listener_test.go
 	cs.run("gateway-proxy-roll", func() {
