@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -83,7 +84,9 @@ const (
 // Each prints `e2e gateway-<case>: requests=N failed=F ...`.
 func TestGateway(t *testing.T) {
 	extraPort := testenv.FreePort(t, "127.0.0.1") // gateway-listener-add
-	h := newChartEnv(t, "gw", chartOptions{
+	// SLUICE_E2E_GATEWAY_PREFIX: another cluster prefix, so a run of some
+	// cases does not meet a whole-stage run of this suite.
+	h := newChartEnv(t, cmp.Or(os.Getenv("SLUICE_E2E_GATEWAY_PREFIX"), "gw"), chartOptions{
 		setup: func(e *env) string {
 			installGatewayCRDs(e)
 			// --h2c: gRPC clients (gateway-grpc) reach the proxies' HTTP
