@@ -42,7 +42,7 @@ func Configure(srv *http.Server, limits Limits) error {
 		}
 		h2s.ServeConn(NewConn(c, sawPreface, limits), &http2.ServeConnOpts{
 			Context:          ctx,
-			Handler:          h,
+			Handler:          withStack(h),
 			BaseConfig:       hs,
 			SawClientPreface: sawPreface,
 		})
