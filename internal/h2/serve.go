@@ -15,7 +15,7 @@ import (
 	"net"
 	"net/http"
 
-	"golang.org/x/net/http2"
+	"sluice.dev/sluice/internal/h2/h2server"
 )
 
 // nextProtoH2C is net/http's TLSNextProto key for HTTP/2 without TLS: the
@@ -29,8 +29,8 @@ const nextProtoH2C = "unencrypted_http2"
 // graceful shutdown (GOAWAY) with srv.Shutdown, and serves h2c only if
 // srv.Protocols allows unencrypted HTTP/2. Call it before srv serves.
 func Configure(srv *http.Server, limits Limits) error {
-	h2s := &http2.Server{}
-	if err := http2.ConfigureServer(srv, h2s); err != nil {
+	h2s := &h2server.Server{}
+	if err := h2server.ConfigureServer(srv, h2s); err != nil {
 		return fmt.Errorf("configuring HTTP/2: %w", err)
 	}
 	serve := func(hs *http.Server, c net.Conn, h http.Handler, sawPreface bool) {
@@ -40,14 +40,14 @@ func Configure(srv *http.Server, limits Limits) error {
 		if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
 			ctx = bc.BaseContext()
 		}
-		h2s.ServeConn(NewConn(c, sawPreface, limits), &http2.ServeConnOpts{
+		h2s.ServeConn(NewConn(c, sawPreface, limits), &h2server.ServeConnOpts{
 			Context:          ctx,
 			Handler:          withStack(h),
 			BaseConfig:       hs,
 			SawClientPreface: sawPreface,
 		})
 	}
-	srv.TLSNextProto[http2.NextProtoTLS] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+	srv.TLSNextProto[h2server.NextProtoTLS] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
 		serve(hs, c, h, false)
 	}
 	if srv.Protocols == nil || !srv.Protocols.UnencryptedHTTP2() {
