@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,6 +181,7 @@ func TestHTTP2WriteBuffered(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := make(chan int, 100)
+	var writing sync.Mutex // the framer's writes: the request, the acknowledgement
 	go func() {
 		defer close(data)
 		for {
@@ -190,14 +192,18 @@ func TestHTTP2WriteBuffered(t *testing.T) {
 			switch f := f.(type) {
 			case *http2.SettingsFrame:
 				if !f.IsAck() {
+					writing.Lock()
 					h.fr.WriteSettingsAck()
+					writing.Unlock()
 				}
 			case *http2.DataFrame:
 				data <- len(f.Data())
 			}
 		}
 	}()
+	writing.Lock()
 	h.get(t, 1, "a.test")
+	writing.Unlock()
 	select {
 	case err := <-wrote:
 		if err != nil {
