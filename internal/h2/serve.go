@@ -1,7 +1,7 @@
-// Package h2 serves HTTP/2 for the proxy's traffic listeners: the HTTP/2
-// server of golang.org/x/net/http2 (the one net/http bundles, kept by the
-// Go team) on a connection of ours (Conn) that batches the server's
-// writes, the frames of many streams in one TLS record and one write(2),
+// Package h2 serves HTTP/2 for the proxy's traffic listeners: h2server,
+// a fork of golang.org/x/net/http2's server (the one net/http bundles,
+// kept by the Go team; see h2server/NOTICE), on a connection of ours
+// (Conn) that batches the server's writes, the frames of many streams in one TLS record and one write(2),
 // and ends a connection that floods the server with SETTINGS frames.
 // net/http does the TLS handshake and ALPN, then hands "h2" connections
 // (and h2c ones, with prior knowledge) to the functions Configure puts in
@@ -23,7 +23,7 @@ import (
 // read.
 const nextProtoH2C = "unencrypted_http2"
 
-// Configure makes srv serve HTTP/2 with the x/net server, over a Conn
+// Configure makes srv serve HTTP/2 with h2server, over a Conn
 // with limits. It takes its settings from srv (HTTP2, MaxHeaderBytes,
 // IdleTimeout) as net/http's own HTTP/2 server does, registers its
 // graceful shutdown (GOAWAY) with srv.Shutdown, and serves h2c only if
