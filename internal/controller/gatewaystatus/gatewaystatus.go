@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +65,9 @@ type Options struct {
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
+	// GRPCRoutes served only since after Setup (grpc.go).
+	grpcLater atomic.Bool
+	watchGRPC func() error
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
