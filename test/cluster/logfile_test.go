@@ -204,8 +204,14 @@ func TestStartProcessStamps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := procStartTime(pid); err == nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("the background child %d outlived its container", pid)
+	// Its end closed the pipe; /proc may show it a little longer while it
+	// finishes exiting (it would stay 60 s had it been spared).
+	deadline := time.Now().Add(20 * time.Second)
+	for _, err := procStartTime(pid); err == nil; _, err = procStartTime(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the background child %d outlived its container", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
