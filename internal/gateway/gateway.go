@@ -46,6 +46,7 @@
 package gateway
 
 import (
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,10 +87,23 @@ type Options struct {
 	// and HTTPS on, as the load balancer in front exposes them; 0 means 80
 	// and 443. Listeners on other ports are refused (PortUnavailable).
 	HTTPPort, HTTPSPort int32
+	// ExtraHTTPPorts and ExtraHTTPSPorts are more ports the load balancer
+	// exposes for Gateway listeners, forwarding to the proxies' plain or
+	// TLS port with a PROXY protocol header whose destination port says
+	// which one a connection reached. A listener on one is served apart
+	// from the main ports (Rule.Port).
+	ExtraHTTPPorts, ExtraHTTPSPorts []int32
 	// SecretsUnread: the caller does not read Secrets (the controller
 	// without access to them); every certificateRef's Secret then counts
 	// as present.
 	SecretsUnread bool
+	// Addresses are the load-balancer addresses Gateways hold one each
+	// (LoadBalancerBinding spec.gatewayAddresses; the proxies'
+	// --gateway-addresses). A Gateway whose status.addresses holds one of
+	// them is served apart, in that address's scope (Rule.Scope,
+	// Certificate.Scope). With Addresses set, a Gateway holding none is not
+	// served: it has no address yet. Statuses do not depend on it.
+	Addresses []netip.Addr
 }
 
 func (o Options) withDefaults() Options {
@@ -153,6 +167,13 @@ type Rule struct {
 	// HTTPSOnly: attached only through HTTPS listeners, so plain HTTP
 	// requests are redirected to HTTPS rather than served.
 	HTTPSOnly bool
+	// Scope is the address of the Gateway the rule is served through when
+	// that Gateway holds an address of its own (Options.Addresses); "" for
+	// the table every Gateway of the class shares.
+	Scope string
+	// Port is the listener port of one of Options.Extra*Ports the rule is
+	// served through, 0 for the main ports (HTTPPort and HTTPSPort).
+	Port int32
 }
 
 // BackendRef is a resolved Service port.
@@ -171,6 +192,10 @@ type Certificate struct {
 	Hosts []string
 	// Gateway is "namespace/name" of the Gateway.
 	Gateway string
+	// Scope is the Gateway's own address, as Rule.Scope; Port the
+	// listener's port when it is one of Options.ExtraHTTPSPorts, else 0.
+	Scope string
+	Port  int32
 	// AnyHost: the listener has no hostname, so its certificate also
 	// answers server names no other certificate covers (translate makes
 	// the first such one the default certificate when the proxy has none

@@ -1,6 +1,7 @@
 package gatewaystatus
 
 import (
+	"cmp"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -35,8 +36,9 @@ func classStatus(cur gatewayv1.GatewayClassStatus, want gatewayv1.GatewayClassSt
 
 // gatewayStatus is a Gateway's status: want's conditions and listeners, and
 // the load balancer's addresses. Without known addresses the Gateway is not
-// Programmed (AddressNotAssigned).
-func gatewayStatus(cur, want gatewayv1.GatewayStatus, addrs []v1alpha1.LoadBalancerAddress, now metav1.Time) gatewayv1.GatewayStatus {
+// Programmed (AddressNotAssigned, with the message noAddress, or one saying
+// the binding has none yet).
+func gatewayStatus(cur, want gatewayv1.GatewayStatus, addrs []v1alpha1.LoadBalancerAddress, noAddress string, now metav1.Time) gatewayv1.GatewayStatus {
 	out := *cur.DeepCopy()
 	conds := slices.Clone(want.Conditions)
 	out.Addresses = statusAddresses(addrs)
@@ -45,7 +47,7 @@ func gatewayStatus(cur, want gatewayv1.GatewayStatus, addrs []v1alpha1.LoadBalan
 			if conds[i].Type == string(gatewayv1.GatewayConditionProgrammed) && conds[i].Status == metav1.ConditionTrue {
 				conds[i].Status = metav1.ConditionFalse
 				conds[i].Reason = string(gatewayv1.GatewayReasonAddressNotAssigned)
-				conds[i].Message = "the load balancer of the class (its LoadBalancerBinding) has no address yet"
+				conds[i].Message = cmp.Or(noAddress, "the load balancer of the class (its LoadBalancerBinding) has no address yet")
 			}
 		}
 	}
