@@ -303,7 +303,7 @@ func (k *kubelet) containerLogs(ctx context.Context, w http.ResponseWriter, r *h
 	asm := &lineAssembler{legacy: run.start}
 	lines := runLines(asm, run.data)
 	following := lr.follow && !lr.previous && proc != nil
-	if !live {
+	if !live || lr.previous {
 		if l, ok := asm.flush(); ok { // the run is over: its last line too
 			lines = append(lines, l)
 		}

@@ -215,3 +215,22 @@ func TestStartProcessStamps(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestContainerLogsLiveRun: while the container runs, an entry being
+// written (no newline yet) and a long line not ended are left for later;
+// the previous run's unended line is shown, as that run is over.
+func TestContainerLogsLiveRun(t *testing.T) {
+	text := "==== 2026-11-27T00:59:59Z starting /bin/app\n" +
+		"2026-11-27T01:00:00Z F a0\n2026-11-27T01:00:01Z P cut\n" +
+		"==== 2026-11-27T01:59:59Z starting /bin/app\n" +
+		"2026-11-27T02:00:00Z F b0\n2026-11-27T02:00:01Z P long \n2026-11-27T02:00:02Z F li"
+	k, _ := logKubelet(t, text, &process{done: make(chan struct{})})
+	for _, c := range []struct{ query, want string }{
+		{"", "b0\n"},
+		{"previous=true", "a0\ncut\n"},
+	} {
+		if code, body := getLogs(t, k, c.query); code != 200 || body != c.want {
+			t.Errorf("?%s: %d %q, want %q", c.query, code, body, c.want)
+		}
+	}
+}
