@@ -234,3 +234,42 @@ func TestContainerLogsLiveRun(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLogEntries: whatever a container writes comes back line for line
+// from its stamped entries (a final line without a newline gets one), and
+// whatever a log file holds is served without a panic.
+func FuzzLogEntries(f *testing.F) {
+	f.Add([]byte("one\ntwo\n"), "")
+	f.Add([]byte("no newline"), "tailLines=1&timestamps=true")
+	f.Add([]byte(strings.Repeat("x", maxLogEntry+1)+"\n\n"), "sinceTime=2026-11-27T01:00:00Z")
+	f.Add([]byte("2026-11-27T01:00:00Z P a\n==== x starting\n"), "limitBytes=3&previous=true")
+	f.Fuzz(func(t *testing.T, out []byte, query string) {
+		var file strings.Builder
+		if err := stampLines(strings.NewReader(string(out)), &file, clock(time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC))); err != nil {
+			t.Fatal(err)
+		}
+		var a lineAssembler
+		var got []byte
+		for _, l := range runLines(&a, []byte(file.String())) {
+			got = append(got, l.text...)
+		}
+		if l, ok := a.flush(); ok {
+			got = append(got, l.text...)
+		}
+		want := string(out)
+		if want != "" && !strings.HasSuffix(want, "\n") {
+			want += "\n"
+		}
+		if string(got) != want {
+			t.Fatalf("read back %q, want %q", got, want)
+		}
+		// The raw output as a log file (markers, entries and garbage).
+		k, _ := logKubelet(t, string(out), nil)
+		req := httptest.NewRequest(http.MethodGet, "/containerLogs/ns/p/app", nil)
+		req.URL.RawQuery = query
+		req.SetPathValue("namespace", "ns")
+		req.SetPathValue("pod", "p")
+		req.SetPathValue("container", "app")
+		k.containerLogs(context.Background(), httptest.NewRecorder(), req)
+	})
+}
