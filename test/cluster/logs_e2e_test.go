@@ -158,5 +158,5 @@ func testLogs(t *testing.T, c *Cluster, ns string) {
 	if !ended || string(out) != "begin\nend 1\nend 2\nend 3\n" {
 		t.Errorf("kubectl logs -f finite: %q, ended by itself: %t (%v)", out, ended, err)
 	}
-	t.Logf("e2e cluster-logs: followed_lines=%d previous_ok=%t follow_ended=%t", followed, run.MatchString(prev) && prev != cur, ended)
+	t.Logf("e2e cluster-logs: followed_lines=%d previous_ok=%t follow_ended=%t since_time_lines=%d of %d", followed, run.MatchString(prev) && prev != cur, ended, len(sinceLines), len(fullLines))
 }
