@@ -13,8 +13,10 @@
 //   - GatewayClasses whose spec.controllerName is ControllerName; with
 //     Options.GatewayClass only that class (one proxy fleet serves its own
 //     class). A parametersRef must name a sluice.dev LoadBalancerBinding.
-//   - Gateway listeners of protocol HTTP on Options.HTTPPort and HTTPS (TLS
-//     mode Terminate) on Options.HTTPSPort, with hostnames, certificateRefs
+//   - Gateway listeners of protocol HTTP on Options.HTTPPort (or one of
+//     Options.ExtraHTTPPorts) and HTTPS (TLS mode Terminate) on
+//     Options.HTTPSPort (or one of Options.ExtraHTTPSPorts), with
+//     hostnames, certificateRefs
 //     to kubernetes.io/tls Secrets of the Gateway's namespace or of another
 //     namespace with a ReferenceGrant, and allowedRoutes (namespaces Same,
 //     All or Selector; kind HTTPRoute). Two listeners on one port with the
@@ -37,6 +39,11 @@
 // missing Service, another namespace without a ReferenceGrant) keeps its
 // share of the rule's requests with no endpoints, so they answer 500 and
 // never fall through to another route or reach the other namespace.
+//
+// Scopes: a Gateway holding one of Options.Addresses in its status, and a
+// listener on an extra port, are served apart (Rule.Scope, Rule.Port):
+// translate builds a route.Scope table for each, chosen by the address
+// and port a request reached.
 //
 // Precedence follows the specification: routes are taken oldest first, then
 // by namespace/name, then rules in order; rules with a method, more header
