@@ -23,17 +23,17 @@
 //     same hostname conflict: the first keeps it.
 //   - HTTPRoutes whose parentRefs (sectionName, port) reach such listeners
 //     and are allowed there, for the intersection of their hostnames with
-//     the listener's; path matches Exact and PathPrefix, with header and
-//     query parameter matches (Exact, RegularExpression) and method
-//     matches (matches.go); backendRefs to Service ports of the route's
+//     the listener's; path matches Exact, PathPrefix and RegularExpression
+//     (RE2 against the whole path, routes.go), with header and query
+//     parameter matches (Exact, RegularExpression) and method matches
+//     (matches.go); backendRefs to Service ports of the route's
 //     namespace, or of another namespace with a ReferenceGrant, divided
 //     by weight (backends.go); the filters RequestHeaderModifier,
 //     ResponseHeaderModifier, RequestRedirect, URLRewrite and
 //     RequestMirror (filters.go); timeouts.
 //
-// Not served, and never served as something else: RegularExpression
-// paths, backendRef filters, retry, sessionPersistence and the other
-// filter types. A rule with any of them is left out and the route says so
+// Not served, and never served as something else: backendRef filters,
+// retry, sessionPersistence and the other filter types. A rule with any of them is left out and the route says so
 // (PartiallyInvalid, or Accepted=False when no rule is left, reason
 // UnsupportedValue). A backendRef that cannot be resolved (wrong kind,
 // missing Service, another namespace without a ReferenceGrant) keeps its

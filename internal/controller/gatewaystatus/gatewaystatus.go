@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +66,9 @@ type Options struct {
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
+	// GRPCRoutes served only since after Setup (grpc.go).
+	grpcLater atomic.Bool
+	watchGRPC func() error
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
