@@ -81,10 +81,10 @@ const sluiceBase = "sluice/base-manifests.yaml"
 
 // conformanceFeatures are the features sluice claims: the core features
 // of the GATEWAY-HTTP and GATEWAY-GRPC profiles and the extended ones it
-// passes. Not claimed: HTTPRouteRequestMirror and
-// HTTPRouteRequestMultipleMirrors (the suite finds no mirrored request in
-// the echo pods' logs here: not investigated yet).
+// passes.
 var conformanceFeatures = []features.FeatureName{
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
 	features.SupportGatewayStaticAddresses,
 	features.SupportGatewayPort8080,
 	features.SupportHTTPRouteParentRefPort,
