@@ -138,6 +138,25 @@ type LoadBalancerBindingSpec struct {
 	// Ingresses sluice serves (the load balancer's public name or IPs).
 	// +optional
 	Publish []PublishAddress `json:"publish,omitempty"`
+
+	// GatewayAddresses are IP addresses the load balancer also listens on,
+	// forwarding to these targets, that Gateways of the classes naming this
+	// binding hold one each: each Gateway gets one as its status.addresses
+	// (the oldest first; kept while the Gateway exists) and is served from
+	// a routing table of its own, to requests that reached its address, so
+	// two Gateways never share routes. The proxies learn the address from
+	// the load balancer's PROXY protocol header (HAProxy:
+	// provider.haproxy.proxyProtocol; the proxies run with
+	// --proxy-protocol and --gateway-addresses set to this list). A
+	// Gateway left without one (all in use) is not programmed
+	// (AddressNotAssigned). Unset: every Gateway of the class shares the
+	// binding's addresses and one routing table.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=45
+	// +kubebuilder:validation:items:Pattern=`^[0-9A-Fa-f.:]+$`
+	// +listType=set
+	// +optional
+	GatewayAddresses []string `json:"gatewayAddresses,omitempty"`
 }
 
 // ProviderSpec selects exactly one provider.
@@ -162,6 +181,14 @@ type HAProxyProvider struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.:-]+$`
 	// +kubebuilder:validation:MaxLength=128
 	Backend string `json:"backend"`
+	// ProxyProtocol adds the servers with "send-proxy-v2": HAProxy then
+	// starts every connection to a target with a PROXY protocol v2 header
+	// carrying the client's address and the address it reached (the
+	// proxies need --proxy-protocol and --trusted-proxies naming HAProxy).
+	// Needed for spec.gatewayAddresses. Servers added before a change keep
+	// theirs until registered again.
+	// +optional
+	ProxyProtocol bool `json:"proxyProtocol,omitempty"`
 }
 
 // AWSProvider addresses ELBv2 target groups.

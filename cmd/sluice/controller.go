@@ -68,6 +68,7 @@ type controllerConfig struct {
 	gatewayAPI       bool
 	gatewayHTTPPort  int
 	gatewayHTTPSPort int
+	gatewayPorts     gatewayPortFlags // gatewayports.go
 }
 
 // flags declares `sluice controller`'s flags into c.
@@ -82,6 +83,7 @@ func (c *controllerConfig) flags(stderr io.Writer) *flagSet {
 	fs.BoolVar(&c.gatewayAPI, "gateway-api", false, "write the status of the Gateway API objects (gateway.networking.k8s.io/v1) of every GatewayClass whose spec.controllerName is "+string(gateway.ControllerName)+": GatewayClass, Gateway (with the addresses of the class's LoadBalancerBinding), HTTPRoute and GRPCRoute (when its CRD is served); attached routes own their hosts for Ingress status, Events and DNS as for the proxies; needs the CRDs (looked for again every 30s while absent)")
 	fs.IntVar(&c.gatewayHTTPPort, "gateway-http-port", 80, "as the proxies' flag: the port Gateway HTTP listeners must name")
 	fs.IntVar(&c.gatewayHTTPSPort, "gateway-https-port", 443, "as the proxies' flag: the port Gateway HTTPS listeners must name")
+	c.gatewayPorts.declare(fs, "as the proxies' flag: ")
 	fs.BoolVar(&c.readTLSSecrets, "read-tls-secrets", false, "read the Ingresses' TLS Secrets (needs get, list and watch on secrets in every namespace with Ingresses) so that a missing or invalid one is an Event on its Ingress; off: the controller reads no Secret, and the proxies report Secret problems in their logs and metrics")
 	fs.DurationVar(&c.resyncPeriod, "resync-period", 10*time.Minute, "how often the informers replay every object to the reconcilers")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "elect a leader on a Lease so that only one replica acts")
@@ -166,6 +168,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerConfig, e
 		if p < 1 || p > 65535 {
 			return nil, fmt.Errorf("%s must be from 1 to 65535, not %d", name, p)
 		}
+	}
+	if err := c.gatewayPorts.check(c.gatewayHTTPPort, c.gatewayHTTPSPort); err != nil {
+		return nil, err
 	}
 	if err := c.dns.check(); err != nil {
 		return nil, err
@@ -323,5 +328,7 @@ func (c *controllerConfig) gatewayOptions() *gateway.Options {
 	if !c.gatewayAPI {
 		return nil
 	}
-	return &gateway.Options{HTTPPort: int32(c.gatewayHTTPPort), HTTPSPort: int32(c.gatewayHTTPSPort)}
+	o := &gateway.Options{HTTPPort: int32(c.gatewayHTTPPort), HTTPSPort: int32(c.gatewayHTTPSPort)}
+	c.gatewayPorts.apply(o)
+	return o
 }

@@ -30,6 +30,7 @@ import (
 	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/gcfloor"
 	"sluice.dev/sluice/internal/proxy"
+	"sluice.dev/sluice/internal/proxyproto"
 	"sluice.dev/sluice/internal/rebuild"
 	"sluice.dev/sluice/internal/server"
 	"sluice.dev/sluice/internal/source/kube"
@@ -102,7 +103,11 @@ type proxyConfig struct {
 	gatewayClass     string // "": Gateway API not watched
 	gatewayHTTPPort  int
 	gatewayHTTPSPort int
-	nginx            nginxCompatFlags
+	gatewayPorts     gatewayPortFlags // gatewayports.go
+	// gatewayAddresses: --gateway-addresses, parsed.
+	gatewayAddressesFlag string
+	gatewayAddresses     []netip.Addr
+	nginx                nginxCompatFlags
 }
 
 // flags declares `sluice proxy`'s flags into c.
@@ -157,6 +162,8 @@ func (c *proxyConfig) flags(stderr io.Writer) *flagSet {
 	fs.StringVar(&c.gatewayClass, "gateway-class", "", "serve the Gateways of this GatewayClass (spec.controllerName "+string(gateway.ControllerName)+") and the HTTPRoutes and GRPCRoutes attached to them, beside the Ingresses, in one routing table (Gateway API, gateway.networking.k8s.io/v1; the CRDs must be installed, and are looked for again every 30s while absent); empty: Gateway API objects are not read")
 	fs.IntVar(&c.gatewayHTTPPort, "gateway-http-port", 80, "the port Gateway HTTP listeners must name: the plain-HTTP port the load balancer in front exposes (listeners on other ports are refused with PortUnavailable)")
 	fs.IntVar(&c.gatewayHTTPSPort, "gateway-https-port", 443, "the port Gateway HTTPS listeners must name: the TLS port the load balancer in front exposes")
+	c.gatewayPorts.declare(fs, "")
+	fs.StringVar(&c.gatewayAddressesFlag, "gateway-addresses", "", "comma-separated IP addresses of the load balancer that Gateways hold one each (the binding's spec.gatewayAddresses): a Gateway whose status.addresses holds one is served from a table of its own, to requests that reached that address (the destination of the load balancer's PROXY protocol header, so with --proxy-protocol; else the connection's local address); a Gateway holding none is not served; empty: every Gateway of the class shares one table")
 	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
 	return fs
 }
@@ -198,6 +205,17 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 		if p < 1 || p > 65535 {
 			return nil, fmt.Errorf("%s must be from 1 to 65535, not %d", name, p)
 		}
+	}
+	if err := c.gatewayPorts.check(c.gatewayHTTPPort, c.gatewayHTTPSPort); err != nil {
+		return nil, err
+	}
+	addrs, err := parseAddressList(c.gatewayAddressesFlag)
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-addresses: %w", err)
+	}
+	c.gatewayAddresses = addrs
+	if len(addrs) > 0 && c.gatewayClass == "" {
+		return nil, errors.New("--gateway-addresses needs --gateway-class")
 	}
 	if c.allowLoopbackEndpoints && c.manifests == "" {
 		return nil, errors.New("--allow-loopback-endpoints needs --manifests (the API server refuses loopback endpoints; in a cluster one would be the proxy's own pod)")
@@ -570,6 +588,9 @@ func zeroMeansNoLimit(n int) int {
 func certificateFrom(px *proxy.Proxy, fallback *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		if t := px.Table(); t != nil {
+			if t.HasScopes() && hello.Conn != nil {
+				t = t.For(proxyproto.Reached(hello.Conn.LocalAddr())) // route.Scope
+			}
 			if c := t.Certificate(hello.ServerName); c != nil {
 				return c, nil
 			}
@@ -639,5 +660,26 @@ func (c *proxyConfig) gatewayOptions() *gateway.Options {
 	if c.gatewayClass == "" {
 		return nil
 	}
-	return &gateway.Options{GatewayClass: c.gatewayClass, HTTPPort: int32(c.gatewayHTTPPort), HTTPSPort: int32(c.gatewayHTTPSPort)}
+	o := &gateway.Options{GatewayClass: c.gatewayClass, HTTPPort: int32(c.gatewayHTTPPort), HTTPSPort: int32(c.gatewayHTTPSPort), Addresses: c.gatewayAddresses}
+	c.gatewayPorts.apply(o)
+	return o
+}
+
+// parseAddressList parses comma-separated IP addresses (unmapped, sorted,
+// without duplicates); "" is none.
+func parseAddressList(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("%q is not an IP address", f)
+		}
+		out = append(out, a.Unmap())
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out), nil
 }

@@ -21,16 +21,20 @@ type Address struct {
 	HostedZoneID string
 }
 
-// Source is one host of one Ingress of ours.
+// Source is one host of one Ingress of ours, or of one Gateway of ours
+// or a route attached to it (package gatewayhosts).
 type Source struct {
-	// Host is the Ingress rule or TLS host, lower case ("*.x" allowed).
+	// Host is the Ingress rule host, the listener hostname or the route
+	// hostname, lower case ("*.x" allowed).
 	Host string
-	// Ingress is the Ingress the host is in.
+	// Ingress is the object the host is in (Ref.Kind: an Ingress or a
+	// Gateway API object).
 	Ingress Ref
-	// Addresses are the addresses of the binding(s) of its class. Known
-	// false: they are not known now (the binding is missing or has no
-	// address yet): the host is still wanted, and its records are left
-	// as they are.
+	// Addresses are the addresses of the binding(s) of the Ingress's
+	// class, or the Gateway's status.addresses. Known false: they are not
+	// known now (the binding is missing or has no address yet, the
+	// Gateway is not Programmed): the host is still wanted, and its
+	// records are left as they are.
 	Addresses []Address
 	Known     bool
 }
@@ -134,7 +138,8 @@ func Desired(sources []Source, o DesiredOptions) ([]Want, []Problem) {
 			continue
 		}
 		slices.SortFunc(srcs, func(a, b Source) int {
-			return cmp.Or(cmp.Compare(a.Ingress.Namespace, b.Ingress.Namespace), cmp.Compare(a.Ingress.Name, b.Ingress.Name))
+			return cmp.Or(cmp.Compare(a.Ingress.Namespace, b.Ingress.Namespace), cmp.Compare(a.Ingress.Name, b.Ingress.Name),
+				cmp.Compare(a.Ingress.Kind, b.Ingress.Kind))
 		})
 		refs := refsOf(srcs)
 		zone, ok := ZoneFor(h, o.Zones)
@@ -200,12 +205,12 @@ func wantRecords(h string, zone Zone, srcs []Source, o DesiredOptions) ([]Record
 	for _, k := range known[min(1, len(known)):] {
 		if !slices.EqualFunc(k, known[0], equalRecord) {
 			return nil, &Problem{Kind: ProblemHostConflict, Host: h, Ingress: refs, NoChange: true,
-				Message: fmt.Sprintf("host %s is in Ingresses %s served by different load balancers; its records are left as they are until one of them gives it up", h, joinRefs(refs))}
+				Message: fmt.Sprintf("host %s is in %s served by different load balancers; its records are left as they are until one of them gives it up", h, joinRefs(refs))}
 		}
 	}
 	if len(unknown) > 0 {
 		return nil, &Problem{Kind: ProblemUnknownAddress, Host: h, Ingress: unknown, NoChange: true,
-			Message: fmt.Sprintf("the load balancer address of host %s is not known (binding missing or without status.addresses); its records are left as they are, nothing is deleted", h)}
+			Message: fmt.Sprintf("the load balancer address of host %s is not known (the binding is missing or without status.addresses, or the Gateway is not Programmed with an address); its records are left as they are, nothing is deleted", h)}
 	}
 	return known[0], nil
 }
@@ -288,10 +293,20 @@ func refsOf(srcs []Source) []Ref {
 	return out
 }
 
+// joinRefs is "Ingresses a/x, b/y" when every ref is an Ingress, else
+// each with its kind ("Ingress a/x, HTTPRoute b/y").
 func joinRefs(refs []Ref) string {
 	s := make([]string, len(refs))
+	ingresses := !slices.ContainsFunc(refs, func(r Ref) bool { return r.Kind != "" })
 	for i, r := range refs {
-		s[i] = r.String()
+		if ingresses {
+			s[i] = r.String()
+		} else {
+			s[i] = r.Object()
+		}
+	}
+	if ingresses {
+		return "Ingresses " + strings.Join(s, ", ")
 	}
 	return strings.Join(s, ", ")
 }

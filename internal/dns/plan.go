@@ -271,7 +271,7 @@ func foreignMessage(name, who string, own Owner) string {
 	case who == heldUnsigned:
 		return fmt.Sprintf("%s has an unsigned ownership record at %s with this sluice's owner ID (written before ownership records were signed, or forged): left untouched; run the controller once with --dns-adopt-unsigned to re-sign the records it made", name, OwnerName(name))
 	case own.ID != "":
-		return fmt.Sprintf("%s is owned by another sluice (owner %q, Ingress %s): left untouched", name, own.ID, own.Ingress)
+		return fmt.Sprintf("%s is owned by another sluice (owner %q, %s): left untouched", name, own.ID, own.Ingress.Object())
 	default:
 		return fmt.Sprintf("%s has a TXT record at %s that is not this sluice's: left untouched", name, OwnerName(name))
 	}
@@ -325,7 +325,7 @@ func (p *Plan) unwant(name string, z zoneState, o PlanOptions) {
 		// deleted on the word of an unsigned record. No Ingress named:
 		// the record's fields are not to be trusted.
 		p.Statuses = append(p.Statuses, Status{Name: name, State: StateConflict,
-			Message: fmt.Sprintf("%s has an unsigned ownership record with this sluice's owner ID and no Ingress wants it: not deleted (adoption re-signs wanted names only); delete %s and its records by hand if sluice made them", name, OwnerName(name))})
+			Message: fmt.Sprintf("%s has an unsigned ownership record with this sluice's owner ID and nothing of ours wants it: not deleted (adoption re-signs wanted names only); delete %s and its records by hand if sluice made them", name, OwnerName(name))})
 		return
 	default:
 		return // another owner's name, or forged: not ours to report
@@ -333,12 +333,12 @@ func (p *Plan) unwant(name string, z zoneState, o PlanOptions) {
 	st := Status{Name: name, Owner: own.Ingress, State: StateUnwanted}
 	if types := z.foreignTypes(name); len(types) > 0 {
 		st.State = StateConflict
-		st.Message = fmt.Sprintf("%s is wanted by no Ingress any more, but holds %s records, which sluice does not manage: not deleted", name, strings.Join(types, ", "))
+		st.Message = fmt.Sprintf("%s is wanted by no Ingress or Gateway API object any more, but holds %s records, which sluice does not manage: not deleted", name, strings.Join(types, ", "))
 		p.Statuses = append(p.Statuses, st)
 		return
 	}
 	if o.Policy != PolicySync {
-		st.Message = fmt.Sprintf("%s is wanted by no Ingress any more; policy %s never deletes it", name, o.Policy)
+		st.Message = fmt.Sprintf("%s is wanted by no Ingress or Gateway API object any more; policy %s never deletes it", name, o.Policy)
 		p.Statuses = append(p.Statuses, st)
 		return
 	}
@@ -363,7 +363,7 @@ func (p *Plan) unwant(name string, z zoneState, o PlanOptions) {
 			p.Batches = append(p.Batches, Batch{Name: name, Changes: []Change{{Old: &old, New: &Record{
 				Name: t.Name, Type: TypeTXT, TTL: o.TTL, Values: []string{text}}}}})
 		}
-		st.Message = fmt.Sprintf("%s is wanted by no Ingress any more (last: %s); it is deleted at %s, after the delete delay",
+		st.Message = fmt.Sprintf("%s is wanted by no Ingress or Gateway API object any more (last: %s); it is deleted at %s, after the delete delay",
 			name, own.Ingress, st.DeleteAt.UTC().Format(time.RFC3339))
 		p.Statuses = append(p.Statuses, st)
 		return
@@ -377,7 +377,7 @@ func (p *Plan) unwant(name string, z zoneState, o PlanOptions) {
 	b.Changes = append(b.Changes, Change{Old: &old})
 	p.Batches = append(p.Batches, b)
 	st.State = StateDeleting
-	st.Message = fmt.Sprintf("%s was wanted by no Ingress for the delete delay (last: %s): deleting", name, own.Ingress)
+	st.Message = fmt.Sprintf("%s was wanted by no Ingress or Gateway API object for the delete delay (last: %s): deleting", name, own.Ingress)
 	p.Statuses = append(p.Statuses, st)
 }
 

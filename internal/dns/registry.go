@@ -27,17 +27,53 @@ const heritage = "heritage=sluice"
 // maxOwnerText bounds the TXT value Parse accepts.
 const maxOwnerText = 4096
 
-// Ref names the Ingress that owns a record.
+// Ref names the object that owns a record: an Ingress, or a Gateway API
+// object (a Gateway for its listener hostnames, an HTTPRoute or GRPCRoute
+// for its hostnames).
 type Ref struct {
 	Namespace, Name, UID string
+	// Kind is "" for an Ingress, else KindGateway, KindHTTPRoute or
+	// KindGRPCRoute.
+	Kind string
 }
 
-func (r Ref) String() string { return r.Namespace + "/" + r.Name }
+// Kinds of Gateway API owners (Ref.Kind).
+const (
+	KindGateway   = "Gateway"
+	KindHTTPRoute = "HTTPRoute"
+	KindGRPCRoute = "GRPCRoute"
+)
+
+// ownerKeys maps the ownership-text key naming the owner to its Kind.
+var ownerKeys = map[string]string{"ingress": "", "gateway": KindGateway, "httproute": KindHTTPRoute, "grpcroute": KindGRPCRoute}
+
+// String is "namespace/name" for an Ingress, "Kind namespace/name" for
+// the others.
+func (r Ref) String() string {
+	if r.Kind == "" {
+		return r.Namespace + "/" + r.Name
+	}
+	return r.Kind + " " + r.Namespace + "/" + r.Name
+}
+
+// Object is what messages call the owner: "Ingress namespace/name",
+// "HTTPRoute namespace/name", ...
+func (r Ref) Object() string {
+	if r.Kind == "" {
+		return "Ingress " + r.String()
+	}
+	return r.String()
+}
 
 // Owner is the content of an ownership TXT record. Its text form is one
 // string of ";"-separated key=value fields, in this order:
 //
 //	heritage=sluice;owner=OWNER-ID;ingress=NAMESPACE/NAME;uid=UID[;unwanted-since=UNIX-SECONDS];sig=v1:HMAC
+//
+// A name published for a Gateway API object names it with its kind in
+// place of "ingress": gateway=, httproute= or grpcroute=NAMESPACE/NAME
+// (versions before Gateway API DNS read such a record as foreign, so they
+// never touch it).
 //
 // unwanted-since is present while the name waits out the delete delay: it
 // is written when the name stops being wanted. sig is the HMAC-SHA256, by
@@ -48,7 +84,8 @@ func (r Ref) String() string { return r.Namespace + "/" + r.Name }
 type Owner struct {
 	// ID is the controller's --dns-owner-id.
 	ID string
-	// Ingress is the Ingress the name was published for.
+	// Ingress is the object the name was published for (Ref.Kind: an
+	// Ingress or a Gateway API object).
 	Ingress Ref
 	// UnwantedSince is when sluice first saw the name wanted by no
 	// Ingress; zero while it is wanted.
@@ -81,7 +118,11 @@ func OwnedName(txtName string) (string, bool) {
 
 // Format returns o's TXT text.
 func (o Owner) Format() string {
-	s := heritage + ";owner=" + o.ID + ";ingress=" + o.Ingress.Namespace + "/" + o.Ingress.Name + ";uid=" + o.Ingress.UID
+	key := "ingress"
+	if o.Ingress.Kind != "" {
+		key = strings.ToLower(o.Ingress.Kind)
+	}
+	s := heritage + ";owner=" + o.ID + ";" + key + "=" + o.Ingress.Namespace + "/" + o.Ingress.Name + ";uid=" + o.Ingress.UID
 	if !o.UnwantedSince.IsZero() {
 		s += ";unwanted-since=" + strconv.FormatInt(o.UnwantedSince.Unix(), 10)
 	}
@@ -107,6 +148,7 @@ func ParseOwner(s string) (Owner, error) {
 	}
 	var o Owner
 	seen := map[string]bool{}
+	named := false
 	for _, f := range fields[1:] {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || seen[k] {
@@ -116,12 +158,16 @@ func ParseOwner(s string) (Owner, error) {
 		switch k {
 		case "owner":
 			o.ID = v
-		case "ingress":
+		case "ingress", "gateway", "httproute", "grpcroute":
 			ns, name, ok := strings.Cut(v, "/")
 			if !ok || ns == "" || name == "" {
-				return Owner{}, fmt.Errorf("parsing ownership text %q: ingress %q is not namespace/name: %w", trim(s), trim(v), errNotOwner)
+				return Owner{}, fmt.Errorf("parsing ownership text %q: %s %q is not namespace/name: %w", trim(s), k, trim(v), errNotOwner)
 			}
-			o.Ingress.Namespace, o.Ingress.Name = ns, name
+			if named {
+				return Owner{}, fmt.Errorf("parsing ownership text %q: more than one owning object: %w", trim(s), errNotOwner)
+			}
+			named = true
+			o.Ingress.Namespace, o.Ingress.Name, o.Ingress.Kind = ns, name, ownerKeys[k]
 		case "uid":
 			o.Ingress.UID = v
 		case "sig":

@@ -13,6 +13,9 @@ func TestOwnerRoundTrip(t *testing.T) {
 		{ID: "prod-eu", Ingress: dns.Ref{Namespace: "app", Name: "web", UID: "0f9c"}},
 		{ID: "prod-eu", Ingress: dns.Ref{Namespace: "app", Name: "web", UID: "0f9c"}, UnwantedSince: time.Unix(1796000000, 0)},
 		{ID: "prod-eu", Ingress: dns.Ref{Namespace: "app", Name: "web", UID: "0f9c"}, Sig: "v1:abc"},
+		{ID: "prod-eu", Ingress: dns.Ref{Namespace: "team", Name: "r", UID: "1a", Kind: dns.KindHTTPRoute}, Sig: "v1:abc"},
+		{ID: "prod-eu", Ingress: dns.Ref{Namespace: "team", Name: "g", UID: "1b", Kind: dns.KindGRPCRoute}},
+		{ID: "prod-eu", Ingress: dns.Ref{Namespace: "infra", Name: "gw", UID: "1c", Kind: dns.KindGateway}, UnwantedSince: time.Unix(1796000000, 0)},
 	}
 	for _, o := range cases {
 		got, err := dns.ParseOwner(o.Format())
@@ -32,6 +35,8 @@ func TestParseOwnerRejects(t *testing.T) {
 		"heritage=sluice;owner=a;ingress=noslash", "heritage=sluice;owner=a;ingress=/x",
 		"heritage=sluice;owner=a;unwanted-since=-5", "heritage=sluice;owner=a;unwanted-since=soon",
 		"heritage=sluice;owner=a;junk", "heritage=sluice;owner=a;" + strings.Repeat("x=y;", 2000),
+		"heritage=sluice;owner=a;httproute=noslash", "heritage=sluice;owner=a;ingress=n/x;httproute=n/x;uid=u",
+		"heritage=sluice;owner=a;gateway=n/x;grpcroute=n/y;uid=u",
 	} {
 		if o, err := dns.ParseOwner(s); err == nil {
 			t.Errorf("ParseOwner(%q) = %+v, want an error", s, o)
@@ -40,6 +45,11 @@ func TestParseOwnerRejects(t *testing.T) {
 	// Fields a later version may add are ignored.
 	if _, err := dns.ParseOwner("heritage=sluice;owner=a;ingress=n/x;uid=u;future=1"); err != nil {
 		t.Errorf("unknown field: %v", err)
+	}
+	// The text form of a route's record names its kind.
+	o := dns.Owner{ID: "a", Ingress: dns.Ref{Namespace: "team", Name: "r", UID: "u", Kind: dns.KindHTTPRoute}}
+	if got, want := o.Format(), "heritage=sluice;owner=a;httproute=team/r;uid=u"; got != want {
+		t.Errorf("Format() = %q, want %q", got, want)
 	}
 }
 
@@ -83,6 +93,7 @@ func FuzzParseOwner(f *testing.F) {
 		"heritage=sluice;owner=prod;ingress=app/web;uid=0f9c;unwanted-since=1;sig=v1:2F8u9zQWkcLzmYqS7hD1tFqQdE_0-1f0N9b3JXQm8mE",
 		"heritage=sluice;owner=prod;ingress=app/web;uid=0f9c;sig=;sig=x",
 		"v=spf1 -all", "heritage=sluice;owner=a;ingress=a/b/c", "", ";;;", "heritage=sluice;owner=a;unwanted-since=99999999999999999999",
+		"heritage=sluice;owner=prod;httproute=team/r;uid=1a", "heritage=sluice;owner=prod;gateway=infra/gw;uid=1c;ingress=a/b",
 	} {
 		f.Add(s)
 	}
@@ -136,6 +147,7 @@ func TestSignVerify(t *testing.T) {
 		"namespace":      func(o dns.Owner) (string, dns.Owner) { o.Ingress.Namespace = "ap"; return "www.example.com", o },
 		"ingress":        func(o dns.Owner) (string, dns.Owner) { o.Ingress.Name = "web2"; return "www.example.com", o },
 		"uid":            func(o dns.Owner) (string, dns.Owner) { o.Ingress.UID = "u2"; return "www.example.com", o },
+		"kind":           func(o dns.Owner) (string, dns.Owner) { o.Ingress.Kind = dns.KindHTTPRoute; return "www.example.com", o },
 		"unwanted-since": func(o dns.Owner) (string, dns.Owner) { o.UnwantedSince = time.Unix(1, 0); return "www.example.com", o },
 		"field boundary": func(o dns.Owner) (string, dns.Owner) {
 			o.Ingress.Namespace, o.Ingress.Name = "appw", "eb"

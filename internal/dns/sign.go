@@ -115,14 +115,20 @@ func (k *Keys) Verify(name string, o Owner) bool {
 }
 
 // mac is HMAC-SHA256 over the owned name and every field of o but Sig,
-// each length-prefixed, so no two different records share an input.
+// each length-prefixed, so no two different records share an input. The
+// kind of a Gateway API owner comes last, only when set, so the records
+// of Ingresses verify as they always did.
 func mac(key []byte, name string, o Owner) []byte {
 	h := hmac.New(sha256.New, key)
 	since := ""
 	if !o.UnwantedSince.IsZero() {
 		since = strconv.FormatInt(o.UnwantedSince.Unix(), 10)
 	}
-	for _, f := range []string{"sluice-owner/v1", name, o.ID, o.Ingress.Namespace, o.Ingress.Name, o.Ingress.UID, since} {
+	fields := []string{"sluice-owner/v1", name, o.ID, o.Ingress.Namespace, o.Ingress.Name, o.Ingress.UID, since}
+	if o.Ingress.Kind != "" {
+		fields = append(fields, "kind="+o.Ingress.Kind)
+	}
+	for _, f := range fields {
 		h.Write([]byte(strconv.Itoa(len(f))))
 		h.Write([]byte{':'})
 		h.Write([]byte(f))

@@ -112,7 +112,7 @@ func olderFirst(a, b *gatewayv1.HTTPRoute) int {
 func (b *builder) certificates(gws []*gatewayv1.Gateway) {
 	for _, gw := range gws {
 		for _, ln := range b.gateways[gw.Namespace+"/"+gw.Name] {
-			if !ln.usable || ln.cert == "" {
+			if !ln.usable || ln.unserved || ln.cert == "" {
 				continue
 			}
 			var hosts []string
@@ -129,7 +129,7 @@ func (b *builder) certificates(gws []*gatewayv1.Gateway) {
 			if len(hosts) == 0 && ln.host != "" {
 				continue
 			}
-			b.res.Certificates = append(b.res.Certificates, Certificate{Secret: ln.cert, Hosts: hosts, Gateway: gw.Namespace + "/" + gw.Name, AnyHost: ln.host == ""})
+			b.res.Certificates = append(b.res.Certificates, Certificate{Secret: ln.cert, Hosts: hosts, Gateway: gw.Namespace + "/" + gw.Name, AnyHost: ln.host == "", Scope: ln.scope, Port: ln.port})
 		}
 	}
 }

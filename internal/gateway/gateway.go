@@ -13,30 +13,37 @@
 //   - GatewayClasses whose spec.controllerName is ControllerName; with
 //     Options.GatewayClass only that class (one proxy fleet serves its own
 //     class). A parametersRef must name a sluice.dev LoadBalancerBinding.
-//   - Gateway listeners of protocol HTTP on Options.HTTPPort and HTTPS (TLS
-//     mode Terminate) on Options.HTTPSPort, with hostnames, certificateRefs
+//   - Gateway listeners of protocol HTTP on Options.HTTPPort (or one of
+//     Options.ExtraHTTPPorts) and HTTPS (TLS mode Terminate) on
+//     Options.HTTPSPort (or one of Options.ExtraHTTPSPorts), with
+//     hostnames, certificateRefs
 //     to kubernetes.io/tls Secrets of the Gateway's namespace or of another
 //     namespace with a ReferenceGrant, and allowedRoutes (namespaces Same,
 //     All or Selector; kind HTTPRoute). Two listeners on one port with the
 //     same hostname conflict: the first keeps it.
 //   - HTTPRoutes whose parentRefs (sectionName, port) reach such listeners
 //     and are allowed there, for the intersection of their hostnames with
-//     the listener's; path matches Exact and PathPrefix, with header and
-//     query parameter matches (Exact, RegularExpression) and method
-//     matches (matches.go); backendRefs to Service ports of the route's
+//     the listener's; path matches Exact, PathPrefix and RegularExpression
+//     (RE2 against the whole path, routes.go), with header and query
+//     parameter matches (Exact, RegularExpression) and method matches
+//     (matches.go); backendRefs to Service ports of the route's
 //     namespace, or of another namespace with a ReferenceGrant, divided
 //     by weight (backends.go); the filters RequestHeaderModifier,
 //     ResponseHeaderModifier, RequestRedirect, URLRewrite and
 //     RequestMirror (filters.go); timeouts.
 //
-// Not served, and never served as something else: RegularExpression
-// paths, backendRef filters, retry, sessionPersistence and the other
-// filter types. A rule with any of them is left out and the route says so
+// Not served, and never served as something else: backendRef filters,
+// retry, sessionPersistence and the other filter types. A rule with any of them is left out and the route says so
 // (PartiallyInvalid, or Accepted=False when no rule is left, reason
 // UnsupportedValue). A backendRef that cannot be resolved (wrong kind,
 // missing Service, another namespace without a ReferenceGrant) keeps its
 // share of the rule's requests with no endpoints, so they answer 500 and
 // never fall through to another route or reach the other namespace.
+//
+// Scopes: a Gateway holding one of Options.Addresses in its status, and a
+// listener on an extra port, are served apart (Rule.Scope, Rule.Port):
+// translate builds a route.Scope table for each, chosen by the address
+// and port a request reached.
 //
 // Precedence follows the specification: routes are taken oldest first, then
 // by namespace/name, then rules in order; rules with a method, more header
@@ -46,6 +53,7 @@
 package gateway
 
 import (
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,10 +94,23 @@ type Options struct {
 	// and HTTPS on, as the load balancer in front exposes them; 0 means 80
 	// and 443. Listeners on other ports are refused (PortUnavailable).
 	HTTPPort, HTTPSPort int32
+	// ExtraHTTPPorts and ExtraHTTPSPorts are more ports the load balancer
+	// exposes for Gateway listeners, forwarding to the proxies' plain or
+	// TLS port with a PROXY protocol header whose destination port says
+	// which one a connection reached. A listener on one is served apart
+	// from the main ports (Rule.Port).
+	ExtraHTTPPorts, ExtraHTTPSPorts []int32
 	// SecretsUnread: the caller does not read Secrets (the controller
 	// without access to them); every certificateRef's Secret then counts
 	// as present.
 	SecretsUnread bool
+	// Addresses are the load-balancer addresses Gateways hold one each
+	// (LoadBalancerBinding spec.gatewayAddresses; the proxies'
+	// --gateway-addresses). A Gateway whose status.addresses holds one of
+	// them is served apart, in that address's scope (Rule.Scope,
+	// Certificate.Scope). With Addresses set, a Gateway holding none is not
+	// served: it has no address yet. Statuses do not depend on it.
+	Addresses []netip.Addr
 }
 
 func (o Options) withDefaults() Options {
@@ -153,6 +174,13 @@ type Rule struct {
 	// HTTPSOnly: attached only through HTTPS listeners, so plain HTTP
 	// requests are redirected to HTTPS rather than served.
 	HTTPSOnly bool
+	// Scope is the address of the Gateway the rule is served through when
+	// that Gateway holds an address of its own (Options.Addresses); "" for
+	// the table every Gateway of the class shares.
+	Scope string
+	// Port is the listener port of one of Options.Extra*Ports the rule is
+	// served through, 0 for the main ports (HTTPPort and HTTPSPort).
+	Port int32
 }
 
 // BackendRef is a resolved Service port.
@@ -171,6 +199,10 @@ type Certificate struct {
 	Hosts []string
 	// Gateway is "namespace/name" of the Gateway.
 	Gateway string
+	// Scope is the Gateway's own address, as Rule.Scope; Port the
+	// listener's port when it is one of Options.ExtraHTTPSPorts, else 0.
+	Scope string
+	Port  int32
 	// AnyHost: the listener has no hostname, so its certificate also
 	// answers server names no other certificate covers (translate makes
 	// the first such one the default certificate when the proxy has none

@@ -97,31 +97,41 @@ func (b *builder) routeParents(kind gatewayv1.Kind, m metav1.ObjectMeta, prs []g
 	return parents, atts
 }
 
-// emit adds a route's rules for every host it is attached for.
+// emit adds a route's rules for every host it is attached for, in the
+// scope of each Gateway it is attached through (the shared table, or a
+// Gateway's own address).
 func (b *builder) emit(id string, atts []attachment, rules []Rule) {
 	if len(rules) == 0 {
 		return
 	}
-	httpsOnly := map[string]bool{}
-	var hosts []string
+	type scopedHost struct {
+		scope string
+		port  int32
+		host  string
+	}
+	httpsOnly := map[scopedHost]bool{}
+	var hosts []scopedHost
 	for _, a := range atts {
-		if !a.ln.usable {
-			continue // attached, not served until its references resolve
+		if !a.ln.usable || a.ln.unserved {
+			continue // attached, not served until its references resolve (or its Gateway has an address)
 		}
 		for _, h := range a.hosts {
-			only, seen := httpsOnly[h]
+			k := scopedHost{a.ln.scope, a.ln.port, h}
+			only, seen := httpsOnly[k]
 			if !seen {
-				hosts = append(hosts, h)
+				hosts = append(hosts, k)
 				only = true
 			}
-			httpsOnly[h] = only && a.ln.https
+			httpsOnly[k] = only && a.ln.https
 			a.ln.attached[h] = true
 		}
 	}
-	slices.Sort(hosts)
+	slices.SortFunc(hosts, func(x, y scopedHost) int {
+		return cmp.Or(strings.Compare(x.scope, y.scope), cmp.Compare(x.port, y.port), strings.Compare(x.host, y.host))
+	})
 	for _, rl := range rules {
-		for _, h := range hosts {
-			rl.Host, rl.Route, rl.HTTPSOnly = h, id, httpsOnly[h]
+		for _, k := range hosts {
+			rl.Host, rl.Scope, rl.Port, rl.Route, rl.HTTPSOnly = k.host, k.scope, k.port, id, httpsOnly[k]
 			b.res.Rules = append(b.res.Rules, rl)
 		}
 	}

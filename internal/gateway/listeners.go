@@ -3,7 +3,9 @@ package gateway
 import (
 	"crypto/tls"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +51,14 @@ type listener struct {
 	cert     string // "namespace/name" of the certificate Secret, "" for none
 	selector labels.Selector
 	attached map[string]bool // hosts of attached routes, for the certificate
+	// scope is the Gateway's own address (Options.Addresses), "" for the
+	// shared table; unserved: Options.Addresses is set and the Gateway
+	// holds none of them yet, so its routes are not served.
+	scope    string
+	unserved bool
+	// port: the listener's port when it is an extra one
+	// (Options.Extra*Ports), served apart; 0 for the main ports.
+	port int32
 
 	// attachable: accepted without conflict, for a route kind we serve:
 	// routes may attach (and count in attachedRoutes) even while its
@@ -65,8 +75,7 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 	id := gw.Namespace + "/" + gw.Name
 	st := gatewayv1.GatewayStatus{}
 	var out []*listener
-	if len(gw.Spec.Addresses) > 0 {
-		msg := "spec.addresses is not supported: the addresses come from the load balancer binding of the class"
+	if msg := checkSpecAddresses(gw.Spec.Addresses); msg != "" {
 		st.Conditions = []metav1.Condition{
 			condition(string(gatewayv1.GatewayConditionAccepted), false, string(gatewayv1.GatewayReasonUnsupportedAddress), msg, gen),
 			condition(string(gatewayv1.GatewayConditionProgrammed), false, string(gatewayv1.GatewayReasonInvalid), "not accepted", gen),
@@ -75,12 +84,13 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 		b.res.Gateways = append(b.res.Gateways, GatewayStatus{Namespace: gw.Namespace, Name: gw.Name, Status: st})
 		return nil
 	}
+	scope, unserved := b.scopeOf(gw)
 	seen := map[string]int{} // port/hostname → first listener index
 	accepted, programmed := 0, 0
 	for i := range gw.Spec.Listeners {
 		l := &gw.Spec.Listeners[i]
 		ls := &gatewayv1.ListenerStatus{Name: l.Name, AttachedRoutes: 0}
-		ln := &listener{gw: gw, spec: l, status: ls, attached: map[string]bool{}}
+		ln := &listener{gw: gw, spec: l, status: ls, attached: map[string]bool{}, scope: scope, unserved: unserved}
 		acc, accReason, accMsg := true, string(gatewayv1.ListenerReasonAccepted), "accepted"
 		refs, refReason, refMsg := true, string(gatewayv1.ListenerReasonResolvedRefs), "all references resolved"
 		conflict := false
@@ -94,16 +104,21 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 		switch {
 		case !acc:
 		case l.Protocol == gatewayv1.HTTPProtocolType:
-			if l.Port != b.opts.HTTPPort {
+			if l.Port != b.opts.HTTPPort && !slices.Contains(b.opts.ExtraHTTPPorts, l.Port) {
 				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonPortUnavailable),
-					fmt.Sprintf("HTTP is served on port %d only", b.opts.HTTPPort)
+					"HTTP is served on "+portList(b.opts.HTTPPort, b.opts.ExtraHTTPPorts)+" only"
+			} else if l.Port != b.opts.HTTPPort {
+				ln.port = l.Port
 			}
 		case l.Protocol == gatewayv1.HTTPSProtocolType:
 			ln.https = true
-			if l.Port != b.opts.HTTPSPort {
+			if l.Port != b.opts.HTTPSPort && !slices.Contains(b.opts.ExtraHTTPSPorts, l.Port) {
 				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonPortUnavailable),
-					fmt.Sprintf("HTTPS is served on port %d only", b.opts.HTTPSPort)
-			} else if l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode != gatewayv1.TLSModeTerminate {
+					"HTTPS is served on "+portList(b.opts.HTTPSPort, b.opts.ExtraHTTPSPorts)+" only"
+			} else if l.Port != b.opts.HTTPSPort {
+				ln.port = l.Port
+			}
+			if acc && l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode != gatewayv1.TLSModeTerminate {
 				acc, accReason, accMsg = false, string(gatewayv1.ListenerReasonUnsupportedValue), "HTTPS listeners terminate TLS: tls.mode must be Terminate"
 			}
 		default:
@@ -335,4 +350,84 @@ func (b *builder) allows(ln *listener, ns string) bool {
 	default: // None, or a value this version does not know
 		return false
 	}
+}
+
+// scopeOf returns the address of Options.Addresses that gw holds in its
+// status (the controller assigned it), "" for none; unserved is true when
+// Options.Addresses is set and gw holds none of them.
+func (b *builder) scopeOf(gw *gatewayv1.Gateway) (scope string, unserved bool) {
+	if len(b.opts.Addresses) == 0 {
+		return "", false
+	}
+	for _, a := range gw.Status.Addresses {
+		if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
+			continue
+		}
+		ip, err := netip.ParseAddr(a.Value)
+		if err != nil {
+			continue
+		}
+		if slices.Contains(b.opts.Addresses, ip.Unmap()) {
+			return ip.Unmap().String(), false
+		}
+	}
+	return "", true
+}
+
+// portList describes the ports a protocol is served on: "port 80", or
+// "ports 80, 8000-8099" with runs of consecutive extra ports joined.
+func portList(main int32, extra []int32) string {
+	if len(extra) == 0 {
+		return fmt.Sprintf("port %d", main)
+	}
+	ps := slices.Clone(extra)
+	slices.Sort(ps)
+	ps = slices.Compact(ps)
+	out := []string{strconv.Itoa(int(main))}
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
+			j++
+		}
+		if j > i {
+			out = append(out, fmt.Sprintf("%d-%d", ps[i], ps[j]))
+		} else {
+			out = append(out, strconv.Itoa(int(ps[i])))
+		}
+		i = j + 1
+	}
+	return "ports " + strings.Join(out, ", ")
+}
+
+// checkSpecAddresses checks a Gateway's spec.addresses: of type
+// IPAddress (the default), IP addresses, at most 16. Whether the load
+// balancer has them is the controller's to say (Programmed=False
+// AddressNotUsable; a Gateway is served on one address). "" when fine.
+func checkSpecAddresses(addrs []gatewayv1.GatewaySpecAddress) string {
+	if len(addrs) > 16 {
+		return fmt.Sprintf("spec.addresses lists %d addresses; at most 16", len(addrs))
+	}
+	for _, a := range addrs {
+		if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
+			return fmt.Sprintf("spec.addresses type %q is not supported: only IPAddress (one of the binding's gatewayAddresses)", truncate(string(*a.Type), 60))
+		}
+		if ip, err := netip.ParseAddr(a.Value); err != nil || ip.Zone() != "" {
+			return fmt.Sprintf("spec.addresses value %q is not an IP address", truncate(a.Value, 60))
+		}
+	}
+	return ""
+}
+
+// RequestedAddresses returns the addresses a Gateway's spec.addresses asks
+// for when checkSpecAddresses accepts them (unmapped); nil for none.
+func RequestedAddresses(gw *gatewayv1.Gateway) []netip.Addr {
+	if len(gw.Spec.Addresses) == 0 || checkSpecAddresses(gw.Spec.Addresses) != "" {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(gw.Spec.Addresses))
+	for _, a := range gw.Spec.Addresses {
+		ip, _ := netip.ParseAddr(a.Value)
+		out = append(out, ip.Unmap())
+	}
+	return out
 }

@@ -19,6 +19,7 @@ package proxy
 import (
 	"bufio"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"sluice.dev/sluice/internal/proxyproto"
 	"sluice.dev/sluice/internal/route"
 )
 
@@ -298,7 +300,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.answer(w, r, p.unrouted, http.StatusServiceUnavailable, bodyNotReady, start)
 		return
 	}
-	if r.TLS != nil && r.TLS.ServerName != "" && v.table.Misdirected(r.TLS.ServerName, r.Host) {
+	table := v.table
+	if table.HasScopes() {
+		// A Gateway with an address of its own: the routes of the
+		// address the request reached (route.Scope).
+		la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		table = table.For(proxyproto.Reached(la))
+	}
+	if r.TLS != nil && r.TLS.ServerName != "" && table.Misdirected(r.TLS.ServerName, r.Host) {
 		// Another tenant's host, or a name the certificate does not
 		// cover: the client retries on a connection of its own.
 		p.answer(w, r, p.unrouted, http.StatusMisdirectedRequest, bodyMisdirect, start)
@@ -309,9 +318,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.answer(w, r, p.unrouted, http.StatusBadRequest, bodyBadPath, start)
 		return
 	}
-	rt := v.table.Match(r.Host, path)
+	rt := table.Match(r.Host, path)
 	if rt != nil && rt.Conditions != nil {
-		rt = v.table.MatchRequest(r.Host, path, r) // method, header, query matches
+		rt = table.MatchRequest(r.Host, path, r) // method, header, query matches
 	}
 	if rt == nil {
 		p.answer(w, r, p.unrouted, http.StatusNotFound, bodyNoRoute, start)

@@ -121,9 +121,12 @@ func (p *Proxy) Update(t *route.Table) {
 
 func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[*pool]bool) *view {
 	cfg := t.Config()
+	tables := append([]*route.Table{t}, t.Scopes()...) // route.Scope
 	nroutes := 0
-	for i := range cfg.VirtualHosts {
-		nroutes += len(cfg.VirtualHosts[i].Routes)
+	for _, st := range tables {
+		for i := range st.Config().VirtualHosts {
+			nroutes += len(st.Config().VirtualHosts[i].Routes)
+		}
 	}
 	// Sized up front: growing maps of 10,000s of routes was a third of
 	// an Update.
@@ -155,18 +158,21 @@ func (p *Proxy) build(t *route.Table, usedUps map[*upstream]bool, usedPools map[
 		v.services[bv.service] = struct{}{}
 		return bv
 	}
-	for i := range cfg.VirtualHosts {
-		vh := &cfg.VirtualHosts[i]
-		for j := range vh.Routes {
-			r := &vh.Routes[j]
-			bv := backend(r.Backend)
-			rv := p.routeView(bv, r)
-			p.attachL7(v, rv, r, backend) // l7.go; nothing without Filters or Split
-			if r.Mirrors != nil {
-				attachMirrors(rv, r, backend) // mirror.go
+	for _, st := range tables {
+		vhs := st.Config().VirtualHosts
+		for i := range vhs {
+			vh := &vhs[i]
+			for j := range vh.Routes {
+				r := &vh.Routes[j]
+				bv := backend(r.Backend)
+				rv := p.routeView(bv, r)
+				p.attachL7(v, rv, r, backend) // l7.go; nothing without Filters or Split
+				if r.Mirrors != nil {
+					attachMirrors(rv, r, backend) // mirror.go
+				}
+				v.routes[r] = rv
+				v.pairs[[2]string{rv.ingress, rv.service}] = struct{}{}
 			}
-			v.routes[r] = rv
-			v.pairs[[2]string{rv.ingress, rv.service}] = struct{}{}
 		}
 	}
 	if bv := backend(cfg.DefaultBackend); bv != nil {

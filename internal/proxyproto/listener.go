@@ -159,6 +159,39 @@ func (c *Conn) RemoteAddr() net.Addr {
 	return c.Conn.RemoteAddr()
 }
 
+// LocalAddr returns the destination address of the header (the address
+// the client reached: the load balancer's), or the connection's own local
+// address for LOCAL and UNKNOWN headers, headers without a TCP address,
+// connections without a header and broken headers. The proxy routes by it
+// when a Gateway has an address of its own (route.Scope).
+func (c *Conn) LocalAddr() net.Addr {
+	c.once.Do(c.init)
+	if c.err == nil && c.header.HasAddress() {
+		return Destination{net.TCPAddrFromAddrPort(c.header.Destination)}
+	}
+	return c.Conn.LocalAddr()
+}
+
+// Destination is the LocalAddr of a connection whose PROXY header carried
+// the address the client reached.
+type Destination struct{ *net.TCPAddr }
+
+// Reached returns the load-balancer address and port a connection with
+// local address a (its LocalAddr) reached, for route.Table.For: a PROXY
+// header's destination with its port; otherwise the local address with
+// port 0, since the proxy's own port says nothing of the load balancer's.
+func Reached(a net.Addr) netip.AddrPort {
+	switch v := a.(type) {
+	case Destination:
+		ap := v.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	case *net.TCPAddr:
+		ip, _ := netip.AddrFromSlice(v.IP)
+		return netip.AddrPortFrom(ip.Unmap(), 0)
+	}
+	return netip.AddrPort{}
+}
+
 // SetDeadline sets both deadlines; see SetReadDeadline.
 func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {

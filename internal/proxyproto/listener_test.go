@@ -1,6 +1,7 @@
 package proxyproto
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"net"
@@ -60,13 +61,13 @@ func readN(t *testing.T, c net.Conn, n int) string {
 
 func TestListenerTrusted(t *testing.T) {
 	l := listen(t, Options{Trusted: loopback})
-	tests := []struct{ name, header, remote string }{
-		{"v1", "PROXY TCP4 192.0.2.7 192.0.2.8 4242 443\r\n", "192.0.2.7:4242"},
-		{"v1 tcp6", "PROXY TCP6 2001:db8::7 2001:db8::8 4242 443\r\n", "[2001:db8::7]:4242"},
-		{"v2", string(v2(0x21, 0x11, inet4("198.51.100.9", "192.0.2.8", 999, 443))), "198.51.100.9:999"},
-		{"v2 local", string(v2(0x20, 0x00, nil)), ""},
-		{"v1 unknown", "PROXY UNKNOWN\r\n", ""},
-		{"none", "", ""},
+	tests := []struct{ name, header, remote, local string }{
+		{"v1", "PROXY TCP4 192.0.2.7 192.0.2.8 4242 443\r\n", "192.0.2.7:4242", "192.0.2.8:443"},
+		{"v1 tcp6", "PROXY TCP6 2001:db8::7 2001:db8::8 4242 443\r\n", "[2001:db8::7]:4242", "[2001:db8::8]:443"},
+		{"v2", string(v2(0x21, 0x11, inet4("198.51.100.9", "192.0.2.8", 999, 443))), "198.51.100.9:999", "192.0.2.8:443"},
+		{"v2 local", string(v2(0x20, 0x00, nil)), "", ""},
+		{"v1 unknown", "PROXY UNKNOWN\r\n", "", ""},
+		{"none", "", "", ""},
 	}
 	for _, tt := range tests {
 		cl := dial(t, l, tt.header+"hello")
@@ -81,8 +82,11 @@ func TestListenerTrusted(t *testing.T) {
 		if got := readN(t, c, 5); got != "hello" {
 			t.Errorf("%s: payload %q", tt.name, got)
 		}
-		if c.LocalAddr().String() != l.Addr().String() {
-			t.Errorf("%s: LocalAddr %s, want %s", tt.name, c.LocalAddr(), l.Addr())
+		// LocalAddr: the header's destination (the address the client
+		// reached), else the listener's own.
+		wantLocal := cmp.Or(tt.local, l.Addr().String())
+		if c.LocalAddr().String() != wantLocal {
+			t.Errorf("%s: LocalAddr %s, want %s", tt.name, c.LocalAddr(), wantLocal)
 		}
 	}
 }
@@ -181,5 +185,27 @@ func TestConsumerDeadline(t *testing.T) {
 	}
 	if got := c.RemoteAddr().String(); got != "192.0.2.7:4242" {
 		t.Errorf("RemoteAddr %s", got)
+	}
+}
+
+// TestReached: the address and port a connection reached for routing: a
+// header's destination with its port, a connection without one with its
+// local address and port 0 (the proxy's own port is not the load
+// balancer's).
+func TestReached(t *testing.T) {
+	l := listen(t, Options{Trusted: loopback})
+	dial(t, l, "PROXY TCP4 192.0.2.7 192.0.2.8 4242 8080\r\n")
+	c := accept(t, l)
+	if got := Reached(c.LocalAddr()).String(); got != "192.0.2.8:8080" {
+		t.Errorf("with a header: %s, want 192.0.2.8:8080", got)
+	}
+	dial(t, l, "GET / HTTP/1.1\r\n\r\n")
+	c = accept(t, l)
+	local := c.LocalAddr().(*net.TCPAddr)
+	if got, want := Reached(c.LocalAddr()), netip.AddrPortFrom(local.AddrPort().Addr().Unmap(), 0); got != want {
+		t.Errorf("without a header: %s, want %s", got, want)
+	}
+	if Reached(nil).IsValid() {
+		t.Error("nil address reached something")
 	}
 }

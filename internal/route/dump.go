@@ -72,6 +72,7 @@ func Dump(c *Config) string {
 	for _, h := range c.NoWildcardCertificate {
 		fmt.Fprintf(&b, "tls %s not from a wildcard (owned by another namespace)\n", h)
 	}
+	dumpScopes(&b, c)
 	return b.String()
 }
 

@@ -97,6 +97,12 @@ type Config struct {
 	// neither owns the wildcard nor shares the name with its owner. They get
 	// DefaultCertificate. Sorted.
 	NoWildcardCertificate []string
+	// Scopes are the tables of load-balancer addresses and extra listener
+	// ports served apart, sorted by address then port (scope.go); nil for
+	// none. ScopedPorts are the extra listener ports: a request to one of
+	// them is served only from a Scope of that port (none: 404).
+	Scopes      []Scope
+	ScopedPorts []uint16
 }
 
 // VirtualHost is the set of routes for one host.
@@ -283,6 +289,7 @@ type Table struct {
 	wildCerts map[string]*tls.Certificate // keyed by the suffix after "*."
 	defCert   *tls.Certificate
 	owners    owners
+	sc        *scopes // scope.go; nil for none
 }
 
 type vhost struct {
@@ -361,6 +368,7 @@ func NewFrom(prev *Table, c Config) *Table {
 		t.defCert = c.DefaultCertificate.Cert
 	}
 	t.owners = newOwners(&c)
+	t.compileScopes(prev, c)
 	return t
 }
 

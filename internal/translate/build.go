@@ -81,6 +81,9 @@ func (b *builder) build(in Input, cache *KeyPairCache) route.Config {
 	}
 	if !b.partial {
 		cfg.DefaultCertificate = b.defaultCertificate()
+		if gw != nil {
+			cfg.Scopes, cfg.ScopedPorts = b.gatewayScopes(gw, cfg.DefaultCertificate) // scope.go
+		}
 	}
 	return cfg
 }

@@ -105,12 +105,24 @@ func (g *gatewayResult) claims() []*networkingv1.Ingress {
 // an HTTPRoute (tenancy is the same for both APIs).
 func (b *builder) addGateway(g *gatewayResult) {
 	b.problems = append(b.problems, g.res.Problems...)
+	b.addGatewayScope(g, "", 0)
+}
+
+// addGatewayScope adds the rules and certificates of one scope: scope ""
+// for those of the Gateways sharing the table, else those of the Gateway
+// holding that address; port 0 for the main ports, else an extra listener
+// port (scope.go).
+func (b *builder) addGatewayScope(g *gatewayResult, scope string, port int32) {
 	unresolved := map[string]*route.Backend{}
 	for _, r := range g.res.Rules {
-		b.addGatewayRule(r, unresolved)
+		if r.Scope == scope && r.Port == port {
+			b.addGatewayRule(r, unresolved)
+		}
 	}
 	for _, c := range g.res.Certificates {
-		b.addGatewayCertificate(c)
+		if c.Scope == scope && c.Port == port {
+			b.addGatewayCertificate(c)
+		}
 	}
 }
 

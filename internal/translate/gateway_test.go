@@ -2,6 +2,7 @@ package translate
 
 import (
 	"math/rand/v2"
+	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -47,9 +48,15 @@ func decodeGatewayDoc(kind string, doc []byte, in *Input, opts *Options) (known 
 			GatewayClass string `json:"gatewayClass"`
 			HTTPPort     int32  `json:"httpPort"`
 			HTTPSPort    int32  `json:"httpsPort"`
+			// Addresses: Gateways served apart (Options.Addresses).
+			Addresses []netip.Addr `json:"addresses"`
+			// Extra listener ports, served apart.
+			ExtraHTTPPorts  []int32 `json:"extraHTTPPorts"`
+			ExtraHTTPSPorts []int32 `json:"extraHTTPSPorts"`
 		}
 		err = yaml.UnmarshalStrict(doc, &o)
-		opts.Gateway = &gateway.Options{GatewayClass: o.GatewayClass, HTTPPort: o.HTTPPort, HTTPSPort: o.HTTPSPort}
+		opts.Gateway = &gateway.Options{GatewayClass: o.GatewayClass, HTTPPort: o.HTTPPort, HTTPSPort: o.HTTPSPort, Addresses: o.Addresses,
+			ExtraHTTPPorts: o.ExtraHTTPPorts, ExtraHTTPSPorts: o.ExtraHTTPSPorts}
 	default:
 		return false, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -69,7 +70,9 @@ func TestGolden(t *testing.T) {
 // render is the golden text: route.Dump, the problems, and the route and
 // certificate chosen for each line of requests.txt ("http HOST PATH" with
 // HOST "-" for none, "req METHOD HOST TARGET [Name:value ...]", "sni NAME", or "tls SNI HOST" (SNI "-" for none): whether a request for
-// HOST on a connection with server name SNI is refused with 421).
+// HOST on a connection with server name SNI is refused with 421); a line
+// may start with "at ADDR" or "at ADDR:PORT", the load-balancer address
+// (port 80 if none) the request reached.
 func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) string {
 	t.Helper()
 	var b strings.Builder
@@ -92,10 +95,31 @@ func render(t *testing.T, dir string, cfg *route.Config, problems []Problem) str
 	if cfg.DefaultCertificate != nil {
 		sources[cfg.DefaultCertificate.Cert] = "default " + cfg.DefaultCertificate.Source
 	}
+	for _, s := range cfg.Scopes {
+		for _, c := range s.Config.Certificates {
+			sources[c.Cert] = c.Source
+		}
+		if d := s.Config.DefaultCertificate; d != nil && sources[d.Cert] == "" {
+			sources[d.Cert] = "default " + d.Source
+		}
+	}
+	all := tbl
 	b.WriteString("requests:\n")
 	sc := bufio.NewScanner(bytes.NewReader(reqs))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
+		// "at ADDR <request>": the request reached load-balancer address
+		// ADDR (route.Scope).
+		tbl = all
+		if len(f) > 2 && f[0] == "at" {
+			ap, err := netip.ParseAddrPort(f[1])
+			if err != nil {
+				ap = netip.AddrPortFrom(netip.MustParseAddr(f[1]), 80)
+			}
+			tbl = all.For(ap)
+			fmt.Fprintf(&b, "  at %s:\n", f[1])
+			f = f[2:]
+		}
 		switch {
 		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
 			continue
@@ -302,7 +326,11 @@ func checkInvariants(t testing.TB, cfg *route.Config) {
 		}
 		seen := map[string]bool{}
 		for j, r := range vh.Routes {
-			if !strings.HasPrefix(strings.TrimPrefix(r.Path, "(?i)"), "/") {
+			if r.PathType == route.PathRegex { // HTTPRoute's may begin otherwise: "(?:/a|/b)$"
+				if _, err := route.CompilePath(r.Path); err != nil {
+					t.Errorf("host %q: regex path %q does not compile: %v", vh.Host, r.Path, err)
+				}
+			} else if !strings.HasPrefix(r.Path, "/") {
 				t.Errorf("host %q: path %q not absolute", vh.Host, r.Path)
 			}
 			if r.Backend == nil || r.Backend.Name == "" {

@@ -269,7 +269,9 @@ func (g *group) owns(cfg route.Config, problems []Problem) bool {
 func (x *index) splice(prev *Result, g group, cfg route.Config, problems []Problem) (route.Config, []Problem) {
 	host := func(h string) bool { return g.keys["h:"+h] }
 	p := prev.Config
-	out := route.Config{DefaultBackend: p.DefaultBackend, DefaultCertificate: p.DefaultCertificate}
+	// Scopes: only Gateway API rules, which a splice never touches
+	// (touchesGateway sends such changes to a full translation).
+	out := route.Config{DefaultBackend: p.DefaultBackend, DefaultCertificate: p.DefaultCertificate, Scopes: p.Scopes, ScopedPorts: p.ScopedPorts}
 	out.VirtualHosts = merge(p.VirtualHosts, cfg.VirtualHosts, func(v route.VirtualHost) bool { return host(v.Host) },
 		func(a, b route.VirtualHost) int { return strings.Compare(a.Host, b.Host) })
 	out.Certificates = merge(p.Certificates, cfg.Certificates, func(c route.Certificate) bool { return g.keys["k:"+c.Source] },
@@ -283,6 +285,14 @@ func (x *index) splice(prev *Result, g group, cfg route.Config, problems []Probl
 	}
 	if len(out.NoWildcardCertificate) == 0 {
 		out.NoWildcardCertificate = nil
+	}
+	if len(out.Scopes) > 0 && !slices.Equal(out.Owners, p.Owners) {
+		// Scopes carry the build's host owners (scope.go): an Ingress
+		// change may move the owner of a host no Gateway serves.
+		out.Scopes = slices.Clone(out.Scopes)
+		for i := range out.Scopes {
+			out.Scopes[i].Config.Owners = out.Owners
+		}
 	}
 	ps := make([]Problem, 0, len(prev.Problems)+len(problems))
 	for _, q := range prev.Problems {

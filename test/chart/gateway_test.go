@@ -1,7 +1,9 @@
 package chart
 
 import (
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -51,5 +53,32 @@ func TestGatewayAPI(t *testing.T) {
 	}
 	if gc := find(objs, "GatewayClass", "public"); path(gc, "spec", "parametersRef", "name") != "internet" {
 		t.Errorf("GatewayClass parametersRef = %v", path(gc, "spec", "parametersRef"))
+	}
+	for _, o := range objs {
+		if slices.ContainsFunc(proxyArgs(o), func(x any) bool { s, _ := x.(string); return strings.HasPrefix(s, "--gateway-addresses") }) {
+			t.Errorf("%v has --gateway-addresses without a binding's gatewayAddresses", path(o, "metadata", "name"))
+		}
+	}
+
+	// The binding's gatewayAddresses reach the binding and the proxies of
+	// the class (only them).
+	objs = objects(t, "-f", "testdata/fleets.values.yaml", "--set", "gatewayAPI.enabled=true,gatewayAPI.binding=internet,bindings[0].gatewayAddresses={192.0.2.10,192.0.2.11}")
+	if got := path(find(objs, "LoadBalancerBinding", "internet"), "spec", "gatewayAddresses"); !reflect.DeepEqual(got, []any{"192.0.2.10", "192.0.2.11"}) {
+		t.Errorf("binding gatewayAddresses = %v", got)
+	}
+	if !hasArg(find(objs, "Deployment", "sluice-proxy-internet"), "--gateway-addresses=192.0.2.10,192.0.2.11") {
+		t.Errorf("internet proxy args = %v", proxyArgs(find(objs, "Deployment", "sluice-proxy-internet")))
+	}
+	if hasArg(find(objs, "Deployment", "sluice-proxy-internal"), "--gateway-addresses=192.0.2.10,192.0.2.11") {
+		t.Error("the internal fleet got the internet binding's gateway addresses")
+	}
+
+	// Extra listener ports reach the proxies and the controller alike.
+	objs = objects(t, "--set", "gatewayAPI.enabled=true,gatewayAPI.extraHTTPPorts=8000-8099,gatewayAPI.extraHTTPSPorts=8443")
+	for _, name := range []string{"sluice-proxy", "sluice-controller"} {
+		o := find(objs, "Deployment", name)
+		if !hasArg(o, "--gateway-extra-http-ports=8000-8099") || !hasArg(o, "--gateway-extra-https-ports=8443") {
+			t.Errorf("%s args = %v", name, proxyArgs(o))
+		}
 	}
 }

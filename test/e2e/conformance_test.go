@@ -44,6 +44,19 @@ import (
 // would: through the load balancer, on the listener's own port.
 const conformanceIP = "127.26.0.1"
 
+// conformanceGatewayIPs are the addresses Gateways hold one each (the
+// binding's spec.gatewayAddresses: 127.26.0.2 to 127.26.0.41): HAProxy
+// listens on them too and tells the proxies, in a PROXY protocol v2
+// header, which address a connection reached, so each Gateway is served
+// from its own routing table.
+var conformanceGatewayIPs = func() []string {
+	var out []string
+	for i := 2; i <= 41; i++ {
+		out = append(out, fmt.Sprintf("127.26.0.%d", i))
+	}
+	return out
+}()
+
 // The HAProxy backends of conformanceIP's frontends, in TCP mode: port 80
 // carries HTTP/1.1 and h2c (gRPC) to the proxies' plain port, port 443
 // TLS to their HTTPS port, both untouched by HAProxy.
@@ -52,16 +65,29 @@ const (
 	confTLS   = "conf-tls"
 )
 
+// The extra listener ports (GatewayPort8080, HTTPRouteParentRefPort):
+// HAProxy listens on them on every address and forwards them like 80 and
+// 443, the PROXY header telling the proxies which port was reached.
+const (
+	confExtraHTTP  = "8000-8099"
+	confExtraHTTPS = "8443"
+)
+
+// ipAddressType is the address type of the suite's static addresses.
+var ipAddressType = gatewayv1.IPAddressType
+
 // sluiceBase names the suite's base manifests with POD_IP added.
 const sluiceBase = "sluice/base-manifests.yaml"
 
 // conformanceFeatures are the features sluice claims: the core features
 // of the GATEWAY-HTTP and GATEWAY-GRPC profiles and the extended ones it
-// passes. Not claimed: HTTPRouteParentRefPort (listeners on ports other
-// than 80 and 443 are refused), HTTPRouteRequestMirror and
-// HTTPRouteRequestMultipleMirrors (the suite finds no mirrored request in
-// the echo pods' logs here: not investigated yet).
+// passes.
 var conformanceFeatures = []features.FeatureName{
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportGatewayStaticAddresses,
+	features.SupportGatewayPort8080,
+	features.SupportHTTPRouteParentRefPort,
 	features.SupportGateway,
 	features.SupportHTTPRoute,
 	features.SupportReferenceGrant,
@@ -96,7 +122,13 @@ func TestConformance(t *testing.T) {
 	start := time.Now()
 	conformanceAddressFree(t)
 	h := installChart(t, "gwc", chartOptions{
-		setup:   func(e *env) string { installConformanceCRDs(e); return "" },
+		setup: func(e *env) string {
+			installConformanceCRDs(e)
+			// HAProxy reaches the proxies from the cluster bridge: only
+			// its PROXY protocol headers are trusted.
+			return fmt.Sprintf("proxy: {extraArgs: [--h2c, --proxy-protocol, --trusted-proxies=%s/32]}\n", e.c.BridgeIP()) +
+				fmt.Sprintf("gatewayAPI: {extraHTTPPorts: %q, extraHTTPSPorts: %q}\n", confExtraHTTP, confExtraHTTPS)
+		},
 		haproxy: func(e *env) { e.lbBack += conformanceFrontends() },
 		base:    conformanceValues,
 		values:  "gatewayAPI: {enabled: true, binding: haproxy}\n",
@@ -140,6 +172,12 @@ func TestConformance(t *testing.T) {
 			TimeoutConfig:        confconfig.DefaultTimeoutConfig(),
 			Mode:                 "default",
 			RunTest:              os.Getenv("SLUICE_CONFORMANCE_RUN_TEST"),
+			// GatewayStaticAddresses: a Gateway's spec.addresses may ask
+			// for one of the binding's gatewayAddresses (the last, which
+			// no other Gateway of the run takes first); an address outside
+			// them is not usable.
+			UsableNetworkAddresses:   []gatewayv1.GatewaySpecAddress{{Type: &ipAddressType, Value: conformanceGatewayIPs[len(conformanceGatewayIPs)-1]}},
+			UnusableNetworkAddresses: []gatewayv1.GatewaySpecAddress{{Type: &ipAddressType, Value: "127.26.1.1"}},
 			ConformanceProfiles: []suite.ConformanceProfileName{
 				suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName},
 			Implementation: confv1.Implementation{
@@ -181,12 +219,14 @@ func TestConformance(t *testing.T) {
 // connections with the stray listener rather than fail.
 func conformanceAddressFree(t *testing.T) {
 	t.Helper()
-	for _, port := range []string{"80", "443"} {
-		l, err := net.Listen("tcp", net.JoinHostPort(conformanceIP, port))
-		if err != nil {
-			t.Fatalf("%s:%s is taken (a process an interrupted run left behind? see ss -ltnp): %v", conformanceIP, port, err)
+	for _, ip := range append([]string{conformanceIP}, conformanceGatewayIPs...) {
+		for _, port := range []string{"80", "443"} {
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, port))
+			if err != nil {
+				t.Fatalf("%s:%s is taken (a process an interrupted run left behind? see ss -ltnp): %v", ip, port, err)
+			}
+			l.Close()
 		}
-		l.Close()
 	}
 }
 
@@ -211,9 +251,13 @@ func writeConformanceReport(t *testing.T, cSuite *suite.ConformanceTestSuite, pa
 	}
 	var lines []string
 	for _, p := range r.ProfileReports {
-		lines = append(lines, fmt.Sprintf("e2e conformance-%s: core=%s passed=%d failed=%d skipped=%d failed_tests=%s took=%s",
+		ext := "none"
+		if e := p.Extended; e != nil {
+			ext = fmt.Sprintf("%s passed=%d failed=%d skipped=%d", e.Result, e.Passed, e.Failed, e.Skipped)
+		}
+		lines = append(lines, fmt.Sprintf("e2e conformance-%s: core=%s passed=%d failed=%d skipped=%d failed_tests=%s extended=%s took=%s",
 			strings.ToLower(p.Name), p.Core.Result, p.Core.Passed, p.Core.Failed, p.Core.Skipped,
-			strings.Join(p.Core.FailedTests, ","), time.Since(start).Round(time.Second)))
+			strings.Join(p.Core.FailedTests, ","), ext, time.Since(start).Round(time.Second)))
 	}
 	for _, l := range lines {
 		t.Log(l)
@@ -246,27 +290,38 @@ proxy:
 bindings:
   - name: haproxy
     provider:
-      haproxy: {runtimeAPI: %[1]q, backend: %[2]s}
+      haproxy: {runtimeAPI: %[1]q, backend: %[2]s, proxyProtocol: true}
     drain: {handshake: true}
     publish: [{ip: %[4]s}]
+    gatewayAddresses: [%[5]s]
   - name: haproxy-tls
     port: https
     provider:
-      haproxy: {runtimeAPI: %[1]q, backend: %[3]s}
+      haproxy: {runtimeAPI: %[1]q, backend: %[3]s, proxyProtocol: true}
     readinessGate: false
     drain: {handshake: false}
-`, runtimeAPI, confPlain, confTLS, conformanceIP)
+`, runtimeAPI, confPlain, confTLS, conformanceIP, strings.Join(conformanceGatewayIPs, ", "))
 }
 
 // conformanceFrontends are HAProxy's frontends on conformanceIP (added
 // after the main backend's lines) and their TCP-mode backends, which the
 // bindings fill.
 func conformanceFrontends() string {
+	binds := func(port, extra string) string {
+		var b strings.Builder
+		for _, ip := range conformanceGatewayIPs {
+			fmt.Fprintf(&b, "    bind %s:%s\n", ip, port)
+		}
+		for _, ip := range append([]string{conformanceIP}, conformanceGatewayIPs...) {
+			fmt.Fprintf(&b, "    bind %s:%s\n", ip, extra)
+		}
+		return b.String()
+	}
 	return fmt.Sprintf(`
 frontend conf-http
     mode tcp
     bind %[1]s:80
-    default_backend %[2]s
+%[4]s    default_backend %[2]s
 backend %[2]s
     mode tcp
     balance roundrobin
@@ -274,11 +329,11 @@ backend %[2]s
 frontend conf-https
     mode tcp
     bind %[1]s:443
-    default_backend %[3]s
+%[5]s    default_backend %[3]s
 backend %[3]s
     mode tcp
     balance roundrobin
-`, conformanceIP, confPlain, confTLS)
+`, conformanceIP, confPlain, confTLS, binds("80", confExtraHTTP), binds("443", confExtraHTTPS))
 }
 
 // withPodIP adds POD_IP (status.podIP) to the environment of every

@@ -23,6 +23,7 @@ import (
 
 	ct "sluice.dev/sluice/internal/controller/controllertest"
 	"sluice.dev/sluice/test/load"
+	"sluice.dev/sluice/test/testenv"
 )
 
 // The Gateway API suite's layout: a Gateway in namespace gw-a (labelled
@@ -69,15 +70,27 @@ const (
 //   - explain-gateway-healthy and explain-gateway-route-refused: `sluice
 //     explain gateway` on a healthy Gateway, and on the suite's, which
 //     names the route its listener refuses;
+//   - gateway-listener-add: a listener on an extra port added to the
+//     Gateway and removed again under load on its port-80 host: the extra
+//     port serves its route only while the listener exists, the load
+//     loses nothing;
 //   - gateway-proxy-roll: the proxies rolled (helm upgrade) under load on
 //     the Gateway's host: no request lost.
 //
 // Each prints `e2e gateway-<case>: requests=N failed=F ...`.
 func TestGateway(t *testing.T) {
+	extraPort := testenv.FreePort(t, "127.0.0.1") // gateway-listener-add
 	h := newChartEnv(t, "gw", chartOptions{
-		setup: func(e *env) string { installGatewayCRDs(e); return "" },
-		// --h2c: gRPC clients (gateway-grpc) reach the proxies' HTTP port.
-		values: "gatewayAPI: {enabled: true}\nproxy: {extraArgs: [--h2c]}\n",
+		setup: func(e *env) string {
+			installGatewayCRDs(e)
+			// --h2c: gRPC clients (gateway-grpc) reach the proxies' HTTP
+			// port. --proxy-protocol: HAProxy's extra-port frontend says
+			// which port it served (gateway-listener-add); HAProxy
+			// reaches the proxies from the cluster bridge.
+			return fmt.Sprintf("proxy: {extraArgs: [--h2c, --proxy-protocol, --trusted-proxies=%s/32]}\n", e.c.BridgeIP())
+		},
+		haproxy: func(e *env) { e.lbBack += gwExtraFrontend(extraPort) },
+		values:  fmt.Sprintf("gatewayAPI: {enabled: true, extraHTTPPorts: \"%d\"}\n", extraPort),
 	})
 	e := h.env
 	g := newGatewaySuite(e)
@@ -96,6 +109,7 @@ func TestGateway(t *testing.T) {
 	g.routeCases(cs)   // gateway_routes_test.go
 	g.explainCases(cs) // explain_test.go
 	e.loadOpts = func(o *load.Options) { o.Host, o.Check = gwAppHost, load.FromEcho(echoGWA+"-") }
+	cs.runNoted("gateway-listener-add", func() string { return g.listenerAdd(extraPort) }) // gateway_listener_test.go
 	cs.run("gateway-proxy-roll", func() {
 		h.helm(append(append([]string{"upgrade", release, h.chart, "-n", proxyNS}, h.valueFiles()...), "--set", "proxy.logLevel=debug")...)
 		e.settled(proxyNS, proxyName, 4*time.Minute)

@@ -1,13 +1,18 @@
 // Package dns is the DNS reconciler: it keeps the DNS records of the hosts
 // of the Ingresses sluice serves pointing at the load balancer of their
-// class, touching only the names it owns. It is the thin, stateful edge of
-// the third data flow:
+// class, and with Gateway API those of the Gateways of its classes and
+// their attached routes pointing at the Gateway's status.addresses,
+// touching only the names it owns. It is the thin, stateful edge of the
+// third data flow:
 //
-//	Ingresses, IngressClasses, bindings (cache) ─► ingressstatus.Serving ─► dns.Desired ─┐
-//	Provider.Records(zone) ──────────────────────────────────────────────────────────────┴► dns.MakePlan ─► Provider.Apply ─► Events, metrics
+//	Ingresses, IngressClasses, bindings (cache) ─► ingressstatus.Serving ───┐
+//	Gateways, HTTPRoutes, GRPCRoutes (routeclaims) ─► gatewayhosts.Sources ─┴► dns.Desired ─┐
+//	Provider.Records(zone) ─────────────────────────────────────────────────────────────────┴► dns.MakePlan ─► Provider.Apply ─► Events, metrics
 //
 // One reconcile covers every zone (a single work item), on any change of
-// an Ingress, IngressClass or binding and every Interval. Ownership is in
+// an Ingress, IngressClass or binding (and, once the Gateway API CRDs are
+// served, of a GatewayClass, Gateway, HTTPRoute or GRPCRoute) and every
+// Interval. Ownership is in
 // the zones (signed ownership records), wants in the cache; the one thing
 // kept in memory is when each owned name was first seen unwanted: the
 // delete delay never runs from an earlier time, so a restarted controller
@@ -42,6 +47,8 @@ import (
 	"sluice.dev/sluice/internal/controller/notices"
 	"sluice.dev/sluice/internal/controller/routeclaims"
 	model "sluice.dev/sluice/internal/dns"
+	"sluice.dev/sluice/internal/dns/gatewayhosts"
+	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/translate"
 )
 
@@ -94,8 +101,9 @@ type Options struct {
 	Serving ingressstatus.ServingOptions
 	// Interval between reconciles when nothing changes. Default 1m.
 	Interval time.Duration
-	// Recorder emits the Normal Events on Ingresses (published, deleted,
-	// dry run) and failed changes, once per change. Nil: none.
+	// Recorder emits the Normal Events on Ingresses, Gateways and routes
+	// (published, deleted, dry run) and failed changes, once per change.
+	// Nil: none.
 	Recorder Recorder
 	// Notices keeps the Warning Events of standing problems on Ingresses
 	// (a foreign record, a host refused): one per Ingress, reason and
@@ -104,8 +112,10 @@ type Options struct {
 	Notices Notifier
 	// Registerer receives the metrics. Nil: not registered.
 	Registerer prometheus.Registerer
-	// Routes reads the HTTPRoutes that own hosts as Ingresses do
-	// (translate.HostOwnership); nil: Ingresses alone.
+	// Routes reads the Gateway API objects (--gateway-api): attached
+	// routes own hosts as Ingresses do (translate.HostOwnership), and the
+	// Gateways of our classes and their attached routes get records for
+	// their hosts (gatewayhosts). Nil: Ingresses alone.
 	Routes *routeclaims.Reader
 	// Logger: nil discards.
 	Logger *slog.Logger
@@ -158,7 +168,7 @@ func New(o Options) (*Reconciler, error) {
 // Reconcile implements reconcile.Reconciler. The request is ignored:
 // every reconcile covers every zone.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	ings, srcs, err := r.read(ctx)
+	objs, srcs, gwProblems, err := r.read(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -168,7 +178,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	wants, problems := model.Desired(srcs, model.DesiredOptions{Zones: zones, TTL: r.ttl(), Aliases: r.opts.Aliases,
 		AllowApex: r.opts.AllowApex, Namespaces: r.opts.NamespaceDomains})
-	r.reportProblems(ctx, ings, problems)
+	r.reportProblems(ctx, objs, append(problems, gwProblems...))
 
 	now := r.opts.Now()
 	next := now.Add(r.opts.Interval)
@@ -176,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	var errs []error
 	conflict := false
 	for _, z := range zones {
-		res, err := r.syncZone(ctx, z, wants, ings, now)
+		res, err := r.syncZone(ctx, z, wants, objs, now)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -200,22 +210,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	return reconcile.Result{RequeueAfter: max(next.Sub(now), time.Second)}, nil
 }
 
-// read lists our Ingresses and turns their hosts into plan sources.
-func (r *Reconciler) read(ctx context.Context) (map[model.Ref]*networkingv1.Ingress, []model.Source, error) {
+// read lists our Ingresses, and with Gateway API our Gateways and the
+// routes attached to them, and turns their hosts into plan sources; the
+// problems are those of route hosts owned by another namespace.
+func (r *Reconciler) read(ctx context.Context) (map[model.Ref]client.Object, []model.Source, []model.Problem, error) {
 	var ingList networkingv1.IngressList
 	if err := r.opts.Client.List(ctx, &ingList); err != nil {
-		return nil, nil, fmt.Errorf("listing ingresses: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing ingresses: %w", err)
 	}
 	var classes networkingv1.IngressClassList
 	if err := r.opts.Client.List(ctx, &classes); err != nil {
-		return nil, nil, fmt.Errorf("listing ingress classes: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing ingress classes: %w", err)
 	}
 	var bindings v1alpha1.LoadBalancerBindingList
 	if err := r.opts.Client.List(ctx, &bindings); err != nil {
-		return nil, nil, fmt.Errorf("listing bindings: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing bindings: %w", err)
 	}
 	serving := ingressstatus.NewServing(classes.Items, bindings.Items, r.opts.Serving)
-	ings := map[model.Ref]*networkingv1.Ingress{}
+	objs := map[model.Ref]client.Object{}
 	var srcs []model.Source
 	now := r.opts.Now()
 	r.mu.Lock()
@@ -240,10 +252,10 @@ func (r *Reconciler) read(ctx context.Context) (map[model.Ref]*networkingv1.Ingr
 	}
 	gw, gopts, err := r.opts.Routes.Read(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if claims.Secrets, err = r.opts.Routes.Secrets(ctx); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	claims.Gateway = gw
 	so := r.opts.Serving
@@ -251,7 +263,7 @@ func (r *Reconciler) read(ctx context.Context) (map[model.Ref]*networkingv1.Ingr
 		IngressNginx: so.IngressNginx, HostOwnership: so.HostOwnership, Gateway: gopts, SecretsUnread: true})
 	for _, ing := range ours {
 		ref := model.Ref{Namespace: ing.Namespace, Name: ing.Name, UID: string(ing.UID)}
-		ings[ref] = ing
+		objs[ref] = ing
 		gen := seenKey(ing)
 		live[gen] = true
 		if _, ok := r.seen[gen]; !ok {
@@ -274,7 +286,38 @@ func (r *Reconciler) read(ctx context.Context) (map[model.Ref]*networkingv1.Ingr
 			delete(r.seen, k)
 		}
 	}
-	return ings, srcs, nil
+	if gopts == nil {
+		return objs, srcs, nil, nil // no Gateway API (flag off, CRDs not served yet)
+	}
+	gsrcs, problems := gatewayhosts.Sources(gateway.Input{GatewayClasses: gw.GatewayClasses, Gateways: gw.Gateways,
+		HTTPRoutes: gw.HTTPRoutes, GRPCRoutes: gw.GRPCRoutes, ReferenceGrants: gw.ReferenceGrants,
+		Namespaces: gw.Namespaces, Secrets: claims.Secrets},
+		gatewayhosts.Options{Gateway: *gopts, Ownership: own, HostedZoneIDs: hostedZoneIDs(bindings.Items)})
+	for _, g := range gw.Gateways {
+		objs[model.Ref{Kind: model.KindGateway, Namespace: g.Namespace, Name: g.Name, UID: string(g.UID)}] = g
+	}
+	for _, rt := range gw.HTTPRoutes {
+		objs[model.Ref{Kind: model.KindHTTPRoute, Namespace: rt.Namespace, Name: rt.Name, UID: string(rt.UID)}] = rt
+	}
+	for _, rt := range gw.GRPCRoutes {
+		objs[model.Ref{Kind: model.KindGRPCRoute, Namespace: rt.Namespace, Name: rt.Name, UID: string(rt.UID)}] = rt
+	}
+	return objs, append(srcs, gsrcs...), problems, nil
+}
+
+// hostedZoneIDs maps the DNS names of the bindings' load balancers to
+// their canonical hosted zones: a Gateway served at one of them gets
+// Route53 ALIAS records as an Ingress does.
+func hostedZoneIDs(bindings []v1alpha1.LoadBalancerBinding) map[string]string {
+	out := map[string]string{}
+	for i := range bindings {
+		for _, a := range bindings[i].Status.Addresses {
+			if a.Hostname != "" && a.CanonicalHostedZoneID != "" {
+				out[strings.TrimSuffix(strings.ToLower(a.Hostname), ".")] = a.CanonicalHostedZoneID
+			}
+		}
+	}
+	return out
 }
 
 func seenKey(ing *networkingv1.Ingress) string {
@@ -300,7 +343,7 @@ type zoneResult struct {
 
 // syncZone reads one zone, plans and applies. A zone that cannot be read
 // is not planned: nothing in it changes.
-func (r *Reconciler) syncZone(ctx context.Context, z model.Zone, all []model.Want, ings map[model.Ref]*networkingv1.Ingress, now time.Time) (zoneResult, error) {
+func (r *Reconciler) syncZone(ctx context.Context, z model.Zone, all []model.Want, objs map[model.Ref]client.Object, now time.Time) (zoneResult, error) {
 	res := zoneResult{counts: map[string]int{}}
 	var wants []model.Want
 	for _, w := range all {
@@ -354,7 +397,7 @@ func (r *Reconciler) syncZone(ctx context.Context, z model.Zone, all []model.Wan
 			}
 		}
 	}
-	r.reportStatuses(ctx, z, ings, plan.Statuses, failed)
+	r.reportStatuses(ctx, z, objs, plan.Statuses, failed)
 	return res, err
 }
 
@@ -428,15 +471,15 @@ func (r *Reconciler) providerError(op string, err error) error {
 
 func (r *Reconciler) ttl() int64 { return int64(r.opts.TTL / time.Second) }
 
-// reportProblems keeps a Warning Event on each Ingress a problem names
-// while the problem stands.
-func (r *Reconciler) reportProblems(ctx context.Context, ings map[model.Ref]*networkingv1.Ingress, problems []model.Problem) {
+// reportProblems keeps a Warning Event on each Ingress (Gateway, route)
+// a problem names while the problem stands.
+func (r *Reconciler) reportProblems(ctx context.Context, objs map[model.Ref]client.Object, problems []model.Problem) {
 	var current []notices.Notice
 	for _, p := range problems {
 		for _, ref := range p.Ingress {
-			r.log.Info("dns", "reason", p.Kind, "ingress", ref.String(), "message", p.Message)
-			if ing := ings[ref]; ing != nil {
-				current = append(current, notices.Notice{Object: ing, Type: corev1.EventTypeWarning, Reason: p.Kind, Message: p.Message})
+			r.log.Info("dns", "reason", p.Kind, "object", ref.Object(), "message", p.Message)
+			if obj := objs[ref]; obj != nil {
+				current = append(current, notices.Notice{Object: obj, Type: corev1.EventTypeWarning, Reason: p.Kind, Message: p.Message})
 			}
 		}
 	}
@@ -458,7 +501,7 @@ func (r *Reconciler) notify(ctx context.Context, scope string, current []notices
 // every name of the zone that is wanted or ours, so a name it no longer
 // holds (deleted, or never ours) is forgotten: the map stays as large as
 // the zones' names.
-func (r *Reconciler) reportStatuses(ctx context.Context, z model.Zone, ings map[model.Ref]*networkingv1.Ingress, sts []model.Status, failed map[string]error) {
+func (r *Reconciler) reportStatuses(ctx context.Context, z model.Zone, objs map[model.Ref]client.Object, sts []model.Status, failed map[string]error) {
 	prefix := "name " + z.Name + " "
 	keys := make(map[string]bool, len(sts))
 	var foreign []notices.Notice // standing: names held by a foreign record
@@ -473,7 +516,7 @@ func (r *Reconciler) reportStatuses(ctx context.Context, z model.Zone, ings map[
 		}
 	}()
 	for _, st := range sts {
-		ing := ings[st.Owner]
+		ing := objs[st.Owner]
 		key := prefix + st.Name
 		keys[key] = true
 		if err := failed[st.Name]; err != nil {
@@ -486,9 +529,9 @@ func (r *Reconciler) reportStatuses(ctx context.Context, z model.Zone, ings map[
 				r.report(key, ing, corev1.EventTypeNormal, "DNSDryRun", fmt.Sprintf("%s would be changed (dry run)", st.Name))
 				continue
 			}
-			r.report(key, ing, corev1.EventTypeNormal, "DNSPublished", fmt.Sprintf("%s points at the load balancer of this Ingress's class", st.Name))
+			r.report(key, ing, corev1.EventTypeNormal, "DNSPublished", publishedMessage(st))
 		case model.StatePublished:
-			r.report(key, ing, corev1.EventTypeNormal, "DNSPublished", fmt.Sprintf("%s points at the load balancer of this Ingress's class", st.Name))
+			r.report(key, ing, corev1.EventTypeNormal, "DNSPublished", publishedMessage(st))
 		case model.StateConflict:
 			r.metrics.foreign.Inc()
 			r.report(key, nil, corev1.EventTypeWarning, model.ProblemForeignRecord, st.Message) // logged once
@@ -507,9 +550,21 @@ func (r *Reconciler) reportStatuses(ctx context.Context, z model.Zone, ings map[
 	}
 }
 
-// report emits an Event on ing (nil: log only) when key's reason and
+// publishedMessage is the note of a DNSPublished Event on the owner.
+func publishedMessage(st model.Status) string {
+	switch st.Owner.Kind {
+	case "":
+		return fmt.Sprintf("%s points at the load balancer of this Ingress's class", st.Name)
+	case model.KindGateway:
+		return fmt.Sprintf("%s points at this Gateway's status.addresses", st.Name)
+	default:
+		return fmt.Sprintf("%s points at the status.addresses of the Gateway this %s is attached to", st.Name, st.Owner.Kind)
+	}
+}
+
+// report emits an Event on obj (nil: log only) when key's reason and
 // message differ from the last report.
-func (r *Reconciler) report(key string, ing *networkingv1.Ingress, typ, reason, msg string) {
+func (r *Reconciler) report(key string, obj client.Object, typ, reason, msg string) {
 	r.mu.Lock()
 	last := r.reported[key]
 	r.reported[key] = reason + ": " + msg
@@ -518,7 +573,7 @@ func (r *Reconciler) report(key string, ing *networkingv1.Ingress, typ, reason, 
 		return
 	}
 	r.log.Info("dns", "reason", reason, "message", msg)
-	if ing != nil && r.opts.Recorder != nil {
-		r.opts.Recorder.Eventf(ing, nil, typ, reason, "DNS", "%s", msg)
+	if obj != nil && r.opts.Recorder != nil {
+		r.opts.Recorder.Eventf(obj, nil, typ, reason, "DNS", "%s", msg)
 	}
 }

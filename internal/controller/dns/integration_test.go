@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	mdns "github.com/miekg/dns"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -136,4 +138,86 @@ func TestBINDForgedOwnership(t *testing.T) {
 		t.Error("sluice did not publish its own host app.example.com")
 	}
 	t.Logf("integration dns-forged-txt: passes=%d wrongly_deleted=%d foreign_touched=%d", passes, wronglyDeleted, foreignTouched)
+}
+
+// TestBINDGatewayRoute runs the reconciler against a real BIND 9 with a
+// Programmed Gateway and an HTTPRoute attached to it: the route's host
+// gets an A record pointing at the Gateway's status.addresses and an
+// ownership record naming the route, as a resolver asking BIND sees;
+// once the route is deleted the record is removed after the delete
+// delay (not before), and the Gateway's own listener hostname stays.
+func TestBINDGatewayRoute(t *testing.T) {
+	ctx := context.Background()
+	s := bindtest.Start(t, zone)
+	p, err := rfc2136.New(rfc2136.Options{Server: s.Addr, Zones: []string{zone}, KeyName: bindtest.KeyName, Secret: s.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, routes := gatewayClient(t, gatewayClass(), gw([]string{"gw.example.com", ""}, "192.0.2.20"), httpRoute("team", "shop", 10, "shop.example.com"))
+	clock := ct.NewClock()
+	r, err := dnsctl.New(dnsctl.Options{Client: c, Provider: p, OwnerID: "test", Keys: keys, TTL: time.Second,
+		DeleteDelay: 2 * time.Second, Serving: ingressstatus.ServingOptions{Namespace: ct.Namespace}, Routes: routes, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			t.Fatalf("reconcile: %v", err)
+		}
+	}
+	a := func(name string) []string {
+		t.Helper()
+		rrs, err := s.Query(name, mdns.TypeA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, rr := range rrs {
+			if x, ok := rr.(*mdns.A); ok {
+				out = append(out, x.A.String())
+			}
+		}
+		return out
+	}
+	owner := func(name string) string {
+		t.Helper()
+		rrs, err := s.Query(dns.OwnerName(name), mdns.TypeTXT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rr := range rrs {
+			if x, ok := rr.(*mdns.TXT); ok {
+				return strings.Join(x.Txt, "")
+			}
+		}
+		return ""
+	}
+
+	reconcileOnce()
+	if got := a("shop.example.com"); !slices.Equal(got, []string{"192.0.2.20"}) {
+		t.Fatalf("BIND answers A shop.example.com = %v, want [192.0.2.20]", got)
+	}
+	if got := a("gw.example.com"); !slices.Equal(got, []string{"192.0.2.20"}) {
+		t.Fatalf("BIND answers A gw.example.com = %v, want [192.0.2.20]", got)
+	}
+	if o := owner("shop.example.com"); !strings.Contains(o, ";httproute=team/shop;uid=uid-shop;") {
+		t.Fatalf("ownership record of shop.example.com = %q, want it to name the route", o)
+	}
+
+	if err := c.Delete(ctx, httpRoute("team", "shop", 10)); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce()
+	kept := len(a("shop.example.com"))
+	clock.Advance(time.Minute)
+	reconcileOnce()
+	removed := len(a("shop.example.com")) == 0 && owner("shop.example.com") == ""
+	if kept != 1 || !removed {
+		t.Fatalf("after the route was deleted: A records before the delay %d (want 1), removed after it %v", kept, removed)
+	}
+	if got := a("gw.example.com"); !slices.Equal(got, []string{"192.0.2.20"}) {
+		t.Fatalf("the Gateway's own host went too: A gw.example.com = %v", got)
+	}
+	t.Logf("integration dns-gateway-route: published=1 kept_before_delay=%d removed_after_delay=%v", kept, removed)
 }

@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +66,9 @@ type Options struct {
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
+	// GRPCRoutes served only since after Setup (grpc.go).
+	grpcLater atomic.Bool
+	watchGRPC func() error
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -149,10 +154,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for i := range gws.Items {
 		gwByKey[gws.Items[i].Namespace+"/"+gws.Items[i].Name] = &gws.Items[i]
 	}
+	// Each Gateway's binding(s); with spec.gatewayAddresses, each Gateway
+	// holds one address of its own (addresses.go).
+	bindingsOf := map[*gatewayv1.Gateway][]*v1alpha1.LoadBalancerBinding{}
+	accepted := map[*gatewayv1.Gateway]bool{}
+	served := make([]*gatewayv1.Gateway, 0, len(res.Gateways))
 	for _, st := range res.Gateways {
 		gw := gwByKey[st.Namespace+"/"+st.Name]
-		addrs := addressesOf(byName[string(gw.Spec.GatewayClassName)], bindings.Items, r.opts.Namespace, r.opts.Allowed)
-		want := gatewayStatus(gw.Status, st.Status, addrs, now)
+		bindingsOf[gw] = classBindings(byName[string(gw.Spec.GatewayClassName)], bindings.Items, r.opts.Namespace, r.opts.Allowed)
+		accepted[gw] = acceptedIn(st.Status)
+		served = append(served, gw)
+	}
+	own := assignAddresses(served, func(gw *gatewayv1.Gateway) bool { return accepted[gw] },
+		func(gw *gatewayv1.Gateway) []netip.Addr { return addressPool(bindingsOf[gw]) })
+	for _, st := range res.Gateways {
+		gw := gwByKey[st.Namespace+"/"+st.Name]
+		var addrs []v1alpha1.LoadBalancerAddress
+		for _, b := range bindingsOf[gw] {
+			addrs = append(addrs, b.Status.Addresses...)
+		}
+		var why *metav1.Condition // why a Gateway has no address
+		asks := len(gateway.RequestedAddresses(gw)) > 0
+		if msg, ok := own.unusable[gw]; ok {
+			addrs, why = nil, &metav1.Condition{Reason: string(gatewayv1.GatewayReasonAddressNotUsable), Message: msg}
+		} else if asks || len(addressPool(bindingsOf[gw])) > 0 {
+			addrs, why = nil, &metav1.Condition{Reason: string(gatewayv1.GatewayReasonAddressNotAssigned),
+				Message: "every address of the LoadBalancerBinding's spec.gatewayAddresses is held by an older Gateway"}
+			if a, ok := own.assigned[gw]; ok {
+				addrs = []v1alpha1.LoadBalancerAddress{{IP: a.String()}}
+			}
+		}
+		want := gatewayStatus(gw.Status, st.Status, addrs, why, now)
 		errs = append(errs, r.patch(ctx, gw, !equality.Semantic.DeepEqual(gw.Status, want), func() { gw.Status = want }))
 	}
 	ours := map[string][]gatewayv1.RouteParentStatus{}
@@ -189,11 +221,11 @@ func (r *Reconciler) patch(ctx context.Context, obj client.Object, changed bool,
 	return nil
 }
 
-// addressesOf returns the addresses of the binding(s) serving a class: its
+// classBindings returns the binding(s) serving a class: its
 // parametersRef's LoadBalancerBinding, else every binding in the
 // controller's namespace.
-func addressesOf(gc *gatewayv1.GatewayClass, bindings []v1alpha1.LoadBalancerBinding, ns string, allowed func(*v1alpha1.LoadBalancerBinding) bool) []v1alpha1.LoadBalancerAddress {
-	var out []v1alpha1.LoadBalancerAddress
+func classBindings(gc *gatewayv1.GatewayClass, bindings []v1alpha1.LoadBalancerBinding, ns string, allowed func(*v1alpha1.LoadBalancerBinding) bool) []*v1alpha1.LoadBalancerBinding {
+	var out []*v1alpha1.LoadBalancerBinding
 	for i := range bindings {
 		b := &bindings[i]
 		if allowed != nil && !allowed(b) {
@@ -207,7 +239,7 @@ func addressesOf(gc *gatewayv1.GatewayClass, bindings []v1alpha1.LoadBalancerBin
 		} else if ns == "" || b.Namespace != ns {
 			continue
 		}
-		out = append(out, b.Status.Addresses...)
+		out = append(out, b)
 	}
 	return out
 }

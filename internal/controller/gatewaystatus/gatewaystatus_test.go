@@ -168,3 +168,52 @@ func TestNoAddress(t *testing.T) {
 		t.Errorf("parents after detaching = %+v", rt.Status.Parents)
 	}
 }
+
+// TestOwnAddresses: with spec.gatewayAddresses each Gateway gets one
+// address of its own (the oldest first), a Gateway left without one is
+// not Programmed, and a deleted Gateway's address goes to the next.
+func TestOwnAddresses(t *testing.T) {
+	objs := fixtures()
+	objs[0].(*v1alpha1.LoadBalancerBinding).Spec.GatewayAddresses = []string{"198.51.100.1"}
+	web := objs[2].(*gatewayv1.Gateway)
+	web.CreationTimestamp = metav1.Unix(100, 0)
+	second := web.DeepCopy()
+	second.Name, second.CreationTimestamp = "second", metav1.Unix(200, 0)
+	c := newClient(append(objs, second)...)
+	r, err := gatewaystatus.New(gatewaystatus.Options{Client: c, Namespace: "sluice-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	get := func(name string) *gatewayv1.Gateway {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		var gw gatewayv1.Gateway
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "infra", Name: name}, &gw); err != nil {
+			t.Fatal(err)
+		}
+		return &gw
+	}
+	if gw := get("web"); len(gw.Status.Addresses) != 1 || gw.Status.Addresses[0].Value != "198.51.100.1" {
+		t.Errorf("web addresses = %+v, want its own 198.51.100.1 only", gw.Status.Addresses)
+	}
+	gw := get("second")
+	if len(gw.Status.Addresses) != 0 {
+		t.Errorf("second addresses = %+v, want none (the pool is used up)", gw.Status.Addresses)
+	}
+	if cd := condition(t, gw.Status.Conditions, "Programmed"); cd.Status != metav1.ConditionFalse || cd.Reason != "AddressNotAssigned" {
+		t.Errorf("second Programmed = %+v", cd)
+	}
+	if err := c.Delete(ctx, &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	gw = get("second")
+	if len(gw.Status.Addresses) != 1 || gw.Status.Addresses[0].Value != "198.51.100.1" {
+		t.Errorf("second after web's deletion = %+v, want 198.51.100.1", gw.Status.Addresses)
+	}
+	if cd := condition(t, gw.Status.Conditions, "Programmed"); cd.Status != metav1.ConditionTrue {
+		t.Errorf("second Programmed after = %+v", cd)
+	}
+}

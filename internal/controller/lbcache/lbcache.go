@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -98,7 +99,7 @@ func (c *Cache) For(ctx context.Context, b *v1alpha1.LoadBalancerBinding) (lb.Pr
 	spec := b.Spec.Provider
 	switch {
 	case spec.HAProxy != nil && spec.AWS == nil:
-		p, err := c.haproxy(spec.HAProxy.RuntimeAPI)
+		p, err := c.haproxy(spec.HAProxy.RuntimeAPI, spec.HAProxy.ProxyProtocol)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -110,7 +111,10 @@ func (c *Cache) For(ctx context.Context, b *v1alpha1.LoadBalancerBinding) (lb.Pr
 	}
 }
 
-func (c *Cache) haproxy(runtimeAPI string) (lb.Provider, error) {
+// haproxy returns the provider of a runtime API address; with
+// proxyProtocol, one of its own that adds servers with send-proxy-v2 (a
+// provider's "add server" arguments are its own).
+func (c *Cache) haproxy(runtimeAPI string, proxyProtocol bool) (lb.Provider, error) {
 	addr, err := RuntimeAddress(runtimeAPI)
 	if err != nil {
 		return nil, err
@@ -118,11 +122,17 @@ func (c *Cache) haproxy(runtimeAPI string) (lb.Provider, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := "haproxy " + addr
+	if proxyProtocol {
+		id += " send-proxy-v2"
+	}
 	if p, ok := c.byID[id]; ok {
 		return p, nil
 	}
 	o := c.opts.HAProxy
 	o.Address = addr
+	if proxyProtocol {
+		o.ServerArgs = append(slices.Clone(o.ServerArgs), "send-proxy-v2")
+	}
 	log := c.opts.Logger
 	o.OnRestore = func(pid, restored int, took time.Duration) {
 		log.Info("new haproxy process: servers restored", "runtimeAPI", addr, "pid", pid, "restored", restored, "took", took)

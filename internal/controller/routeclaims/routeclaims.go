@@ -17,6 +17,7 @@ package routeclaims
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,23 +44,40 @@ type Options struct {
 // Reader reads the Gateway API input of host ownership. A nil *Reader
 // reads nothing.
 type Reader struct {
-	opts   Options
-	served atomic.Bool
-	grpc   atomic.Bool
+	opts      Options
+	served    atomic.Bool
+	grpc      atomic.Bool
+	ready     chan struct{} // closed by the first Serve
+	readyOnce sync.Once
 }
 
 // New returns a Reader that reads nothing until Serve.
 func New(o Options) *Reader {
 	o.Gateway.GatewayClass = ""
 	o.Gateway.SecretsUnread = !o.ReadSecrets
-	return &Reader{opts: o}
+	return &Reader{opts: o, ready: make(chan struct{})}
 }
 
 // Serve records that the API server serves the Gateway API CRDs.
 func (r *Reader) Serve() {
 	if r != nil {
 		r.served.Store(true)
+		r.readyOnce.Do(func() { close(r.ready) })
 	}
+}
+
+// Served is closed once Serve was called (a reconciler then watches the
+// Gateway API objects); for a nil Reader it is never closed.
+func (r *Reader) Served() <-chan struct{} {
+	if r == nil {
+		return nil
+	}
+	return r.ready
+}
+
+// GRPCRoutesServed reports what ServeGRPCRoutes last recorded.
+func (r *Reader) GRPCRoutesServed() bool {
+	return r != nil && r.grpc.Load()
 }
 
 // ServeGRPCRoutes records whether the API server serves GRPCRoutes too:

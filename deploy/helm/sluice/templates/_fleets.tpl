@@ -81,3 +81,12 @@ else the default fleet (""). */}}
 {{- if and $b (eq .name $b) -}}{{ $b }}{{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* sluice.gatewayAddresses: the spec.gatewayAddresses of the binding
+gatewayAPI.binding, comma-separated ("" for none). */ -}}
+{{- define "sluice.gatewayAddresses" -}}
+{{- $name := .Values.gatewayAPI.binding -}}
+{{- range .Values.bindings -}}
+{{- if and $name (eq .name $name) -}}{{ join "," (.gatewayAddresses | default list) }}{{- end -}}
+{{- end -}}
+{{- end -}}
