@@ -90,6 +90,11 @@ type Options struct {
 	// GatewayClass, when set, is the only class served; "" serves every
 	// GatewayClass of ControllerName (the controller writing statuses).
 	GatewayClass string
+	// Gateway, when set ("namespace/name"), is the only Gateway served: a
+	// proxy fleet of its own for one Gateway (the proxies' --gateway).
+	// Routes attached to other Gateways are left out; so are the other
+	// Gateways' statuses (the controller never sets it).
+	Gateway string
 	// HTTPPort and HTTPSPort are the listener ports the proxy serves HTTP
 	// and HTTPS on, as the load balancer in front exposes them; 0 means 80
 	// and 443. Listeners on other ports are refused (PortUnavailable).
