@@ -69,6 +69,8 @@
 # BENCH_ROWS="https tlsconns h2 body" (which rows phase 5 runs; BENCH_PHASES=5
 # BENCH_ROWS=h2 BENCH_IDLE_CONNS=0 is the HTTP/2 row alone)
 # BENCH_SLUICE=PATH (a prebuilt sluice instead of building ./cmd/sluice)
+# BENCH_SLUICE_ARGS="--http1-io=epoll" (extra flags for the sluice proxy of
+# phases 1, 2, 4, 5 and 6, split on spaces)
 # BENCH_PROXIES="sluice haproxy nginx" BENCH_OUT=bench/results BENCH_KEEP=1
 # (keep the work directory with every log) BENCH_PROFILE=auto|1|0.
 # Only 127.0.0.1 is ever contacted.
@@ -109,6 +111,7 @@ DNS_RECORDS=${BENCH_DNS_RECORDS:-10000}
 CONTROLLER_PODS=${BENCH_CONTROLLER_PODS:-1000 5000}
 CONTROLLER_BINDINGS=${BENCH_CONTROLLER_BINDINGS:-50}
 read -r -a PROXIES <<<"${BENCH_PROXIES:-sluice haproxy nginx}"
+read -r -a SLUICE_ARGS <<<"${BENCH_SLUICE_ARGS:-}"
 phase() { [[ $PHASES == *" $1 "* ]]; }
 ROWS=" ${BENCH_ROWS:-https tlsconns h2 body} "
 row() { [[ $ROWS == *" $1 "* ]]; }
@@ -468,7 +471,8 @@ start_proxy() {
 		start sluice env GOMAXPROCS=1 taskset -c 0 "$B/sluice" proxy --manifests "$tmp/manifests" "${LOOPBACK[@]}" \
 			--http-address "127.0.0.1:${PORT[sluice]}" --https-address "127.0.0.1:${TLS_PORT[sluice]}" \
 			--default-certificate bench/bench-tls \
-			--admin-address "127.0.0.1:$SLUICE_ADMIN" --drain-max-wait 0s --shutdown-timeout 2s --idle-timeout "$IDLE_TIMEOUT"
+			--admin-address "127.0.0.1:$SLUICE_ADMIN" --drain-max-wait 0s --shutdown-timeout 2s --idle-timeout "$IDLE_TIMEOUT" \
+			${SLUICE_ARGS[@]+"${SLUICE_ARGS[@]}"}
 		;;
 	haproxy)
 		start haproxy taskset -c 0 haproxy -db -f "$tmp/haproxy.cfg"

@@ -39,6 +39,17 @@ func TestGatewayExtraPorts(t *testing.T) {
 	if _, err := parseProxyFlags([]string{"--gateway-addresses", "192.0.2.1,bad", "--gateway-class", "sluice"}, io.Discard); err == nil {
 		t.Error("--gateway-addresses with a bad address accepted")
 	}
+	for _, bad := range [][]string{{"--gateway", "web"}, {"--gateway", "Infra/web"}, {"--gateway", "infra/"}, {"--gateway", "infra/web/x"}} {
+		if _, err := parseProxyFlags(append([]string{"--gateway-class", "sluice"}, bad...), io.Discard); err == nil {
+			t.Errorf("%s accepted", strings.Join(bad, " "))
+		}
+	}
+	if _, err := parseProxyFlags([]string{"--gateway", "infra/web"}, io.Discard); err == nil {
+		t.Error("--gateway without --gateway-class accepted")
+	}
+	if c, err := parseProxyFlags([]string{"--gateway", "infra/web", "--gateway-class", "sluice"}, io.Discard); err != nil || c.gatewayOptions().Gateway != "infra/web" {
+		t.Errorf("--gateway infra/web: %v", err)
+	}
 	if _, err := parseProxyFlags([]string{"--gateway-addresses", "192.0.2.1"}, io.Discard); err == nil {
 		t.Error("--gateway-addresses without --gateway-class accepted")
 	}

@@ -101,6 +101,7 @@ type proxyConfig struct {
 	// warnings name the deprecated spellings the command line used.
 	warnings         []string
 	gatewayClass     string // "": Gateway API not watched
+	gateway          string // --gateway: namespace/name, "" for every Gateway of the class
 	gatewayHTTPPort  int
 	gatewayHTTPSPort int
 	gatewayPorts     gatewayPortFlags // gatewayports.go
@@ -163,6 +164,7 @@ func (c *proxyConfig) flags(stderr io.Writer) *flagSet {
 	fs.IntVar(&c.gatewayHTTPPort, "gateway-http-port", 80, "the port Gateway HTTP listeners must name: the plain-HTTP port the load balancer in front exposes (listeners on other ports are refused with PortUnavailable)")
 	fs.IntVar(&c.gatewayHTTPSPort, "gateway-https-port", 443, "the port Gateway HTTPS listeners must name: the TLS port the load balancer in front exposes")
 	c.gatewayPorts.declare(fs, "")
+	fs.StringVar(&c.gateway, "gateway", "", "NAMESPACE/NAME: serve only this Gateway (of --gateway-class) and the routes attached to it, for a proxy fleet of its own; empty: every Gateway of the class")
 	fs.StringVar(&c.gatewayAddressesFlag, "gateway-addresses", "", "comma-separated IP addresses of the load balancer that Gateways hold one each (the binding's spec.gatewayAddresses): a Gateway whose status.addresses holds one is served from a table of its own, to requests that reached that address (the destination of the load balancer's PROXY protocol header, so with --proxy-protocol; else the connection's local address); a Gateway holding none is not served; empty: every Gateway of the class shares one table")
 	fs.BoolVar(&c.requestID, "request-id", false, "give every request an X-Request-Id (a trusted proxy's valid one is kept), passed to the pod and returned to the client")
 	return fs
@@ -216,6 +218,15 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyConfig, error) {
 	c.gatewayAddresses = addrs
 	if len(addrs) > 0 && c.gatewayClass == "" {
 		return nil, errors.New("--gateway-addresses needs --gateway-class")
+	}
+	if c.gateway != "" {
+		ns, name, ok := strings.Cut(c.gateway, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			return nil, fmt.Errorf("--gateway %q is not NAMESPACE/NAME", c.gateway)
+		}
+		if c.gatewayClass == "" {
+			return nil, errors.New("--gateway needs --gateway-class")
+		}
 	}
 	if c.allowLoopbackEndpoints && c.manifests == "" {
 		return nil, errors.New("--allow-loopback-endpoints needs --manifests (the API server refuses loopback endpoints; in a cluster one would be the proxy's own pod)")
@@ -660,7 +671,7 @@ func (c *proxyConfig) gatewayOptions() *gateway.Options {
 	if c.gatewayClass == "" {
 		return nil
 	}
-	o := &gateway.Options{GatewayClass: c.gatewayClass, HTTPPort: int32(c.gatewayHTTPPort), HTTPSPort: int32(c.gatewayHTTPSPort), Addresses: c.gatewayAddresses}
+	o := &gateway.Options{GatewayClass: c.gatewayClass, Gateway: c.gateway, HTTPPort: int32(c.gatewayHTTPPort), HTTPSPort: int32(c.gatewayHTTPSPort), Addresses: c.gatewayAddresses}
 	c.gatewayPorts.apply(o)
 	return o
 }

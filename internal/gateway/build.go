@@ -64,7 +64,8 @@ func Build(in Input, opts Options) Result {
 	served := b.classes(Input{GatewayClasses: classes})
 
 	gws := slices.DeleteFunc(slices.Clone(in.Gateways), func(g *gatewayv1.Gateway) bool {
-		return g == nil || !served[string(g.Spec.GatewayClassName)]
+		return g == nil || !served[string(g.Spec.GatewayClassName)] ||
+			b.opts.Gateway != "" && g.Namespace+"/"+g.Name != b.opts.Gateway
 	})
 	slices.SortFunc(gws, func(x, y *gatewayv1.Gateway) int {
 		return cmp.Or(strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -92,6 +93,26 @@ func FuzzBuild(f *testing.F) {
 			if from != "All" && from != "Selector" && routeNS != "infra" {
 				t.Errorf("route of namespace %q attached to a listener allowing %q", routeNS, from)
 			}
+		}
+
+		// With an address pool and an extra port: the Gateway's status
+		// address (fuzzed) puts its rules in that scope only if the pool
+		// has it, and a port scope is only ever the extra port.
+		gw.Status.Addresses = []gatewayv1.GatewayStatusAddress{{Value: rHost}, {Type: ptr(gatewayv1.IPAddressType), Value: "192.0.2.10"}}
+		pool := Options{Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}, ExtraHTTPPorts: []int32{8080}, ExtraHTTPSPorts: []int32{8443}}
+		res = Build(in, pool)
+		checkInvariants(t, in, res)
+		for _, r := range res.Rules {
+			if r.Scope != "192.0.2.10" {
+				t.Errorf("rule in scope %q, want the Gateway's address", r.Scope)
+			}
+			if r.Port != 0 && r.Port != port || r.Port != 0 && r.Port != 8080 && r.Port != 8443 {
+				t.Errorf("rule on port %d (listener port %d)", r.Port, port)
+			}
+		}
+		gw.Status.Addresses = nil
+		if res := Build(in, pool); len(res.Rules)+len(res.Certificates) != 0 {
+			t.Errorf("a Gateway without an address of the pool serves %d rules, %d certificates", len(res.Rules), len(res.Certificates))
 		}
 	})
 }

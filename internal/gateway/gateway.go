@@ -13,17 +13,20 @@
 //   - GatewayClasses whose spec.controllerName is ControllerName; with
 //     Options.GatewayClass only that class (one proxy fleet serves its own
 //     class). A parametersRef must name a sluice.dev LoadBalancerBinding.
-//   - Gateway listeners of protocol HTTP on Options.HTTPPort and HTTPS (TLS
-//     mode Terminate) on Options.HTTPSPort, with hostnames, certificateRefs
+//   - Gateway listeners of protocol HTTP on Options.HTTPPort (or one of
+//     Options.ExtraHTTPPorts) and HTTPS (TLS mode Terminate) on
+//     Options.HTTPSPort (or one of Options.ExtraHTTPSPorts), with
+//     hostnames, certificateRefs
 //     to kubernetes.io/tls Secrets of the Gateway's namespace or of another
 //     namespace with a ReferenceGrant, and allowedRoutes (namespaces Same,
 //     All or Selector; kind HTTPRoute). Two listeners on one port with the
 //     same hostname conflict: the first keeps it.
 //   - HTTPRoutes whose parentRefs (sectionName, port) reach such listeners
 //     and are allowed there, for the intersection of their hostnames with
-//     the listener's; path matches Exact and PathPrefix, with header and
-//     query parameter matches (Exact, RegularExpression) and method
-//     matches (matches.go); backendRefs to Service ports of the route's
+//     the listener's; path matches Exact, PathPrefix and RegularExpression
+//     (RE2 against the whole path, routes.go), with header and query
+//     parameter matches (Exact, RegularExpression) and method matches
+//     (matches.go); backendRefs to Service ports of the route's
 //     namespace, or of another namespace with a ReferenceGrant, divided
 //     by weight (backends.go); the filters RequestHeaderModifier,
 //     ResponseHeaderModifier, RequestRedirect, URLRewrite and
@@ -32,14 +35,18 @@
 //     backends of those Services are reached over TLS, verified against
 //     the policy's CA ConfigMaps or the system roots (backendtls.go).
 //
-// Not served, and never served as something else: RegularExpression
-// paths, backendRef filters, retry, sessionPersistence and the other
-// filter types. A rule with any of them is left out and the route says so
+// Not served, and never served as something else: backendRef filters,
+// retry, sessionPersistence and the other filter types. A rule with any of them is left out and the route says so
 // (PartiallyInvalid, or Accepted=False when no rule is left, reason
 // UnsupportedValue). A backendRef that cannot be resolved (wrong kind,
 // missing Service, another namespace without a ReferenceGrant) keeps its
 // share of the rule's requests with no endpoints, so they answer 500 and
 // never fall through to another route or reach the other namespace.
+//
+// Scopes: a Gateway holding one of Options.Addresses in its status, and a
+// listener on an extra port, are served apart (Rule.Scope, Rule.Port):
+// translate builds a route.Scope table for each, chosen by the address
+// and port a request reached.
 //
 // Precedence follows the specification: routes are taken oldest first, then
 // by namespace/name, then rules in order; rules with a method, more header
@@ -91,6 +98,11 @@ type Options struct {
 	// GatewayClass, when set, is the only class served; "" serves every
 	// GatewayClass of ControllerName (the controller writing statuses).
 	GatewayClass string
+	// Gateway, when set ("namespace/name"), is the only Gateway served: a
+	// proxy fleet of its own for one Gateway (the proxies' --gateway).
+	// Routes attached to other Gateways are left out; so are the other
+	// Gateways' statuses (the controller never sets it).
+	Gateway string
 	// HTTPPort and HTTPSPort are the listener ports the proxy serves HTTP
 	// and HTTPS on, as the load balancer in front exposes them; 0 means 80
 	// and 443. Listeners on other ports are refused (PortUnavailable).

@@ -12,17 +12,27 @@ import (
 	"sluice.dev/sluice/internal/route"
 )
 
-// FuzzRuleL7 builds an HTTPRoute rule with fuzzed header, query and method
-// matches, filters and timeouts: Build must not panic; what it serves
-// must be valid for the routing table (conditions compile and match a
-// request without panicking, filter header names are canonical and
-// allowed, redirect status codes are redirects, timeouts positive).
+// FuzzRuleL7 builds an HTTPRoute rule with a fuzzed path match (any type,
+// RegularExpression included), header, query and method matches, filters
+// and timeouts: Build must not panic; what it serves must be valid for the
+// routing table (regex paths compile and are anchored at the end,
+// conditions compile and match a request without panicking, filter
+// header names are canonical and allowed, redirect status codes are
+// redirects, timeouts positive).
 func FuzzRuleL7(f *testing.F) {
-	f.Add("version", "two", "Exact", "animal", "wh.*", "RegularExpression", "GET", "x-env", "prod", "https", "new.example.com", "ReplacePrefixMatch", "/new", "10s", "2s", 301)
-	f.Add("a b", "(", "RegularExpression", "", "", "Nope", "BREW", "Host", "x\ny", "ftp", "*.x", "ReplaceFullPath", "rel", "1d", "0s", 200)
-	f.Add("X", "v", "", "q", "1", "", "", "Connection", "close", "", "", "", "", "0s", "", 0)
-	f.Fuzz(func(t *testing.T, hName, hValue, hType, qName, qValue, qType, method, setName, setValue, scheme, host, pmType, pmValue, reqTimeout, beTimeout string, status int) {
+	f.Add("PathPrefix", "/", "version", "two", "Exact", "animal", "wh.*", "RegularExpression", "GET", "x-env", "prod", "https", "new.example.com", "ReplacePrefixMatch", "/new", "10s", "2s", 301)
+	f.Add("RegularExpression", "/users/[0-9]+", "a b", "(", "RegularExpression", "", "", "Nope", "BREW", "Host", "x\ny", "ftp", "*.x", "ReplaceFullPath", "rel", "1d", "0s", 200)
+	f.Add("RegularExpression", "a)|(b", "X", "v", "", "q", "1", "", "", "Connection", "close", "", "", "", "", "0s", "", 0)
+	f.Add("RegularExpression", "/x|/", "", "", "", "", "", "", "", "", "", "", "", "ReplaceFullPath", "/y", "", "", 0)
+	f.Add("Exact", "/a//b", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", 0)
+	f.Fuzz(func(t *testing.T, pType, pValue, hName, hValue, hType, qName, qValue, qType, method, setName, setValue, scheme, host, pmType, pmValue, reqTimeout, beTimeout string, status int) {
 		m := gatewayv1.HTTPRouteMatch{}
+		if pType != "" || pValue != "" {
+			m.Path = &gatewayv1.HTTPPathMatch{Value: &pValue}
+			if pType != "" {
+				m.Path.Type = ptr(gatewayv1.PathMatchType(pType))
+			}
+		}
 		if hName != "" {
 			m.Headers = []gatewayv1.HTTPHeaderMatch{{Name: gatewayv1.HTTPHeaderName(hName), Value: hValue}}
 			if hType != "" {
@@ -77,7 +87,13 @@ func FuzzRuleL7(f *testing.F) {
 		req.URL.RawQuery = qName + "=" + qValue // raw, as a hostile client may send it
 		req.Header[hName] = []string{hValue}
 		tbl.MatchRequest("", "/", req)
+		tbl.MatchRequest("", pValue, req)
 		for _, r := range res.Rules {
+			if r.PathType == route.PathRegex {
+				if _, err := route.CompilePath(r.Path); err != nil || !strings.HasSuffix(r.Path, ")$") || len(r.Path) > maxValuePattern+5 {
+					t.Errorf("served regex path %q (compiles: %v), want one anchored at the end", r.Path, err)
+				}
+			}
 			if r.Timeout < 0 {
 				t.Errorf("negative timeout %v", r.Timeout)
 			}

@@ -75,8 +75,7 @@ func (b *builder) gateway(gw *gatewayv1.Gateway) []*listener {
 	id := gw.Namespace + "/" + gw.Name
 	st := gatewayv1.GatewayStatus{}
 	var out []*listener
-	if len(gw.Spec.Addresses) > 0 {
-		msg := "spec.addresses is not supported: the addresses come from the load balancer binding of the class"
+	if msg := checkSpecAddresses(gw.Spec.Addresses); msg != "" {
 		st.Conditions = []metav1.Condition{
 			condition(string(gatewayv1.GatewayConditionAccepted), false, string(gatewayv1.GatewayReasonUnsupportedAddress), msg, gen),
 			condition(string(gatewayv1.GatewayConditionProgrammed), false, string(gatewayv1.GatewayReasonInvalid), "not accepted", gen),
@@ -398,4 +397,37 @@ func portList(main int32, extra []int32) string {
 		i = j + 1
 	}
 	return "ports " + strings.Join(out, ", ")
+}
+
+// checkSpecAddresses checks a Gateway's spec.addresses: of type
+// IPAddress (the default), IP addresses, at most 16. Whether the load
+// balancer has them is the controller's to say (Programmed=False
+// AddressNotUsable; a Gateway is served on one address). "" when fine.
+func checkSpecAddresses(addrs []gatewayv1.GatewaySpecAddress) string {
+	if len(addrs) > 16 {
+		return fmt.Sprintf("spec.addresses lists %d addresses; at most 16", len(addrs))
+	}
+	for _, a := range addrs {
+		if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
+			return fmt.Sprintf("spec.addresses type %q is not supported: only IPAddress (one of the binding's gatewayAddresses)", truncate(string(*a.Type), 60))
+		}
+		if ip, err := netip.ParseAddr(a.Value); err != nil || ip.Zone() != "" {
+			return fmt.Sprintf("spec.addresses value %q is not an IP address", truncate(a.Value, 60))
+		}
+	}
+	return ""
+}
+
+// RequestedAddresses returns the addresses a Gateway's spec.addresses asks
+// for when checkSpecAddresses accepts them (unmapped); nil for none.
+func RequestedAddresses(gw *gatewayv1.Gateway) []netip.Addr {
+	if len(gw.Spec.Addresses) == 0 || checkSpecAddresses(gw.Spec.Addresses) != "" {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(gw.Spec.Addresses))
+	for _, a := range gw.Spec.Addresses {
+		ip, _ := netip.ParseAddr(a.Value)
+		out = append(out, ip.Unmap())
+	}
+	return out
 }

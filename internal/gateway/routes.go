@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -269,27 +271,51 @@ func unsupportedRule(rule *gatewayv1.HTTPRouteRule) string {
 }
 
 // pathOf returns the route table's form of a path match (default
-// PathPrefix "/"), or why it cannot be served.
+// PathPrefix "/"), or why it cannot be served. A RegularExpression path
+// becomes a PathRegex route anchored at both ends, as the specification
+// matches the whole path (regexPath).
 func pathOf(pm *gatewayv1.HTTPPathMatch) (route.PathType, string, string) {
 	pt, p := route.PathPrefix, "/"
 	if pm != nil {
+		if pm.Value != nil {
+			p = *pm.Value
+		}
 		if pm.Type != nil {
 			switch *pm.Type {
 			case gatewayv1.PathMatchExact:
 				pt = route.PathExact
 			case gatewayv1.PathMatchPathPrefix:
+			case gatewayv1.PathMatchRegularExpression:
+				return regexPath(p)
 			default:
-				return 0, "", fmt.Sprintf("path type %q is not supported (Exact and PathPrefix are)", truncate(string(*pm.Type), 40))
+				return 0, "", fmt.Sprintf("path type %q is not supported (Exact, PathPrefix and RegularExpression are)", truncate(string(*pm.Type), 40))
 			}
-		}
-		if pm.Value != nil {
-			p = *pm.Value
 		}
 	}
 	if why := checkPath(p); why != "" {
 		return 0, "", fmt.Sprintf("path %q %s", truncate(p, 80), why)
 	}
 	return pt, p, ""
+}
+
+// regexPath returns the PathRegex route of a RegularExpression path: an
+// RE2 pattern of at most maxValuePattern bytes of printable UTF-8 that
+// compiles, matched against the whole path.
+func regexPath(p string) (route.PathType, string, string) {
+	switch {
+	case p == "":
+		return 0, "", "path pattern is empty"
+	case len(p) > maxValuePattern:
+		return 0, "", fmt.Sprintf("path pattern is longer than %d bytes", maxValuePattern)
+	case !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl):
+		return 0, "", fmt.Sprintf("path pattern %q has a control character or is not UTF-8", truncate(p, 80))
+	}
+	// p must compile alone, so that it cannot close the group ("a)|(b");
+	// the table anchors the start, "$" the end.
+	if _, err := route.CompilePath(p); err != nil {
+		return 0, "", fmt.Sprintf("path pattern %q does not compile: %v", truncate(p, 80), err)
+	}
+	return route.PathRegex, "(?:" + p + ")$", ""
 }
 
 // checkPath: absolute, at most 1024 bytes, printable ASCII without '?',

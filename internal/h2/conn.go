@@ -132,6 +132,19 @@ func (c *Conn) flush() {
 	}
 }
 
+// Room reports whether Writes of n bytes in all would return without
+// waiting for the flusher: they wait only once maxPending bytes are
+// pending.
+func (c *Conn) Room(n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pending := 0
+	if c.pending != nil {
+		pending = len(*c.pending)
+	}
+	return c.err != nil || pending+n <= maxPending
+}
+
 // Close closes the connection once the bytes accepted so far are
 // written (the server's last frames, a GOAWAY, are among them); it does
 // not wait for that. A client that takes none of them is cut by the

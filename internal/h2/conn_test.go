@@ -176,3 +176,50 @@ func TestConnCloseFlushes(t *testing.T) {
 		t.Error("connection not closed after a failed write below")
 	}
 }
+
+// TestConnRoom: Room counts the bytes pending behind the write in
+// progress against maxPending, and Writes of the room it reported
+// return while nothing drains.
+func TestConnRoom(t *testing.T) {
+	rc := newRecConn()
+	c := NewConn(rc, true, Limits{}).(*Conn)
+	if !c.Room(maxPending) || c.Room(maxPending+1) {
+		t.Fatalf("empty connection: Room(%d) %v, Room(%d) %v; want true, false", maxPending, c.Room(maxPending), maxPending+1, c.Room(maxPending+1))
+	}
+	rc.gate.Lock()
+	c.Write(make([]byte, 10)) // the flusher takes it and blocks below
+	for {
+		c.mu.Lock()
+		taken := c.writing && c.pending == nil
+		c.mu.Unlock()
+		if taken {
+			break
+		}
+		runtime.Gosched()
+	}
+	c.Write(make([]byte, 1000))
+	if !c.Room(maxPending-1000) || c.Room(maxPending-999) {
+		t.Errorf("1000 bytes pending: Room(%d) %v, Room(%d) %v; want true, false", maxPending-1000, c.Room(maxPending-1000), maxPending-999, c.Room(maxPending-999))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for left := maxPending - 1000; left > 0; left -= 4000 {
+			c.Write(make([]byte, min(left, 4000)))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("writes within the room reported blocked (failsafe)")
+	}
+	if c.Room(1) {
+		t.Error("full connection: Room(1) true")
+	}
+	rc.gate.Unlock()
+	c.Close()
+	waitFlushed(t, c)
+	if !c.Room(1 << 30) {
+		t.Error("closed connection: Room false (its writes fail at once)")
+	}
+}

@@ -2,6 +2,8 @@ package h2
 
 import (
 	"golang.org/x/net/http2"
+
+	"sluice.dev/sluice/internal/h2/h2server"
 )
 
 // preface is the client connection preface (RFC 9113, section 3.4).
@@ -41,7 +43,7 @@ const DefaultSettingsBurst = 32
 // errCalm ends a flooding connection: the server answers a
 // ConnectionError read from the connection with GOAWAY carrying its
 // code, and stops reading.
-var errCalm = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+var errCalm = h2server.ConnectionError(h2server.ErrCodeEnhanceYourCalm)
 
 // guard follows the frame boundaries of what the client sends, reading
 // only the 9-byte frame headers, and keeps the budgets of Limits.

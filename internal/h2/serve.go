@@ -1,7 +1,7 @@
-// Package h2 serves HTTP/2 for the proxy's traffic listeners: the HTTP/2
-// server of golang.org/x/net/http2 (the one net/http bundles, kept by the
-// Go team) on a connection of ours (Conn) that batches the server's
-// writes, the frames of many streams in one TLS record and one write(2),
+// Package h2 serves HTTP/2 for the proxy's traffic listeners: h2server,
+// a fork of golang.org/x/net/http2's server (the one net/http bundles,
+// kept by the Go team; see h2server/NOTICE), on a connection of ours
+// (Conn) that batches the server's writes, the frames of many streams in one TLS record and one write(2),
 // and ends a connection that floods the server with SETTINGS frames.
 // net/http does the TLS handshake and ALPN, then hands "h2" connections
 // (and h2c ones, with prior knowledge) to the functions Configure puts in
@@ -15,7 +15,7 @@ import (
 	"net"
 	"net/http"
 
-	"golang.org/x/net/http2"
+	"sluice.dev/sluice/internal/h2/h2server"
 )
 
 // nextProtoH2C is net/http's TLSNextProto key for HTTP/2 without TLS: the
@@ -23,14 +23,14 @@ import (
 // read.
 const nextProtoH2C = "unencrypted_http2"
 
-// Configure makes srv serve HTTP/2 with the x/net server, over a Conn
+// Configure makes srv serve HTTP/2 with h2server, over a Conn
 // with limits. It takes its settings from srv (HTTP2, MaxHeaderBytes,
 // IdleTimeout) as net/http's own HTTP/2 server does, registers its
 // graceful shutdown (GOAWAY) with srv.Shutdown, and serves h2c only if
 // srv.Protocols allows unencrypted HTTP/2. Call it before srv serves.
 func Configure(srv *http.Server, limits Limits) error {
-	h2s := &http2.Server{}
-	if err := http2.ConfigureServer(srv, h2s); err != nil {
+	h2s := &h2server.Server{}
+	if err := h2server.ConfigureServer(srv, h2s); err != nil {
 		return fmt.Errorf("configuring HTTP/2: %w", err)
 	}
 	serve := func(hs *http.Server, c net.Conn, h http.Handler, sawPreface bool) {
@@ -40,14 +40,14 @@ func Configure(srv *http.Server, limits Limits) error {
 		if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
 			ctx = bc.BaseContext()
 		}
-		h2s.ServeConn(NewConn(c, sawPreface, limits), &http2.ServeConnOpts{
+		h2s.ServeConn(NewConn(c, sawPreface, limits), &h2server.ServeConnOpts{
 			Context:          ctx,
-			Handler:          h,
+			Handler:          withStack(h),
 			BaseConfig:       hs,
 			SawClientPreface: sawPreface,
 		})
 	}
-	srv.TLSNextProto[http2.NextProtoTLS] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+	srv.TLSNextProto[h2server.NextProtoTLS] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
 		serve(hs, c, h, false)
 	}
 	if srv.Protocols == nil || !srv.Protocols.UnencryptedHTTP2() {

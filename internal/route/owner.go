@@ -1,6 +1,9 @@
 package route
 
-import "strings"
+import (
+	"net/netip"
+	"strings"
+)
 
 // HostOwner says which namespace owns a host (exact or "*." wildcard): the
 // namespace of its oldest Ingress. The proxy uses it to refuse requests that
@@ -76,7 +79,9 @@ func (t *Table) Misdirected(serverName, host string) bool {
 		return false
 	}
 	sni, h := canonicalHost(serverName), canonicalHost(host)
-	if sni == h {
+	if sni == h || isIPLiteral(sni) {
+		// An IP address is no server name (RFC 6066 forbids it in SNI,
+		// and some clients send it anyway): as if none was sent.
 		return false
 	}
 	if t.owners.of(sni) != t.owners.of(h) {
@@ -87,4 +92,11 @@ func (t *Table) Misdirected(serverName, host string) bool {
 		return false
 	}
 	return c.Leaf.VerifyHostname(h) != nil
+}
+
+// isIPLiteral reports whether a canonical host is an IPv4 or IPv6
+// address (brackets allowed).
+func isIPLiteral(h string) bool {
+	_, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+	return err == nil
 }

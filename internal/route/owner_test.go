@@ -59,6 +59,9 @@ func TestMisdirected(t *testing.T) {
 		{"unknown.example.org", "shop.example.com", true},   // default certificate, owned host
 		{"api.example.com", "www.example.com", false},       // default certificate, same owner
 		{"a.b.example.com", "x.b.example.com", true},        // the owner of the name, not of the wildcard
+		{"127.0.0.1", "shop.example.com", false},            // an IP is no server name: as without SNI
+		{"::1", "shop.example.com", false},
+		{"[2001:db8::1]", "x.b.example.com", false},
 	} {
 		if got := tbl.Misdirected(tc.sni, tc.host); got != tc.want {
 			t.Errorf("Misdirected(%q, %q) = %v, want %v", tc.sni, tc.host, got, tc.want)

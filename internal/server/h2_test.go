@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,4 +152,130 @@ func mustRequest(t *testing.T, method, url string, body io.Reader) *http.Request
 		t.Fatal(err)
 	}
 	return req
+}
+
+// TestHTTP2WriteBuffered: x/net's HTTP/2 response writer takes
+// h2WriteBuffer bytes without writing to the stream, so the writes
+// idleWriter leaves without a deadline cannot wait for the client: here
+// the client's stream window is zero, and they return.
+func TestHTTP2WriteBuffered(t *testing.T) {
+	var cs certs
+	cs.set("a.test", newCert(t, "a.test", "a"))
+	wrote := make(chan error, 1)
+	ts := start(t, func(o *Options) {
+		o.HTTPSAddress = "127.0.0.1:0"
+		o.GetCertificate = cs.get
+		o.WriteIdleTimeout = time.Hour
+		o.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var err error
+			for _, n := range []int{1000, 2000, h2WriteBuffer - 3000} {
+				if _, err = w.Write(make([]byte, n)); err != nil {
+					break
+				}
+			}
+			wrote <- err
+		})
+	})
+	h := dialH2(t, ts.httpsAddr, "a.test")
+	if err := h.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	data := make(chan int, 100)
+	var writing sync.Mutex // the framer's writes: the request, the acknowledgement
+	go func() {
+		defer close(data)
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					writing.Lock()
+					h.fr.WriteSettingsAck()
+					writing.Unlock()
+				}
+			case *http2.DataFrame:
+				data <- len(f.Data())
+			}
+		}
+	}()
+	writing.Lock()
+	h.get(t, 1, "a.test")
+	writing.Unlock()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("writing %d bytes to a stream with no window: %v", h2WriteBuffer, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("writing %d bytes to a stream with no window blocked (failsafe)", h2WriteBuffer)
+	}
+	h.Close()
+	for n := range data {
+		if n > 0 {
+			t.Errorf("the server sent %d bytes of DATA into a zero window", n)
+		}
+	}
+}
+
+// deadlineWriter is a ResponseWriter that counts the write deadlines set
+// on it and the writes and flushes that reached it.
+type deadlineWriter struct {
+	http.ResponseWriter
+	set, cleared, flushes int
+	written               int
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) { w.written += len(p); return len(p), nil }
+func (w *deadlineWriter) FlushError() error           { w.flushes++; return nil }
+func (w *deadlineWriter) SetWriteDeadline(d time.Time) error {
+	if d.IsZero() {
+		w.cleared++
+	} else {
+		w.set++
+	}
+	return nil
+}
+
+// TestIdleWriterDeadlines: writes that stay within the response writer's
+// buffer since the last flush go without a deadline; a write that may
+// reach the stream and every flush are under one, cleared after; once a
+// write went past the buffer, every write is under one until a flush.
+func TestIdleWriterDeadlines(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ops   []int // bytes to write; -1 flushes
+		armed int   // deadlines set (and cleared)
+	}{
+		{"one small write", []int{100}, 0},
+		{"writes that fill the buffer", []int{1000, 2000, h2WriteBuffer - 3000}, 0},
+		{"one byte over", []int{1000, 2000, h2WriteBuffer - 3000, 1}, 1},
+		{"large write", []int{h2WriteBuffer + 1}, 1},
+		{"after a large write", []int{h2WriteBuffer + 1, 1, 1}, 3},
+		{"a flush empties the buffer", []int{h2WriteBuffer + 1, -1, 100, h2WriteBuffer - 100}, 2},
+		{"stream of messages", []int{500, -1, 500, -1, 500, -1}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dw := &deadlineWriter{}
+			iw := &idleWriter{ResponseWriter: dw, ctl: http.NewResponseController(dw), timeout: time.Minute}
+			want := 0
+			for _, op := range tc.ops {
+				if op < 0 {
+					if err := iw.FlushError(); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				want += op
+				if _, err := iw.Write(make([]byte, op)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if dw.set != tc.armed || dw.cleared != tc.armed || dw.written != want {
+				t.Errorf("deadlines set %d, cleared %d, bytes %d; want %d, %d, %d", dw.set, dw.cleared, dw.written, tc.armed, tc.armed, want)
+			}
+		})
+	}
 }

@@ -286,10 +286,14 @@ func (b *idleBody) readStream(p []byte) (int, error) {
 func (b *idleBody) Close() error { return b.rc.Close() }
 
 // idleWriter is the ResponseWriter of an HTTP/2 request with the write
-// idle timeout: each write and flush runs under the stream's write
-// deadline, set before it and cleared after it (the stream's deadline is
-// a timer that fires whether or not a write waits, and a response may be
-// quiet for long between writes: an event stream, a gRPC stream).
+// idle timeout: each write and flush that may reach the stream runs under
+// the stream's write deadline, set before it and cleared after it (the
+// stream's deadline is a timer that fires whether or not a write waits,
+// and a response may be quiet for long between writes: an event stream, a
+// gRPC stream). Setting it is a round trip to the connection's server
+// loop and a timer, so a write the HTTP/2 response writer only buffers
+// (it cannot wait for the client) goes without: most responses are one
+// small write, sent when the handler returns.
 type idleWriter struct {
 	http.ResponseWriter
 	ctl     *http.ResponseController
@@ -297,12 +301,28 @@ type idleWriter struct {
 	m       *metrics
 	off     bool // the writer has no write deadline
 	counted bool
+	// buffered is what the response writer holds since it last wrote to
+	// the stream: the bytes written since the response began or since
+	// the last flush that succeeded; -1 once a write may have reached the
+	// stream (the writer then holds an unknown part).
+	buffered int
 }
 
+// h2WriteBuffer is the buffer of golang.org/x/net/http2's response
+// writer (handlerChunkWriteSize): a write that fits in what is left of
+// it is only copied. TestHTTP2WriteBuffered fails if it shrinks.
+const h2WriteBuffer = 4 << 10
+
 func (w *idleWriter) Write(p []byte) (int, error) {
+	if w.buffered >= 0 && w.buffered+len(p) <= h2WriteBuffer {
+		n, err := w.ResponseWriter.Write(p)
+		w.buffered += n
+		return n, err
+	}
 	deadline := w.arm()
 	n, err := w.ResponseWriter.Write(p)
 	w.disarm(deadline, err)
+	w.buffered = -1
 	return n, err
 }
 
@@ -312,6 +332,11 @@ func (w *idleWriter) FlushError() error {
 	deadline := w.arm()
 	err := w.ctl.Flush()
 	w.disarm(deadline, err)
+	if err == nil {
+		w.buffered = 0
+	} else {
+		w.buffered = -1
+	}
 	return err
 }
 

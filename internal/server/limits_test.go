@@ -227,12 +227,13 @@ func TestWriteIdleTimeout(t *testing.T) {
 	}
 	ts.waitMetric("sluice_client_timeouts_total", "timeout", "write_idle", 1)
 
-	// Slow but moving: 64 MiB at 1 MiB per 20 ms, longer than the
-	// timeout in all, with gaps of a fiftieth of it.
+	// Slow but moving: 64 MiB at 1 MiB per 60 ms, longer than the
+	// timeout in all, with gaps of a fiftieth of it (a loaded machine may
+	// stall the reader for a while: 3 s leaves it almost 3 s).
 	const size = 64 << 20
 	done2 := make(chan error, 1)
 	ts2 := start(t, func(o *Options) {
-		o.WriteIdleTimeout = time.Second
+		o.WriteIdleTimeout = 3 * time.Second
 		o.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", strconv.Itoa(size))
 			buf := make([]byte, 64<<10)
@@ -258,7 +259,7 @@ func TestWriteIdleTimeout(t *testing.T) {
 		if err != nil {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(60 * time.Millisecond)
 	}
 	if err := <-done2; err != nil || got != size {
 		t.Errorf("slow reader: read %d of %d bytes; server: %v", got, size, err)

@@ -58,6 +58,7 @@ func decodeGatewayDoc(kind string, doc []byte, in *Input, opts *Options) (known 
 		var o struct {
 			Kind         string `json:"kind"`
 			GatewayClass string `json:"gatewayClass"`
+			Gateway      string `json:"gateway"`
 			HTTPPort     int32  `json:"httpPort"`
 			HTTPSPort    int32  `json:"httpsPort"`
 			// Addresses: Gateways served apart (Options.Addresses).
@@ -67,7 +68,7 @@ func decodeGatewayDoc(kind string, doc []byte, in *Input, opts *Options) (known 
 			ExtraHTTPSPorts []int32 `json:"extraHTTPSPorts"`
 		}
 		err = yaml.UnmarshalStrict(doc, &o)
-		opts.Gateway = &gateway.Options{GatewayClass: o.GatewayClass, HTTPPort: o.HTTPPort, HTTPSPort: o.HTTPSPort, Addresses: o.Addresses,
+		opts.Gateway = &gateway.Options{GatewayClass: o.GatewayClass, Gateway: o.Gateway, HTTPPort: o.HTTPPort, HTTPSPort: o.HTTPSPort, Addresses: o.Addresses,
 			ExtraHTTPPorts: o.ExtraHTTPPorts, ExtraHTTPSPorts: o.ExtraHTTPSPorts}
 	default:
 		return false, nil

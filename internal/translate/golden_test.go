@@ -326,7 +326,11 @@ func checkInvariants(t testing.TB, cfg *route.Config) {
 		}
 		seen := map[string]bool{}
 		for j, r := range vh.Routes {
-			if !strings.HasPrefix(strings.TrimPrefix(r.Path, "(?i)"), "/") {
+			if r.PathType == route.PathRegex { // HTTPRoute's may begin otherwise: "(?:/a|/b)$"
+				if _, err := route.CompilePath(r.Path); err != nil {
+					t.Errorf("host %q: regex path %q does not compile: %v", vh.Host, r.Path, err)
+				}
+			} else if !strings.HasPrefix(r.Path, "/") {
 				t.Errorf("host %q: path %q not absolute", vh.Host, r.Path)
 			}
 			if r.Backend == nil || r.Backend.Name == "" {

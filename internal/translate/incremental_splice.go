@@ -286,6 +286,14 @@ func (x *index) splice(prev *Result, g group, cfg route.Config, problems []Probl
 	if len(out.NoWildcardCertificate) == 0 {
 		out.NoWildcardCertificate = nil
 	}
+	if len(out.Scopes) > 0 && !slices.Equal(out.Owners, p.Owners) {
+		// Scopes carry the build's host owners (scope.go): an Ingress
+		// change may move the owner of a host no Gateway serves.
+		out.Scopes = slices.Clone(out.Scopes)
+		for i := range out.Scopes {
+			out.Scopes[i].Config.Owners = out.Owners
+		}
+	}
 	ps := make([]Problem, 0, len(prev.Problems)+len(problems))
 	for _, q := range prev.Problems {
 		if q.Kind != "Ingress" || !g.ings[nsName{q.Namespace, q.Name}] {

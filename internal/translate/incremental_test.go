@@ -3,6 +3,7 @@ package translate
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -365,6 +366,12 @@ func worldOptions(seed uint64) Options {
 	}
 	if seed%4 == 1 {
 		o.Gateway = &gateway.Options{}
+		if seed%8 == 5 {
+			// The world's Gateway holds an address of its own, and its
+			// listener on 8080 is served: every route in scopes too.
+			o.Gateway.Addresses = []netip.Addr{netip.MustParseAddr("192.0.2.10")}
+			o.Gateway.ExtraHTTPPorts = []int32{8080}
+		}
 	}
 	return o
 }
@@ -501,9 +508,11 @@ func worldGateway() GatewayInput {
 		Gateways: []*gatewayv1.Gateway{{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "web"},
 			Spec: gatewayv1.GatewaySpec{GatewayClassName: "sluice", Listeners: []gatewayv1.Listener{
 				{Name: "http", Protocol: gatewayv1.HTTPProtocolType, Port: 80, AllowedRoutes: all},
+				{Name: "alt", Protocol: gatewayv1.HTTPProtocolType, Port: 8080, AllowedRoutes: all},
 				{Name: "https", Protocol: gatewayv1.HTTPSProtocolType, Port: 443, Hostname: ptrTo(gatewayv1.Hostname("b.example.com")), AllowedRoutes: all,
 					TLS: &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "tls-0"}}}},
-			}}}},
+			}},
+			Status: gatewayv1.GatewayStatus{Addresses: []gatewayv1.GatewayStatusAddress{{Type: ptrTo(gatewayv1.IPAddressType), Value: "192.0.2.10"}}}}},
 	}
 }
 

@@ -73,6 +73,12 @@ func TestGatewayAPI(t *testing.T) {
 		t.Error("the internal fleet got the internet binding's gateway addresses")
 	}
 
+	// One Gateway per fleet.
+	objs = objects(t, "--set", "gatewayAPI.enabled=true,gatewayAPI.gateway=infra/web")
+	if !hasArg(find(objs, "Deployment", "sluice-proxy"), "--gateway=infra/web") {
+		t.Errorf("proxy args = %v", proxyArgs(find(objs, "Deployment", "sluice-proxy")))
+	}
+
 	// Extra listener ports reach the proxies and the controller alike.
 	objs = objects(t, "--set", "gatewayAPI.enabled=true,gatewayAPI.extraHTTPPorts=8000-8099,gatewayAPI.extraHTTPSPorts=8443")
 	for _, name := range []string{"sluice-proxy", "sluice-controller"} {

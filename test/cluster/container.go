@@ -82,6 +82,7 @@ func (w *podWorker) spawn(ctx context.Context, pod *corev1.Pod, c *container) er
 		dir:     dir,
 		logPath: filepath.Join(w.dir, c.spec.Name+".log"),
 		pidDir:  w.k.pidDir,
+		stamp:   true,
 	})
 	if err != nil {
 		return err

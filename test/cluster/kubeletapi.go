@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -30,9 +31,8 @@ const followPoll = 100 * time.Millisecond
 
 // serveAPI starts, for every node, the part of the kubelet API that
 // kubectl reaches through the API server: /containerLogs (kubectl logs,
-// with follow, tailLines, timestamps, previous and limitBytes; not
-// sinceSeconds or sinceTime, refused with 400). Each
-// server listens in the node's network namespace with a certificate of
+// with follow, tailLines, timestamps, previous, limitBytes, sinceSeconds
+// and sinceTime). Each server listens in the node's network namespace with a certificate of
 // the cluster CA for the node's address, and answers only the API
 // server's client certificate. They stop when ctx ends.
 func (k *kubelet) serveAPI(ctx context.Context) {
@@ -203,11 +203,14 @@ func runMarker(line []byte) (time.Time, bool) {
 // logRequest is the query of a /containerLogs call.
 type logRequest struct {
 	follow, previous, timestamps bool
-	tail                         int   // -1: all
-	limit                        int64 // 0: none
+	tail                         int       // -1: all
+	limit                        int64     // 0: none
+	since                        time.Time // zero: from the run's start
 }
 
-func parseLogRequest(r *http.Request) (logRequest, error) {
+// parseLogRequest reads the query as the kubelet does: sinceSeconds counts
+// back from now, sinceTime is RFC 3339 (the API server allows only one).
+func parseLogRequest(r *http.Request, now time.Time) (logRequest, error) {
 	q := r.URL.Query()
 	lr := logRequest{tail: -1}
 	var err error
@@ -223,10 +226,22 @@ func parseLogRequest(r *http.Request) (logRequest, error) {
 		return b
 	}
 	lr.follow, lr.previous, lr.timestamps = boolean("follow"), boolean("previous"), boolean("timestamps")
-	for _, name := range []string{"sinceSeconds", "sinceTime"} {
-		if q.Get(name) != "" {
-			return lr, fmt.Errorf("%s is not supported by the local cluster's kubelet: its log files carry no time per line", name)
+	secs, at := q.Get("sinceSeconds"), q.Get("sinceTime")
+	switch {
+	case secs != "" && at != "":
+		return lr, errors.New("at most one of sinceSeconds and sinceTime may be given")
+	case secs != "":
+		n, perr := strconv.ParseInt(secs, 10, 64)
+		if perr != nil || n <= 0 || n > math.MaxInt64/int64(time.Second) {
+			return lr, fmt.Errorf("sinceSeconds: %q is not a positive count of seconds", secs)
 		}
+		lr.since = now.Add(-time.Duration(n) * time.Second)
+	case at != "":
+		t, perr := time.Parse(time.RFC3339Nano, at)
+		if perr != nil {
+			return lr, fmt.Errorf("sinceTime: %q is not an RFC 3339 time", at)
+		}
+		lr.since = t
 	}
 	if v := q.Get("tailLines"); v != "" {
 		n, perr := strconv.Atoi(v)
@@ -246,12 +261,12 @@ func parseLogRequest(r *http.Request) (logRequest, error) {
 }
 
 // containerLogs serves GET /containerLogs/{namespace}/{pod}/{container}.
-// Lines carry no time of their own in the log file: with timestamps, a
-// line already written gets its run's start time, a followed line the
-// time it was read.
+// As the kubelet does, tailLines picks the run's last lines, of which
+// those older than since are left out, and limitBytes ends the stream.
+// Each line has the time the process kubelet read it (logfile.go).
 func (k *kubelet) containerLogs(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	ns, pod, name := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
-	lr, err := parseLogRequest(r)
+	lr, err := parseLogRequest(r, time.Now())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -267,6 +282,10 @@ func (k *kubelet) containerLogs(ctx context.Context, w http.ResponseWriter, r *h
 		http.Error(w, fmt.Sprintf("container %q of pod %s/%s has no log yet", name, ns, pod), http.StatusNotFound)
 		return
 	}
+	live := proc != nil && !proc.exited()
+	if live { // an entry being written is read by follow once complete
+		b = b[:bytes.LastIndexByte(b, '\n')+1]
+	}
 	offset := int64(len(b))
 	runs := splitRuns(b)
 	var run logRun
@@ -279,22 +298,30 @@ func (k *kubelet) containerLogs(ctx context.Context, w http.ResponseWriter, r *h
 	case len(runs) > 0:
 		run = runs[len(runs)-1]
 	}
-	out := &logWriter{w: w, limit: lr.limit, timestamps: lr.timestamps}
+	out := &logWriter{w: w, limit: lr.limit, timestamps: lr.timestamps, since: lr.since}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	lines := splitLines(run.data)
+	asm := &lineAssembler{legacy: run.start}
+	lines := runLines(asm, run.data)
+	following := lr.follow && !lr.previous && proc != nil
+	if !live || lr.previous {
+		if l, ok := asm.flush(); ok { // the run is over: its last line too
+			lines = append(lines, l)
+		}
+	}
 	if lr.tail >= 0 && len(lines) > lr.tail {
 		lines = lines[len(lines)-lr.tail:]
 	}
 	for _, l := range lines {
-		if !out.line(l, run.start) {
+		if !out.line(l) {
 			return
 		}
 	}
 	out.flush()
-	if !lr.follow || lr.previous || proc == nil {
+	if !following {
 		return
 	}
-	k.follow(ctx, r.Context(), path, offset, proc, out)
+	asm.legacy = time.Time{} // an unstamped followed line: the time it is read
+	k.follow(ctx, r.Context(), path, offset, proc, asm, out)
 }
 
 // podLogs returns the folder of a pod's logs on this kubelet (the live
@@ -327,7 +354,7 @@ func (k *kubelet) podLogs(ns, pod, container string) (string, *process) {
 // follow writes the lines appended to path after offset until the run of
 // proc has ended and its output is read, the container restarts (a new
 // run's marker), the client goes, or the kubelet stops.
-func (k *kubelet) follow(kctx, rctx context.Context, path string, offset int64, proc *process, out *logWriter) {
+func (k *kubelet) follow(kctx, rctx context.Context, path string, offset int64, proc *process, asm *lineAssembler, out *logWriter) {
 	f, err := os.Open(path)
 	if err != nil {
 		return
@@ -351,17 +378,23 @@ func (k *kubelet) follow(kctx, rctx context.Context, path string, offset int64, 
 			if _, ok := runMarker(partial); ok {
 				return // the container restarted: this run is over
 			}
-			if !out.line(partial, time.Now()) {
+			l, ok := asm.add(partial)
+			partial = nil
+			if ok && !out.line(l) {
 				return
 			}
-			partial = nil
 		}
 		out.flush()
 		if ended {
 			if len(partial) > 0 {
-				out.line(partial, time.Now())
-				out.flush()
+				if l, ok := asm.add(partial); ok {
+					out.line(l)
+				}
 			}
+			if l, ok := asm.flush(); ok {
+				out.line(l)
+			}
+			out.flush()
 			return
 		}
 		select {
@@ -390,21 +423,26 @@ func splitLines(b []byte) [][]byte {
 	return lines
 }
 
-// logWriter writes log lines to the client, with timestamps if asked,
-// until limitBytes.
+// logWriter writes log lines to the client, those since since, with
+// timestamps if asked, until limitBytes.
 type logWriter struct {
 	w          http.ResponseWriter
 	limit      int64
 	written    int64
 	timestamps bool
+	since      time.Time
 }
 
-// line writes one line; false once the client is gone or the limit is
-// reached.
-func (o *logWriter) line(l []byte, at time.Time) bool {
+// line writes one line (or leaves it out if older than since); false once
+// the client is gone or the limit is reached.
+func (o *logWriter) line(ll logLine) bool {
+	if ll.at.Before(o.since) {
+		return true
+	}
+	l := ll.text
 	if o.timestamps {
-		stamp := at.UTC().Format(time.RFC3339Nano) + " "
-		l = append([]byte(stamp), l...)
+		l = append(ll.at.UTC().AppendFormat(nil, time.RFC3339Nano), ' ')
+		l = append(l, ll.text...)
 	}
 	if o.limit > 0 {
 		room := o.limit - o.written

@@ -87,7 +87,9 @@ func TestContainerLogs(t *testing.T) {
 		{"limitBytes=12", "second 1\nsec", 200},
 		{"follow=true", "second 1\nsecond 2\nsecond 3\n", 200}, // no live process: nothing to follow
 		{"tailLines=x", "", 400},
-		{"sinceSeconds=60", "", 400},
+		{"sinceSeconds=60", "", 200}, // unstamped lines have their run's start, long ago
+		{"sinceTime=2026-11-26T23:00:09Z", "second 1\nsecond 2\nsecond 3\n", 200},
+		{"sinceTime=2026-11-26T23:00:11Z", "", 200},
 	} {
 		code, body := getLogs(t, k, c.query)
 		if code != c.code || (c.code == 200 && body != c.want) {

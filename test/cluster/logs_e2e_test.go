@@ -66,7 +66,7 @@ func testLogs(t *testing.T, c *Cluster, ns string) {
 	eventually(t, 60*time.Second, "kubectl logs logger", func(context.Context) (bool, error) {
 		out, err := kubectlTry(c, "-n", ns, "logs", "logger")
 		all = out
-		return err == nil && strings.Contains(out, "line 2\n"), err
+		return err == nil && strings.Contains(out, "line 40\n"), err // 4 s of output
 	})
 	if !strings.HasPrefix(all, "started\nline 0\nline 1\n") || strings.Contains(all, "====") {
 		t.Errorf("kubectl logs logger: %q, want the container's output from its start, no kubelet marker", all)
@@ -78,6 +78,24 @@ func testLogs(t *testing.T, c *Cluster, ns string) {
 	stamped := kubectl(t, c, "-n", ns, "logs", "logger", "--tail=1", "--timestamps")
 	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT[0-9:.]+Z line \d+\n$`).MatchString(stamped) {
 		t.Errorf("kubectl logs --timestamps: %q", stamped)
+	}
+	// --since-time (whole seconds on the wire): exactly the lines stamped
+	// at or after it, by the time the process kubelet read them.
+	full := kubectl(t, c, "-n", ns, "logs", "logger", "--timestamps")
+	fullLines := strings.Split(strings.TrimSuffix(full, "\n"), "\n")
+	firstAt, _ := time.Parse(time.RFC3339Nano, strings.Fields(fullLines[0])[0])
+	sinceT := firstAt.Truncate(time.Second).Add(2 * time.Second) // the logger has run longer: eventually above
+	since := kubectl(t, c, "-n", ns, "logs", "logger", "--timestamps", "--since-time="+sinceT.Format(time.RFC3339))
+	sinceLines := strings.Split(strings.TrimSuffix(since, "\n"), "\n")
+	older := 0
+	for _, l := range fullLines {
+		if at, err := time.Parse(time.RFC3339Nano, strings.Fields(l)[0]); err == nil && at.Before(sinceT) {
+			older++
+		}
+	}
+	sinceFirst, err := time.Parse(time.RFC3339Nano, strings.Fields(sinceLines[0])[0])
+	if err != nil || sinceFirst.Before(sinceT) || older == 0 || sinceLines[0] != fullLines[older] {
+		t.Errorf("kubectl logs --since-time=%s: first line %q, want %q (the first of %d lines at or after it)", sinceT.Format(time.RFC3339), sinceLines[0], fullLines[min(older, len(fullLines)-1)], len(fullLines)-older)
 	}
 
 	// -f: the lines the loop writes from now on arrive while kubectl runs.
@@ -140,5 +158,5 @@ func testLogs(t *testing.T, c *Cluster, ns string) {
 	if !ended || string(out) != "begin\nend 1\nend 2\nend 3\n" {
 		t.Errorf("kubectl logs -f finite: %q, ended by itself: %t (%v)", out, ended, err)
 	}
-	t.Logf("e2e cluster-logs: followed_lines=%d previous_ok=%t follow_ended=%t", followed, run.MatchString(prev) && prev != cur, ended)
+	t.Logf("e2e cluster-logs: followed_lines=%d previous_ok=%t follow_ended=%t since_time_lines=%d of %d", followed, run.MatchString(prev) && prev != cur, ended, len(sinceLines), len(fullLines))
 }

@@ -21,7 +21,15 @@ type procSpec struct {
 	dir     string   // working directory; empty: the current one
 	logPath string   // stdout and stderr are appended here
 	pidDir  string   // a pid file is written here so a later run can kill leftovers
+	// stamp: each line of output is stamped with the time it was read
+	// (logfile.go), as a container runtime does; when the process exits,
+	// what is left of its process group is killed, as a container's is.
+	stamp bool
 }
+
+// outputDrain bounds how long a stamped process's exit waits for its
+// output pipe to close (a child that left its process group may hold it).
+const outputDrain = 2 * time.Second
 
 // process is one running child. Wait is called by a goroutine started with
 // it; done is closed once the child has exited and been reaped.
@@ -44,16 +52,43 @@ func startProcess(spec procSpec) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening log of %s: %w", spec.name, err)
 	}
-	defer logf.Close() // the child holds its own copy
 	fmt.Fprintf(logf, "==== %s starting %s %s\n", time.Now().Format(time.RFC3339Nano), spec.path, strings.Join(spec.args, " "))
 	cmd := exec.Command(spec.path, spec.args...)
 	cmd.Env = spec.env
 	cmd.Dir = spec.dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
+	var out, outW *os.File // the read and write ends of the stamped output
+	if spec.stamp {
+		if out, outW, err = os.Pipe(); err != nil {
+			logf.Close()
+			return nil, fmt.Errorf("opening the output pipe of %s: %w", spec.name, err)
+		}
+		cmd.Stdout, cmd.Stderr = outW, outW
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if outW != nil {
+		outW.Close() // the child holds its own copy
+	}
+	if err != nil {
+		logf.Close()
+		if out != nil {
+			out.Close()
+		}
 		return nil, fmt.Errorf("starting %s: %w", spec.name, err)
+	}
+	copied := make(chan struct{})
+	if out != nil {
+		go func() {
+			defer close(copied)
+			_ = stampLines(out, logf, time.Now)
+			out.Close()
+			logf.Close()
+		}()
+	} else {
+		logf.Close() // the child holds its own copy
+		close(copied)
 	}
 	p := &process{name: spec.name, pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
 	p.start, _ = procStartTime(p.pid)
@@ -64,6 +99,19 @@ func startProcess(spec procSpec) (*process, error) {
 	go func() {
 		p.err = cmd.Wait()
 		p.state = cmd.ProcessState
+		if out != nil {
+			// The group's leftovers die with the container and close
+			// the pipe; done waits until what they wrote is in the
+			// file, so that a follower that saw done reads it all. One
+			// that left the group is not waited for beyond outputDrain.
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+			select {
+			case <-copied:
+			case <-time.After(outputDrain):
+				out.Close()
+				<-copied
+			}
+		}
 		if p.pidFile != "" {
 			_ = os.Remove(p.pidFile)
 		}

@@ -73,15 +73,19 @@ const (
 	confExtraHTTPS = "8443"
 )
 
+// ipAddressType is the address type of the suite's static addresses.
+var ipAddressType = gatewayv1.IPAddressType
+
 // sluiceBase names the suite's base manifests with POD_IP added.
 const sluiceBase = "sluice/base-manifests.yaml"
 
 // conformanceFeatures are the features sluice claims: the core features
 // of the GATEWAY-HTTP and GATEWAY-GRPC profiles and the extended ones it
-// passes. Not claimed: HTTPRouteRequestMirror and
-// HTTPRouteRequestMultipleMirrors (the suite finds no mirrored request in
-// the echo pods' logs here: not investigated yet).
+// passes.
 var conformanceFeatures = []features.FeatureName{
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportGatewayStaticAddresses,
 	features.SupportGatewayPort8080,
 	features.SupportHTTPRouteParentRefPort,
 	features.SupportGateway,
@@ -168,6 +172,12 @@ func TestConformance(t *testing.T) {
 			TimeoutConfig:        confconfig.DefaultTimeoutConfig(),
 			Mode:                 "default",
 			RunTest:              os.Getenv("SLUICE_CONFORMANCE_RUN_TEST"),
+			// GatewayStaticAddresses: a Gateway's spec.addresses may ask
+			// for one of the binding's gatewayAddresses (the last, which
+			// no other Gateway of the run takes first); an address outside
+			// them is not usable.
+			UsableNetworkAddresses:   []gatewayv1.GatewaySpecAddress{{Type: &ipAddressType, Value: conformanceGatewayIPs[len(conformanceGatewayIPs)-1]}},
+			UnusableNetworkAddresses: []gatewayv1.GatewaySpecAddress{{Type: &ipAddressType, Value: "127.26.1.1"}},
 			ConformanceProfiles: []suite.ConformanceProfileName{
 				suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName},
 			Implementation: confv1.Implementation{

@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,9 +72,12 @@ type Options struct {
 
 // Reconciler writes Gateway API statuses.
 type Reconciler struct {
-	opts   Options
-	log    *slog.Logger
-	caRefs caRefs // backendtls.go
+	opts Options
+	log  *slog.Logger
+	// GRPCRoutes served only since after Setup (grpc.go).
+	grpcLater atomic.Bool
+	watchGRPC func() error
+	caRefs    caRefs // backendtls.go
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -177,7 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		accepted[gw] = acceptedIn(st.Status)
 		served = append(served, gw)
 	}
-	assigned := assignAddresses(served, func(gw *gatewayv1.Gateway) bool { return accepted[gw] },
+	own := assignAddresses(served, func(gw *gatewayv1.Gateway) bool { return accepted[gw] },
 		func(gw *gatewayv1.Gateway) []netip.Addr { return addressPool(bindingsOf[gw]) })
 	for _, st := range res.Gateways {
 		gw := gwByKey[st.Namespace+"/"+st.Name]
@@ -185,10 +189,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		for _, b := range bindingsOf[gw] {
 			addrs = append(addrs, b.Status.Addresses...)
 		}
-		why := ""
-		if len(addressPool(bindingsOf[gw])) > 0 {
-			addrs, why = nil, "every address of the LoadBalancerBinding's spec.gatewayAddresses is held by an older Gateway"
-			if a, ok := assigned[gw]; ok {
+		var why *metav1.Condition // why a Gateway has no address
+		asks := len(gateway.RequestedAddresses(gw)) > 0
+		if msg, ok := own.unusable[gw]; ok {
+			addrs, why = nil, &metav1.Condition{Reason: string(gatewayv1.GatewayReasonAddressNotUsable), Message: msg}
+		} else if asks || len(addressPool(bindingsOf[gw])) > 0 {
+			addrs, why = nil, &metav1.Condition{Reason: string(gatewayv1.GatewayReasonAddressNotAssigned),
+				Message: "every address of the LoadBalancerBinding's spec.gatewayAddresses is held by an older Gateway"}
+			if a, ok := own.assigned[gw]; ok {
 				addrs = []v1alpha1.LoadBalancerAddress{{IP: a.String()}}
 			}
 		}

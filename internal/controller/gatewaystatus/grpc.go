@@ -2,6 +2,7 @@ package gatewaystatus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,10 +16,10 @@ import (
 // sluice entries of status.parents written alike.
 
 // listGRPCRoutes lists the GRPCRoutes into in; nothing without
-// Options.GRPCRoutes.
+// Options.GRPCRoutes or WatchGRPCRoutes.
 func (r *Reconciler) listGRPCRoutes(ctx context.Context, in *gateway.Input) (*gatewayv1.GRPCRouteList, error) {
 	list := &gatewayv1.GRPCRouteList{}
-	if !r.opts.GRPCRoutes {
+	if !r.opts.GRPCRoutes && !r.grpcLater.Load() {
 		return list, nil
 	}
 	if err := r.opts.Client.List(ctx, list); err != nil {
@@ -49,3 +50,18 @@ func (r *Reconciler) patchGRPCRoutes(ctx context.Context, list *gatewayv1.GRPCRo
 // manager finds out with gateway.GRPCRoutesServed once the other kinds are
 // served).
 func (r *Reconciler) ServeGRPCRoutes(served bool) { r.opts.GRPCRoutes = served }
+
+// WatchGRPCRoutes makes a reconciler set up without GRPCRoutes read them
+// (their CRD was installed since): it watches them from now on, and the
+// next reconcile reads them and writes their statuses. Call it after
+// Setup, once.
+func (r *Reconciler) WatchGRPCRoutes() error {
+	if r.watchGRPC == nil {
+		return errors.New("watching GRPCRoutes: the gateway-status controller is not set up")
+	}
+	r.grpcLater.Store(true) // before the watch's first events reconcile
+	if err := r.watchGRPC(); err != nil {
+		return fmt.Errorf("watching GRPCRoutes: %w", err)
+	}
+	return nil
+}

@@ -1,7 +1,6 @@
 package gatewaystatus
 
 import (
-	"cmp"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -36,9 +35,9 @@ func classStatus(cur gatewayv1.GatewayClassStatus, want gatewayv1.GatewayClassSt
 
 // gatewayStatus is a Gateway's status: want's conditions and listeners, and
 // the load balancer's addresses. Without known addresses the Gateway is not
-// Programmed (AddressNotAssigned, with the message noAddress, or one saying
-// the binding has none yet).
-func gatewayStatus(cur, want gatewayv1.GatewayStatus, addrs []v1alpha1.LoadBalancerAddress, noAddress string, now metav1.Time) gatewayv1.GatewayStatus {
+// Programmed: noAddress's reason and message, or AddressNotAssigned saying
+// the binding has none yet.
+func gatewayStatus(cur, want gatewayv1.GatewayStatus, addrs []v1alpha1.LoadBalancerAddress, noAddress *metav1.Condition, now metav1.Time) gatewayv1.GatewayStatus {
 	out := *cur.DeepCopy()
 	conds := slices.Clone(want.Conditions)
 	out.Addresses = statusAddresses(addrs)
@@ -47,7 +46,10 @@ func gatewayStatus(cur, want gatewayv1.GatewayStatus, addrs []v1alpha1.LoadBalan
 			if conds[i].Type == string(gatewayv1.GatewayConditionProgrammed) && conds[i].Status == metav1.ConditionTrue {
 				conds[i].Status = metav1.ConditionFalse
 				conds[i].Reason = string(gatewayv1.GatewayReasonAddressNotAssigned)
-				conds[i].Message = cmp.Or(noAddress, "the load balancer of the class (its LoadBalancerBinding) has no address yet")
+				conds[i].Message = "the load balancer of the class (its LoadBalancerBinding) has no address yet"
+				if noAddress != nil {
+					conds[i].Reason, conds[i].Message = noAddress.Reason, noAddress.Message
+				}
 			}
 		}
 	}

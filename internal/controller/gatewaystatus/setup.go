@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -24,7 +25,8 @@ var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "gateway-
 // Setup registers the reconciler with mgr. Spec changes (generation) of
 // the Gateway API objects, Namespace label changes, Services coming and
 // going, and bindings' addresses all enqueue the one key; the reconciler's
-// own status writes do not.
+// own status writes do not. GRPCRoutes are watched with Options.GRPCRoutes,
+// or from WatchGRPCRoutes on.
 func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{key}
@@ -51,8 +53,12 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 		b = b.Watches(&gatewayv1.BackendTLSPolicy{}, one, gen).
 			Watches(&corev1.ConfigMap{}, one, builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(r.caRefs.has)))
 	}
-	if err := b.Complete(r); err != nil {
+	c, err := b.Build(r)
+	if err != nil {
 		return fmt.Errorf("setting up the gateway-status controller: %w", err)
+	}
+	r.watchGRPC = func() error {
+		return c.Watch(source.Kind(mgr.GetCache(), client.Object(&gatewayv1.GRPCRoute{}), one, predicate.GenerationChangedPredicate{}))
 	}
 	return nil
 }

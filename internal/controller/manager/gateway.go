@@ -49,7 +49,21 @@ func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalanc
 		routes.Serve() // host ownership counts attached routes from now on
 		r.ServeGRPCRoutes(grpc)
 		r.ServeBackendTLSPolicies(gateway.BackendTLSPoliciesServed(disco))
-		return r.Setup(mgr)
+		if err := r.Setup(mgr); err != nil || grpc {
+			return err
+		}
+		// The GRPCRoute CRD is optional: looked for every gatewayCRDPoll.
+		log.Info("GRPCRoutes are not served by the API server; their statuses are written once they are", "recheck", gatewayCRDPoll)
+		err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return waitGRPCRoutes(ctx, disco, gatewayCRDPoll, log, func() error {
+				routes.ServeGRPCRoutes(true)
+				return r.WatchGRPCRoutes()
+			})
+		}))
+		if err != nil {
+			return fmt.Errorf("adding the GRPCRoute CRD watch: %w", err)
+		}
+		return nil
 	}
 	if ok, _ := gatewayInstalled(disco); ok {
 		return setup()
@@ -67,18 +81,34 @@ func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalanc
 // waitGatewayCRDs calls setup once the CRDs are served (looking every
 // poll), then returns; nil also when ctx ends first.
 func waitGatewayCRDs(ctx context.Context, disco discovery.DiscoveryInterface, poll time.Duration, log *slog.Logger, setup func() error) error {
+	return waitServed(ctx, poll, func() bool { ok, _ := gatewayInstalled(disco); return ok }, func() error {
+		log.Info("the Gateway API CRDs are installed: writing Gateway API statuses")
+		if err := setup(); err != nil {
+			return fmt.Errorf("setting up the gateway-status controller: %w", err)
+		}
+		return nil
+	})
+}
+
+// waitGRPCRoutes calls watch once the API server serves GRPCRoutes
+// (looking every poll), then returns; nil also when ctx ends first.
+func waitGRPCRoutes(ctx context.Context, disco discovery.DiscoveryInterface, poll time.Duration, log *slog.Logger, watch func() error) error {
+	return waitServed(ctx, poll, func() bool { return gateway.GRPCRoutesServed(disco) }, func() error {
+		log.Info("GRPCRoutes are served by the API server: writing their statuses")
+		return watch()
+	})
+}
+
+// waitServed calls then once served says yes, looking every poll.
+func waitServed(ctx context.Context, poll time.Duration, served func() bool, then func() error) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(poll):
 		}
-		if ok, _ := gatewayInstalled(disco); ok {
-			log.Info("the Gateway API CRDs are installed: writing Gateway API statuses")
-			if err := setup(); err != nil {
-				return fmt.Errorf("setting up the gateway-status controller: %w", err)
-			}
-			return nil
+		if served() {
+			return then()
 		}
 	}
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -19,13 +20,16 @@ import (
 )
 
 // crds answers discovery of gateway.networking.k8s.io/v1: NotFound until
-// served is set, then the kinds (all of them only when full is set).
+// served is set, then the kinds (all of them only when full is set, and
+// GRPCRoutes when grpc is).
 type crds struct {
 	*fakediscovery.FakeDiscovery
-	served, full atomic.Bool
+	served, full, grpc atomic.Bool
+	calls              atomic.Int64
 }
 
 func (d *crds) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	d.calls.Add(1)
 	if gv != gatewayv1.GroupVersion.String() || !d.served.Load() {
 		return nil, apierrors.NewNotFound(schema.GroupResource{}, gv)
 	}
@@ -34,6 +38,9 @@ func (d *crds) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceLis
 		if i < 2 || d.full.Load() {
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: r})
 		}
+	}
+	if d.grpc.Load() {
+		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "grpcroutes"})
 	}
 	return list, nil
 }
@@ -71,5 +78,43 @@ func TestWaitGatewayCRDs(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("never set up once the CRDs were served")
+	}
+}
+
+// TestWaitGRPCRoutes: with the other kinds served, the GRPCRoute watch is
+// added only once the API server serves GRPCRoutes too, exactly once,
+// after looks that found none; its error is the wait's.
+func TestWaitGRPCRoutes(t *testing.T) {
+	d := &crds{FakeDiscovery: &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}}
+	d.served.Store(true)
+	d.full.Store(true)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	var watches atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- waitGRPCRoutes(context.Background(), d, time.Millisecond, log, func() error { watches.Add(1); return nil })
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for d.calls.Load() < 3 { // three looks without GRPCRoutes
+		if time.Now().After(deadline) {
+			t.Fatal("discovery is not asked for GRPCRoutes again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := watches.Load(); n != 0 {
+		t.Fatalf("%d watches while GRPCRoutes are not served", n)
+	}
+	d.grpc.Store(true)
+	select {
+	case err := <-done:
+		if err != nil || watches.Load() != 1 {
+			t.Fatalf("wait ended with %v after %d watches", err, watches.Load())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("never watched GRPCRoutes once they were served")
+	}
+	if err := waitGRPCRoutes(context.Background(), d, time.Millisecond, log, func() error { return errors.New("no cache") }); err == nil {
+		t.Error("a failing watch was not reported")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +26,9 @@ import (
 // gatewayWatch holds the Gateway API informers (and the Namespace informer
 // their allowedRoutes selectors need). They start only once the API server
 // serves every kind of gateway.Resources: a cluster without the CRDs is told
-// once in the log, and checked again every crdPoll until they appear.
+// once in the log, and checked again every crdPoll until they appear. The
+// GRPCRoute CRD is optional: without it the other kinds are watched, and it
+// is looked for every crdPoll too, its informers added once it appears.
 type gatewayWatch struct {
 	log       *slog.Logger
 	disco     discovery.DiscoveryInterface
@@ -34,10 +37,13 @@ type gatewayWatch struct {
 	core      informers.SharedInformerFactory
 	informers map[string]cache.SharedIndexInformer
 
-	classes    gwlisters.GatewayClassLister
-	gateways   []gwlisters.GatewayLister
-	routes     []gwlisters.HTTPRouteLister
-	grpcRoutes []gwlisters.GRPCRouteLister // nil when GRPCRoutes are not served
+	classes  gwlisters.GatewayClassLister
+	gateways []gwlisters.GatewayLister
+	routes   []gwlisters.HTTPRouteLister
+	// grpcRoutes: nil until GRPCRoutes are served and their caches synced.
+	grpcRoutes atomic.Pointer[[]gwlisters.GRPCRouteLister]
+	grants     []gwlisters.ReferenceGrantLister
+	namespaces corelisters.NamespaceLister
 	// BackendTLSPolicies and ConfigMaps (their CA bundles), per watched
 	// namespace; nil when BackendTLSPolicies are not served (backendtls.go).
 	tlsPolicies   []gwlisters.BackendTLSPolicyLister
@@ -45,8 +51,6 @@ type gatewayWatch struct {
 	client        kubernetes.Interface
 	namespaceList []string
 	cmFactories   []informers.SharedInformerFactory
-	grants        []gwlisters.ReferenceGrantLister
-	namespaces    corelisters.NamespaceLister
 
 	synced atomic.Bool
 }
@@ -116,18 +120,10 @@ func (w *gatewayWatch) run(ctx context.Context, handler cache.ResourceEventHandl
 		case <-time.After(w.poll):
 		}
 	}
-	w.watchGRPCRoutes()
+	grpc := w.grpcInformers()
 	w.watchBackendTLS() // backendtls.go
 	for kind, inf := range w.informers {
-		log := w.log.With("kind", kind)
-		if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-			LogWatchError(log, err)
-		}); err != nil {
-			w.log.Error("setting watch error handler", "kind", kind, "err", err)
-		}
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			w.log.Error("adding event handler", "kind", kind, "err", err)
-		}
+		w.register(kind, inf, handler)
 	}
 	w.core.StartWithContext(ctx)
 	for _, f := range w.factories {
@@ -158,6 +154,9 @@ func (w *gatewayWatch) run(ctx context.Context, handler cache.ResourceEventHandl
 			return
 		}
 	}
+	if grpc != nil {
+		w.grpcRoutes.Store(&grpc)
+	}
 	w.synced.Store(true)
 	w.log.Info("Gateway API caches synced")
 	if told {
@@ -165,7 +164,59 @@ func (w *gatewayWatch) run(ctx context.Context, handler cache.ResourceEventHandl
 	} else {
 		close(first)
 	}
+	if grpc == nil {
+		w.log.Info("GRPCRoutes are not served by the API server; GRPCRoutes are read once they are", "recheck", w.poll)
+		if !w.awaitGRPCRoutes(ctx, handler) {
+			return
+		}
+		w.log.Info("GRPCRoutes are served by the API server: reading them")
+		notify()
+	}
 	<-ctx.Done()
+}
+
+// register sets the watch error logger and the event handler of one
+// informer (before it starts).
+func (w *gatewayWatch) register(kind string, inf cache.SharedIndexInformer, handler cache.ResourceEventHandler) {
+	log := w.log.With("kind", kind)
+	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		LogWatchError(log, err)
+	}); err != nil {
+		w.log.Error("setting watch error handler", "kind", kind, "err", err)
+	}
+	if _, err := inf.AddEventHandler(handler); err != nil {
+		w.log.Error("adding event handler", "kind", kind, "err", err)
+	}
+}
+
+// awaitGRPCRoutes looks every poll whether the API server serves
+// GRPCRoutes; once it does, it starts their informers and returns true
+// when their caches synced (the listers then in w.grpcRoutes), false if
+// ctx ended first.
+func (w *gatewayWatch) awaitGRPCRoutes(ctx context.Context, handler cache.ResourceEventHandler) bool {
+	for served := false; !served; served = gateway.GRPCRoutesServed(w.disco) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(w.poll):
+		}
+	}
+	listers := w.grpcInformers()
+	for kind, inf := range w.informers {
+		if strings.HasPrefix(kind, "GRPCRoute") {
+			w.register(kind, inf, handler)
+		}
+	}
+	for _, f := range w.factories {
+		f.StartWithContext(ctx) // starts only the informers not started yet
+	}
+	for _, f := range w.factories {
+		if res := f.WaitForCacheSyncWithContext(ctx); res.Err != nil {
+			return false
+		}
+	}
+	w.grpcRoutes.Store(&listers)
+	return true
 }
 
 // snapshot lists the caches into in.Gateway; nothing before they synced.
@@ -183,7 +234,11 @@ func (w *gatewayWatch) snapshot(in *translate.Input) {
 		g.HTTPRoutes = append(g.HTTPRoutes, routes...)
 		g.ReferenceGrants = append(g.ReferenceGrants, grants...)
 	}
-	for _, l := range w.grpcRoutes {
+	var grpc []gwlisters.GRPCRouteLister
+	if p := w.grpcRoutes.Load(); p != nil {
+		grpc = *p
+	}
+	for _, l := range grpc {
 		routes, _ := l.List(labels.Everything())
 		g.GRPCRoutes = append(g.GRPCRoutes, routes...)
 	}
@@ -191,14 +246,14 @@ func (w *gatewayWatch) snapshot(in *translate.Input) {
 	w.snapshotBackendTLS(g) // backendtls.go
 }
 
-// watchGRPCRoutes adds the GRPCRoute informers when the API server serves
-// GRPCRoutes (once, as the watch starts; a GRPCRoute CRD installed later
-// is read after a restart).
-func (w *gatewayWatch) watchGRPCRoutes() {
+// grpcInformers adds the GRPCRoute informers (kinds "GRPCRoute...") to
+// w.informers and returns their listers when the API server serves
+// GRPCRoutes; nil when it does not.
+func (w *gatewayWatch) grpcInformers() []gwlisters.GRPCRouteLister {
 	if !gateway.GRPCRoutesServed(w.disco) {
-		w.log.Info("GRPCRoutes are not served by the API server; GRPCRoutes are not read")
-		return
+		return nil
 	}
+	var listers []gwlisters.GRPCRouteLister
 	for i, f := range w.factories {
 		r := f.Gateway().V1().GRPCRoutes()
 		name := "GRPCRoute"
@@ -206,6 +261,7 @@ func (w *gatewayWatch) watchGRPCRoutes() {
 			name = fmt.Sprintf("GRPCRoute/%d", i)
 		}
 		w.informers[name] = r.Informer()
-		w.grpcRoutes = append(w.grpcRoutes, r.Lister())
+		listers = append(listers, r.Lister())
 	}
+	return listers
 }

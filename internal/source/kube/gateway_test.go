@@ -22,10 +22,12 @@ import (
 )
 
 // crdDiscovery answers discovery for gateway.networking.k8s.io/v1 with the
-// watched kinds once installed is set, and NotFound before.
+// watched kinds once installed is set (GRPCRoutes too once grpc is set),
+// and NotFound before.
 type crdDiscovery struct {
 	*fakediscovery.FakeDiscovery
 	installed atomic.Bool
+	grpc      atomic.Bool
 	tls       bool // BackendTLSPolicies served too
 	calls     atomic.Int64
 }
@@ -38,6 +40,9 @@ func (d *crdDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIRes
 	list := &metav1.APIResourceList{GroupVersion: gv}
 	for _, k := range gateway.Resources {
 		list.APIResources = append(list.APIResources, metav1.APIResource{Name: k})
+	}
+	if d.grpc.Load() {
+		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "grpcroutes"})
 	}
 	if d.tls {
 		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "backendtlspolicies"})
@@ -149,6 +154,42 @@ func TestGatewayCRDsAbsent(t *testing.T) {
 	}
 	d.installed.Store(true)
 	h.eventually("the Gateway API objects", func(in translate.Input) bool { return gatewayCount(in) == 4 })
+}
+
+// TestGRPCRouteCRDLater: GRPCRoutes whose CRD the API server serves only
+// after the watch started are read once it does (looked for every poll),
+// with a notify, without a restart; the other kinds are read meanwhile.
+func TestGRPCRouteCRDLater(t *testing.T) {
+	h, d, gwc := startGateway(t, true)
+	if n := gatewayCount(h.src.Snapshot()); n != 4 {
+		t.Fatalf("first snapshot has %d Gateway API objects, want 4", n)
+	}
+	_, err := gwc.GatewayV1().GRPCRoutes("team-a").Create(context.Background(),
+		&gatewayv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "g"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three looks go by without GRPCRoutes: none is read.
+	deadline := time.Now().Add(waitTimeout)
+	for seen := d.calls.Load(); d.calls.Load() < seen+3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("discovery is not asked again for GRPCRoutes")
+		}
+	}
+	if n := len(h.src.Snapshot().Gateway.GRPCRoutes); n != 0 {
+		t.Fatalf("%d GRPCRoutes read while their CRD is not served", n)
+	}
+	d.grpc.Store(true)
+	h.eventually("the GRPCRoute", func(in translate.Input) bool { return len(in.Gateway.GRPCRoutes) == 1 })
+	_, err = gwc.GatewayV1().GRPCRoutes("team-a").Create(context.Background(),
+		&gatewayv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "g2"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the second GRPCRoute (watched)", func(in translate.Input) bool { return len(in.Gateway.GRPCRoutes) == 2 })
+	if n := gatewayCount(h.src.Snapshot()); n != 4 {
+		t.Fatalf("%d other Gateway API objects after GRPCRoutes appeared, want 4", n)
+	}
 }
 
 // TestBackendTLSPolicyWatch: with BackendTLSPolicies served, the snapshot

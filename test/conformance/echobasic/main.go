@@ -31,6 +31,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -176,6 +177,7 @@ func h2cOnly(next http.Handler) http.Handler {
 type handler struct {
 	ctx  podContext
 	port string
+	out  io.Writer // where each echoed request is logged; nil: stdout
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -192,8 +194,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 		return
 	}
-	// The suite finds mirrored requests in the pod's log by this line.
-	fmt.Printf("Echoing back request made to %s to client (%s)\n", r.RequestURI, r.RemoteAddr)
+	// The suite finds mirrored requests in the pod's log by this line
+	// (its GetMirrorLogRegexp), printed as the upstream echo-basic does:
+	// one write per request, so that concurrent ones do not interleave.
+	out := h.out
+	if out == nil {
+		out = os.Stdout
+	}
+	fmt.Fprintf(out, "Echoing back request made to %s to client (%s)\n", r.RequestURI, r.RemoteAddr)
 	if d := r.URL.Query().Get("delay"); d != "" {
 		t, err := time.ParseDuration(d)
 		if err != nil {

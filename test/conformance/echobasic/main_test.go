@@ -1,17 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	pb "sigs.k8s.io/gateway-api/conformance/echo-basic/grpcechoserver"
+	suitehttp "sigs.k8s.io/gateway-api/conformance/utils/http"
 	"sigs.k8s.io/gateway-api/conformance/utils/roundtripper"
 )
 
@@ -92,5 +95,32 @@ func TestGRPCEcho(t *testing.T) {
 	}
 	if _, err := c.EchoThree(ctx, &pb.EchoRequest{}); err == nil {
 		t.Error("EchoThree answered")
+	}
+}
+
+// TestMirrorLogLine: every echoed request prints the upstream echo-basic's
+// line, in which the suite's own GetMirrorLogRegexp finds a mirrored
+// request by its path; health and status requests print nothing.
+func TestMirrorLogLine(t *testing.T) {
+	var out bytes.Buffer
+	h := &handler{port: "3000", out: &out}
+	for _, target := range []string{"/health", "/status/503", "/mirror", "/mirror-and-modify-headers?x=1&y=(2)"} {
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		req.RemoteAddr = "10.0.0.7:41234"
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	want := "Echoing back request made to /mirror to client (10.0.0.7:41234)\n" +
+		"Echoing back request made to /mirror-and-modify-headers?x=1&y=(2) to client (10.0.0.7:41234)\n"
+	if out.String() != want {
+		t.Fatalf("logged %q, want %q", out.String(), want)
+	}
+	lines := strings.SplitAfter(out.String(), "\n")
+	for i, path := range []string{"/mirror", "/mirror-and-modify-headers?x=1&y=(2)"} {
+		if !suitehttp.GetMirrorLogRegexp(path).MatchString(lines[i]) {
+			t.Errorf("the suite's regexp for %s does not match %q", path, lines[i])
+		}
+	}
+	if suitehttp.GetMirrorLogRegexp("/other").MatchString(out.String()) {
+		t.Error("the suite's regexp for a path never requested matched")
 	}
 }

@@ -1,0 +1,53 @@
+// sluice's changes to the forked server (see NOTICE).
+
+package h2server
+
+// Roomy is implemented by a connection below the server whose Write only
+// copies until a bound (sluice's h2.Conn): Room reports whether n more
+// bytes would be taken without waiting. The server writes a frame it
+// cannot size in advance (response headers) and its flushes on its own
+// goroutine when the connection has room for them, where the original
+// starts a goroutine per such write so that a client that reads nothing
+// cannot block the server's loop.
+type Roomy interface {
+	Room(n int) bool
+}
+
+// writesWithoutBlocking reports whether w can be written on the serve
+// goroutine: the connection has room for what is buffered and all that
+// w can add.
+func (sc *serverConn) writesWithoutBlocking(w writeFramer) bool {
+	r, ok := sc.conn.(Roomy)
+	if !ok {
+		return false
+	}
+	var n int
+	switch w := w.(type) {
+	case flushFrameWriter:
+	case *writeResHeaders:
+		n = w.sizeBound()
+	default:
+		return false
+	}
+	buffered := bufWriterPoolBufferSize - sc.bw.Available()
+	return r.Room(buffered + n)
+}
+
+// sizeBound is at least the bytes writeFrame writes: an HPACK field
+// takes at most its name and value and 16 bytes (a representation byte
+// and two length prefixes of at most 5 bytes each, Huffman coding only
+// where shorter), a frame header comes with every 16 KiB (the least
+// SETTINGS_MAX_FRAME_SIZE) of the block.
+func (w *writeResHeaders) sizeBound() int {
+	const field = 16
+	n := len(":status") + 3 + field
+	n += len("content-type") + len(w.contentType) + field
+	n += len("content-length") + len(w.contentLength) + field
+	n += len("date") + len(w.date) + field
+	for k, vv := range w.h {
+		for _, v := range vv {
+			n += len(k) + len(v) + field
+		}
+	}
+	return n + (n/minMaxFrameSize+1)*frameHeaderLen
+}
