@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,9 +72,25 @@ func TestRemoveBindingsAbandon(t *testing.T) {
 	stuck.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDeletionBlocked, Status: metav1.ConditionTrue,
 		Reason: "ProviderUnreachable", Message: "load balancer unreachable", LastTransitionTime: metav1.Now()}}
 	cl := ct.NewClient(interceptor.Funcs{}, stuck)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// No controller removes the finalizer here: the wait ends when the
+	// test has seen both annotations and the report (30 s at most), not
+	// after a fixed time a loaded machine may not give it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out strings.Builder
+	var out syncBuilder
+	go func() {
+		for ctx.Err() == nil {
+			var b v1alpha1.LoadBalancerBinding
+			if cl.Get(ctx, client.ObjectKey{Namespace: "sluice-system", Name: "stuck"}, &b) == nil &&
+				b.Annotations[v1alpha1.AnnotationAbandonTargets] != "" && b.Annotations[v1alpha1.AnnotationConfirmDeregister] != "" &&
+				strings.Contains(out.String(), "deletion blocked") {
+				time.Sleep(20 * time.Millisecond) // more rounds: the report must stay single
+				cancel()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	err := removeBindings(ctx, cl, "sluice-system", labels.SelectorFromSet(mine), removeOptions{interval: time.Millisecond, abandon: true}, &out)
 	if err == nil {
 		t.Fatal("no error, want a timeout (no controller removes the finalizer here)")
@@ -120,4 +137,22 @@ func TestRemoveIngressDaemonSets(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "stuck") {
 		t.Fatalf("err = %v, want a timeout naming the IngressDaemonSet", err)
 	}
+}
+
+// syncBuilder is a strings.Builder safe for one writer and one reader.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
