@@ -83,6 +83,7 @@ const sluiceBase = "sluice/base-manifests.yaml"
 // of the GATEWAY-HTTP and GATEWAY-GRPC profiles and the extended ones it
 // passes.
 var conformanceFeatures = []features.FeatureName{
+	features.SupportBackendTLSPolicy,
 	features.SupportHTTPRouteRequestMirror,
 	features.SupportHTTPRouteRequestMultipleMirrors,
 	features.SupportGatewayStaticAddresses,
