@@ -116,25 +116,7 @@ func TestContainerLogs(t *testing.T) {
 func TestContainerLogsFollow(t *testing.T) {
 	proc := &process{done: make(chan struct{})}
 	k, path := logKubelet(t, twoRuns, proc)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.SetPathValue("namespace", "ns")
-		r.SetPathValue("pod", "p")
-		r.SetPathValue("container", "app")
-		k.containerLogs(context.Background(), w, r)
-	}))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/containerLogs/ns/p/app?follow=true&tailLines=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	next := func() string {
-		if !sc.Scan() {
-			t.Fatalf("stream ended early: %v", sc.Err())
-		}
-		return sc.Text()
-	}
+	next, more := followLogs(t, k, "follow=true&tailLines=1")
 	if got := next(); got != "second 3" {
 		t.Fatalf("first line %q, want the tail", got)
 	}
@@ -158,8 +140,8 @@ func TestContainerLogsFollow(t *testing.T) {
 	if got := next(); got != "later 3" {
 		t.Fatalf("last line %q", got)
 	}
-	if sc.Scan() {
-		t.Fatalf("line after the run ended: %q", sc.Text())
+	if l, ok := more(); ok {
+		t.Fatalf("line after the run ended: %q", l)
 	}
 }
 
@@ -188,4 +170,40 @@ func TestKubeletAPIAuthorized(t *testing.T) {
 			t.Errorf("%v: %d, want %d", c.state, rec.Code, c.want)
 		}
 	}
+}
+
+// followLogs starts following k's log of ns/p/app with query and returns
+// next, which reads the stream's next line (failing the test when the
+// stream ends first), and more, which reads one if there is one. The
+// stream closes with the test.
+func followLogs(t *testing.T, k *kubelet, query string) (next func() string, more func() (string, bool)) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.SetPathValue("namespace", "ns")
+		r.SetPathValue("pod", "p")
+		r.SetPathValue("container", "app")
+		k.containerLogs(context.Background(), w, r)
+	}))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/containerLogs/ns/p/app?" + query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	sc := bufio.NewScanner(resp.Body)
+	more = func() (string, bool) {
+		if !sc.Scan() {
+			return "", false
+		}
+		return sc.Text(), true
+	}
+	next = func() string {
+		t.Helper()
+		l, ok := more()
+		if !ok {
+			t.Fatalf("stream ended early: %v", sc.Err())
+		}
+		return l
+	}
+	return next, more
 }

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -116,25 +115,7 @@ func TestContainerLogsSince(t *testing.T) {
 func TestContainerLogsFollowStamped(t *testing.T) {
 	proc := &process{done: make(chan struct{})}
 	k, path := logKubelet(t, stamped([]string{"a0"}, []string{"b0", "b1"}), proc)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.SetPathValue("namespace", "ns")
-		r.SetPathValue("pod", "p")
-		r.SetPathValue("container", "app")
-		k.containerLogs(context.Background(), w, r)
-	}))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/containerLogs/ns/p/app?follow=true&timestamps=true&sinceTime=" + url.QueryEscape("2026-11-27T02:00:01Z"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	next := func() string {
-		if !sc.Scan() {
-			t.Fatalf("stream ended early: %v", sc.Err())
-		}
-		return sc.Text()
-	}
+	next, more := followLogs(t, k, "follow=true&timestamps=true&sinceTime="+url.QueryEscape("2026-11-27T02:00:01Z"))
 	if got := next(); got != "2026-11-27T02:00:01Z b1" {
 		t.Fatalf("first line %q, want b1 (b0 is older than sinceTime)", got)
 	}
@@ -160,8 +141,8 @@ func TestContainerLogsFollowStamped(t *testing.T) {
 	if got := next(); got != "2026-11-27T02:00:07Z unended" {
 		t.Fatalf("last line %q", got)
 	}
-	if sc.Scan() {
-		t.Fatalf("line after the run ended: %q", sc.Text())
+	if l, ok := more(); ok {
+		t.Fatalf("line after the run ended: %q", l)
 	}
 }
 
