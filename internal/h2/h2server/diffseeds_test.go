@@ -56,13 +56,13 @@ func differentialSeeds() [][]byte {
 		{opSettings, 2, 5, 0, 0, 0, 1}, // SETTINGS_MAX_FRAME_SIZE 1
 		{opPriority, current, 2, 16},   // PRIORITY on itself
 		cat(get(hEndStream, 0, 0), []byte{opGoAway, 0, 0, 0, 1, 0}),
-		{opRaw, 4, 0, conn, 5, 0, 0, 0, 0, 0},                                                                                     // SETTINGS of 5 bytes
-		{opRaw, 0x10, 0, conn, 4, 0, 0, 0, 1},                                                                                     // PRIORITY_UPDATE
-		{opRaw, 1, 4, 3, 1, 200},                                                                                                  // padded HEADERS, padding over the payload
-		{opOversize, 0, newStream},                                                                                                // DATA frame over MaxReadFrameSize
-		cat(get(hEndStream, 0, 0), []byte{opHeaders, 3}),                                                                          // HEADERS on an even stream
-		cat(get(0, 0, 1, 4, 0), []byte{opData, current, 1, 4, 'a', 'b', 'c', 'd'}),                                                // expect: 100-continue
-		cat(get(0, 1, 1, 1, 1), []byte{opData, current, 1, 4, 'a', 'b', 'c', 'd'}),                                                // content-length 3, 4 bytes sent
+		{opRaw, 4, 0, conn, 5, 0, 0, 0, 0, 0},                                                                                      // SETTINGS of 5 bytes
+		{opRaw, 0x10, 0, conn, 4, 0, 0, 0, 1},                                                                                      // PRIORITY_UPDATE
+		{opRaw, 1, 4, 3, 1, 200},                                                                                                   // padded HEADERS, padding over the payload
+		{opOversize, 0, newStream},                                                                                                 // DATA frame over MaxReadFrameSize
+		cat(get(hEndStream, 0, 0), []byte{opHeaders, 3}),                                                                           // HEADERS on an even stream
+		cat(get(0, 0, 1, 4, 0), []byte{opData, current, 1, 4, 'a', 'b', 'c', 'd'}),                                                 // expect: 100-continue
+		cat(get(0, 1, 1, 1, 1), []byte{opData, current, 1, 4, 'a', 'b', 'c', 'd'}),                                                 // content-length 3, 4 bytes sent
 		cat(get(0, 1, 0), []byte{opData, current, 0, 1, 'x', opHeaders, current, hEndStream, 1, 9, 4, 11, 5, 5, 3, 'x', 'y', 'z'}), // request trailers
 	}
 }
