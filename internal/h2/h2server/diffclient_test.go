@@ -128,14 +128,26 @@ type client struct {
 	next    uint32 // the next new client stream
 	current uint32 // the stream last opened
 	open    bool   // the last frame left a header block open
-	chunks  []chunk
+	// answered: the header block holds what makes the server answer by
+	// itself, without the (gated) handler (answeredByServer).
+	answered  bool
+	blockSize int // the header block's fields, as the server counts them
+	chunks    []chunk
+	raw       bool // a raw HEADERS, PUSH_PROMISE or CONTINUATION was sent
 }
 
 // clientStream is the client preface, an empty SETTINGS, the frames the
 // fuzz bytes describe, and the sentinel PING, in chunks: a chunk ends
 // after each step that leaves no header block open. A GOAWAY ends the
-// frames (a client sends nothing after it, and the server may close).
-func clientStream(data []byte) []chunk {
+// frames (a client sends nothing after it, and the server may close), and
+// so does a request the server answers by itself: its answer is written
+// whenever the server's handler goroutine runs, not at a point the client
+// can wait for, so that the frames after it would meet the stream (and
+// the count of open streams) in a state that depends on scheduling.
+//
+// It also reports whether every request the server may answer by itself
+// ends the frames: not so when raw frames made one.
+func clientStream(data []byte) (chunks []chunk, foreseen bool) {
 	c := &client{in: input{b: data}, next: 1, current: 1}
 	c.buf.WriteString(http2.ClientPreface)
 	c.fr = http2.NewFramer(&c.buf, nil)
@@ -143,7 +155,7 @@ func clientStream(data []byte) []chunk {
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	c.fr.WriteSettings()
 	for !c.in.empty() && c.frames < maxFrames {
-		if goaway := c.step(); goaway {
+		if last := c.step(); last || !c.open && c.answered {
 			break
 		}
 		if !c.open {
@@ -156,7 +168,7 @@ func clientStream(data []byte) []chunk {
 		}
 	}
 	c.fr.WritePing(false, sentinel)
-	return append(c.chunks, chunk{b: bytes.Clone(c.buf.Bytes())})
+	return append(c.chunks, chunk{b: bytes.Clone(c.buf.Bytes())}), !c.raw
 }
 
 // pingData makes a PING payload of the client's own distinct from the
@@ -255,6 +267,7 @@ func (c *client) step() (goaway bool) {
 		case http2.FramePing:
 			p = pingData(p)
 		case http2.FrameHeaders, http2.FramePushPromise, http2.FrameContinuation:
+			c.raw = true
 			c.open = flags&byte(http2.FlagHeadersEndHeaders) == 0
 		case http2.FrameGoAway:
 			goaway = true
@@ -281,6 +294,9 @@ func (c *client) step() (goaway bool) {
 			sid := c.next
 			c.current, c.next = sid, sid+2
 			c.headers(sid, hEndStream)
+			if c.answered {
+				return false
+			}
 			c.fr.WriteRSTStream(sid, http2.ErrCodeCancel)
 		}
 	case opContFlood:
@@ -300,6 +316,7 @@ func (c *client) step() (goaway bool) {
 // headers writes a request's header block on sid.
 func (c *client) headers(sid uint32, fl byte) {
 	c.hbuf.Reset()
+	c.answered, c.blockSize = false, 0
 	pick := func(list []string) (string, bool) {
 		i := int(c.in.byte()) % (len(list) + 1)
 		if i == len(list) {
@@ -316,7 +333,7 @@ func (c *client) headers(sid uint32, fl byte) {
 		list []string
 	}{{":method", methods}, {":scheme", schemes}, {":path", paths}, {":authority", authority}} {
 		if v, ok := pick(p.list); ok {
-			c.enc.WriteField(hpack.HeaderField{Name: p.name, Value: v})
+			c.writeField(hpack.HeaderField{Name: p.name, Value: v})
 		}
 	}
 	for range nfields {
@@ -360,7 +377,23 @@ func (c *client) field() {
 	default:
 		value = string(c.in.bytes(int(c.in.byte() % 16)))
 	}
-	c.enc.WriteField(hpack.HeaderField{Name: name, Value: value})
+	c.writeField(hpack.HeaderField{Name: name, Value: value})
+}
+
+// answeredByServer are the fields for which the server answers 400
+// itself (RFC 9113, section 8.2.2), and maxBlockSize the fields' size
+// over which it may answer 431 (MaxHeaderBytes, less than the server's
+// slack).
+var answeredByServer = map[string]bool{"connection": true, "keep-alive": true, "transfer-encoding": true, "upgrade": true, "proxy-connection": true}
+
+const maxBlockSize = 1 << 10
+
+func (c *client) writeField(f hpack.HeaderField) {
+	c.enc.WriteField(f)
+	c.blockSize += int(f.Size())
+	if answeredByServer[f.Name] || f.Name == "te" && f.Value != "trailers" || c.blockSize > maxBlockSize {
+		c.answered = true
+	}
 }
 
 // fragment is a piece of header block: kind 0 an encoded field, 1 raw
@@ -375,7 +408,7 @@ func (c *client) fragment(kind byte) []byte {
 	case 2:
 		return nil
 	default:
-		c.enc.WriteField(hpack.HeaderField{Name: "x-flood", Value: strings.Repeat("f", 1000), Sensitive: true})
+		c.writeField(hpack.HeaderField{Name: "x-flood", Value: strings.Repeat("f", 1000), Sensitive: true})
 	}
 	return bytes.Clone(c.hbuf.Bytes())
 }

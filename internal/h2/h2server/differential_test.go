@@ -48,14 +48,21 @@ func FuzzDifferential(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		stream := clientStream(data)
+		stream, foreseen := clientStream(data)
 		var got [2]summary
 		var wg sync.WaitGroup
 		for i, srv := range []serveFunc{serveXNet, serveFork} {
 			wg.Go(func() { got[i] = exchange(srv, stream) })
 		}
 		wg.Wait()
-		if a, b := got[0].String(), got[1].String(); a != b {
+		a, b := got[0].String(), got[1].String()
+		if a != b && !foreseen && (got[0].serverAnswered() || got[1].serverAnswered()) {
+			// Raw frames made a request the server answers by
+			// itself, and the frames after it met the stream in a
+			// state that depends on scheduling (see clientStream).
+			t.Skip("a request of raw frames answered by the server itself")
+		}
+		if a != b {
 			t.Errorf("the servers answer differently\nx/net:\n%s\nfork:\n%s", a, b)
 		}
 	})
@@ -228,6 +235,19 @@ type streamSummary struct {
 	ended    bool     // END_STREAM seen
 	resets   []string // RST_STREAM codes
 	unparsed []string // frames the summary does not know
+}
+
+// serverAnswered reports whether the server answered a request by itself
+// (400, 431), not through the handler, which adds X-Method.
+func (s *summary) serverAnswered() bool {
+	for _, st := range s.streams {
+		for _, h := range st.headers {
+			if (strings.HasPrefix(h, ":status: 400") || strings.HasPrefix(h, ":status: 431")) && !strings.Contains(h, "x-method: ") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *summary) stream(id uint32) *streamSummary {
