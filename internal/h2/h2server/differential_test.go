@@ -153,6 +153,7 @@ func exchange(serve serveFunc, stream []chunk) summary {
 				shutdown()
 				open()
 			} else if string(p.Data[:4]) == syncPrefix {
+				s.synced = s.streamsString()
 				select {
 				case acked <- p.Data:
 				default:
@@ -226,6 +227,7 @@ type summary struct {
 	goaways []string // code and last stream of each GOAWAY
 	streams map[uint32]*streamSummary
 	closed  bool   // the server closed the connection before caseDeadline
+	synced  string // streamsString at the last chunk's PING acknowledgement
 	readErr string // the server's frames did not parse
 }
 
@@ -289,10 +291,13 @@ func (s *summary) add(f http2.Frame) {
 }
 
 // String gives the summary in a fixed order. After a GOAWAY with an error
-// code, only the connection is compared: x/net flushes from its own
-// goroutine, and the stream resets it queued meanwhile are dropped for the
-// GOAWAY or not depending on whether that flush was over; the fork flushes
-// inline over sluice's Conn and never drops them.
+// code, the streams are compared as they stood at the last chunk's PING
+// acknowledgement: x/net flushes from its own goroutine, and the stream
+// resets it queued meanwhile are dropped for the GOAWAY or not depending
+// on whether that flush was over; the fork flushes inline over sluice's
+// Conn and never drops them. Up to the acknowledgement, the server wrote
+// every reset it queued (resets and PING acknowledgements share one
+// first-in first-out queue), and no response (the handlers wait).
 func (s summary) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "closed=%v goaway=%v", s.closed, s.goaways)
@@ -302,9 +307,15 @@ func (s summary) String() string {
 	b.WriteString("\n")
 	for _, g := range s.goaways {
 		if !strings.HasPrefix(g, http2.ErrCodeNo.String()+" ") {
-			return b.String()
+			return b.String() + "at the last chunk's PING:\n" + s.synced
 		}
 	}
+	return b.String() + s.streamsString()
+}
+
+// streamsString gives the streams' summaries in the order of their ids.
+func (s *summary) streamsString() string {
+	var b strings.Builder
 	ids := make([]uint32, 0, len(s.streams))
 	for id := range s.streams {
 		ids = append(ids, id)
