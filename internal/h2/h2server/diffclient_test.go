@@ -132,6 +132,7 @@ type client struct {
 	// itself, without the (gated) handler (answeredByServer).
 	answered  bool
 	blockSize int // the header block's fields, as the server counts them
+	te        int // TE fields in the header block
 	chunks    []chunk
 	raw       bool // a raw HEADERS, PUSH_PROMISE or CONTINUATION was sent
 }
@@ -316,7 +317,7 @@ func (c *client) step() (goaway bool) {
 // headers writes a request's header block on sid.
 func (c *client) headers(sid uint32, fl byte) {
 	c.hbuf.Reset()
-	c.answered, c.blockSize = false, 0
+	c.answered, c.blockSize, c.te = false, 0, 0
 	pick := func(list []string) (string, bool) {
 		i := int(c.in.byte()) % (len(list) + 1)
 		if i == len(list) {
@@ -381,7 +382,8 @@ func (c *client) field() {
 }
 
 // answeredByServer are the fields for which the server answers 400
-// itself (RFC 9113, section 8.2.2), and maxBlockSize the fields' size
+// itself (RFC 9113, section 8.2.2; so does it for a TE field other than
+// "trailers" or "", or more than one), and maxBlockSize the fields' size
 // over which it may answer 431 (MaxHeaderBytes, less than the server's
 // slack).
 var answeredByServer = map[string]bool{"connection": true, "keep-alive": true, "transfer-encoding": true, "upgrade": true, "proxy-connection": true}
@@ -391,7 +393,13 @@ const maxBlockSize = 1 << 10
 func (c *client) writeField(f hpack.HeaderField) {
 	c.enc.WriteField(f)
 	c.blockSize += int(f.Size())
-	if answeredByServer[f.Name] || f.Name == "te" && f.Value != "trailers" || c.blockSize > maxBlockSize {
+	if f.Name == "te" {
+		c.te++
+		if c.te > 1 || f.Value != "trailers" && f.Value != "" {
+			c.answered = true
+		}
+	}
+	if answeredByServer[f.Name] || c.blockSize > maxBlockSize {
 		c.answered = true
 	}
 }
