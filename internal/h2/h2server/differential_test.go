@@ -27,9 +27,15 @@ import (
 // FuzzDifferential feeds the same client byte stream (clientStream, from
 // the fuzz input) to golang.org/x/net/http2's server and to the fork, the
 // latter over internal/h2's Conn as in production, and compares what they
-// answer, normalised so that goroutine scheduling does not show (summary).
+// answer, normalised so that goroutine scheduling does not show (summary:
+// per stream the response header blocks, body, END_STREAM and resets; per
+// connection the GOAWAY frames and whether the server closed it; neither
+// frame boundaries nor the order of frames of different streams, nor
+// WINDOW_UPDATE, SETTINGS and PING frames).
 //
 // What makes the answers deterministic:
+//   - The client sends its frames in chunks, each ended by a PING whose
+//     acknowledgement it waits for (see chunk).
 //   - Every handler waits at a gate until the server acknowledged the
 //     sentinel PING that ends the client stream, that is until it processed
 //     every frame the client sent: which streams are open, refused or reset,
@@ -72,13 +78,19 @@ func FuzzDifferential(f *testing.F) {
 // server closes the connection.
 const caseDeadline = 2 * time.Second
 
+// xnetGoAwayTimeout is x/net's goAwayTimeout, "a var so it can be shorter
+// in tests": each case waits for the servers to close the connection, a
+// second after the last stream is done otherwise. The servers start that
+// timer only once every frame is written, so that its length does not
+// change what the client reads.
+//
 //go:linkname xnetGoAwayTimeout golang.org/x/net/http2.goAwayTimeout
 var xnetGoAwayTimeout time.Duration
 
 var shortenGoAway sync.Once
 
-// serveFunc serves c with one of the two servers, the handler and the
-// settings of serverSettings; shutdown starts its graceful shutdown.
+// serveFunc serves c with one of the two servers, with handler h and the
+// same settings; shutdown starts its graceful shutdown.
 type serveFunc func(c net.Conn, h http.Handler) (shutdown func())
 
 var quiet = log.New(io.Discard, "", 0)
@@ -265,6 +277,16 @@ func (s *summary) add(f http2.Frame) {
 	id := f.Header().StreamID
 	switch f := f.(type) {
 	case *http2.GoAwayFrame:
+		if f.ErrCode != http2.ErrCodeNo {
+			// The last stream is the highest the server saw when
+			// it wrote the GOAWAY, not when the error happened: x/net
+			// writes it after its flush goroutine is done, having
+			// read on meanwhile (the frames after the error are
+			// ignored, but their stream ids counted); the fork writes
+			// it at once.
+			s.goaways = append(s.goaways, f.ErrCode.String())
+			break
+		}
 		s.goaways = append(s.goaways, fmt.Sprintf("%v last=%d", f.ErrCode, f.LastStreamID))
 	case *http2.MetaHeadersFrame:
 		var fields []string
