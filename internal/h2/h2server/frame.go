@@ -300,7 +300,7 @@ type Framer struct {
 	getReadBuf func(size uint32) []byte
 	readBuf    []byte // cache for default getReadBuf
 
-	maxWriteSize uint32 // zero means unlimited; TODO: implement
+	maxWriteSize uint32 // zero means unlimited; not enforced (as upstream)
 
 	w    io.Writer
 	wbuf []byte

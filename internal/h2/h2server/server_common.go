@@ -53,9 +53,9 @@ type Server struct {
 	// MaxHandlers limits the number of http.Handler ServeHTTP goroutines
 	// which may run at a time over all connections.
 	// Negative or zero no limit.
-	// TODO: implement
 	//
-	// Deprecated: This field has never had any effect.
+	// Deprecated: This field has never had any effect (upstream never
+	// implemented it; sluice does not set it).
 	MaxHandlers int
 
 	// MaxConcurrentStreams optionally specifies the number of
