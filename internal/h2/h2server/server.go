@@ -270,7 +270,7 @@ func (s *Server) serveConn(c net.Conn, opts *ServeConnOpts, newf func(*serverCon
 		bw:                          newBufferedWriter(c, conf.WriteByteTimeout),
 		handler:                     opts.handler(),
 		streams:                     make(map[uint32]*stream),
-		readFrameCh:                 make(chan readFrameResult),
+		readFrameCh:                 make(chan readFrameResult, readAhead), // sluice: sluice.go
 		wantWriteFrameCh:            make(chan FrameWriteRequest, 8),
 		serveMsgCh:                  make(chan interface{}, 8),
 		wroteFrameCh:                make(chan frameWriteResult, 1), // buffered; one send in writeFrameAsync
@@ -697,15 +697,22 @@ func (sc *serverConn) readFrames() {
 	gateDone := func() { gate <- struct{}{} }
 	for {
 		f, err := sc.framer.ReadFrame()
+		wait := sc.readerWaits(f, err) // sluice: sluice.go
+		readMore := gateDone
+		if !wait {
+			readMore = noGate
+		}
 		select {
-		case sc.readFrameCh <- readFrameResult{f, err, gateDone}:
+		case sc.readFrameCh <- readFrameResult{f, err, readMore}:
 		case <-sc.doneServing:
 			return
 		}
-		select {
-		case <-gate:
-		case <-sc.doneServing:
-			return
+		if wait { // sluice
+			select {
+			case <-gate:
+			case <-sc.doneServing:
+				return
+			}
 		}
 		if terminalReadFrameError(err) {
 			return
@@ -836,7 +843,11 @@ func (sc *serverConn) serve(conf http2Config) {
 				sc.resetStream(se)
 				break
 			}
+			last := lastDataOfHandler(wr) // sluice: sluice.go
 			sc.writeFrame(wr)
+			if last {
+				sc.handlerDone()
+			}
 		case res := <-sc.wroteFrameCh:
 			sc.wroteFrame(res)
 		case res := <-sc.readFrameCh:
@@ -2262,7 +2273,7 @@ func (sc *serverConn) scheduleHandler(st *stream, rw *responseWriter, req *http.
 	maxHandlers := sc.advMaxStreams
 	if sc.curHandlers < maxHandlers {
 		sc.curHandlers++
-		go sc.runHandler(rw, req, handler)
+		sc.startHandler(rw, req, handler) // sluice: workers.go
 		return nil
 	}
 	if len(sc.unstartedHandlers) > int(4*sc.advMaxStreams) {
@@ -2297,7 +2308,7 @@ func (sc *serverConn) handlerDone() {
 			break
 		}
 		sc.curHandlers++
-		go sc.runHandler(u.rw, u.req, u.handler)
+		sc.startHandler(u.rw, u.req, u.handler)      // sluice: workers.go
 		sc.unstartedHandlers[i] = unstartedHandler{} // don't retain references
 	}
 	sc.unstartedHandlers = sc.unstartedHandlers[i:]
@@ -2308,7 +2319,12 @@ func (sc *serverConn) handlerDone() {
 
 // Run on its own goroutine.
 func (sc *serverConn) runHandler(rw *responseWriter, req *http.Request, handler func(http.ResponseWriter, *http.Request)) {
-	defer sc.sendServeMsg(handlerDoneMsg)
+	var loopKnows bool // sluice: the last DATA frame told the serve loop (sluice.go)
+	defer func() {
+		if !loopKnows {
+			sc.sendServeMsg(handlerDoneMsg)
+		}
+	}()
 	didPanic := true
 	defer func() {
 		rw.rws.stream.cancelCtx()
@@ -2336,7 +2352,7 @@ func (sc *serverConn) runHandler(rw *responseWriter, req *http.Request, handler 
 			}
 			return
 		}
-		rw.handlerDone()
+		loopKnows = rw.handlerDone() // sluice
 	}()
 	handler(rw, req)
 	didPanic = false
@@ -2522,6 +2538,7 @@ type responseWriterState struct {
 	wroteHeader   bool        // WriteHeader called (explicitly or implicitly). Not necessarily sent to user yet.
 	sentHeader    bool        // have we sent the header frame?
 	handlerDone   bool        // handler has finished
+	sentLastData  bool        // sluice: the DATA frame with END_STREAM went to the serve loop (sluice.go)
 
 	sentContentLen int64 // non-zero if handler set a Content-Length header
 	wroteBytes     int64
@@ -2661,6 +2678,7 @@ func (rws *responseWriterState) writeChunk(p []byte) (n int, err error) {
 	endStream := rws.handlerDone && !hasNonemptyTrailers
 	if len(p) > 0 || endStream {
 		// only send a 0 byte DATA frame if we're ending the stream.
+		rws.sentLastData = endStream // sluice: sluice.go
 		if err := rws.conn.writeDataFromHandler(rws.stream, p, endStream); err != nil {
 			return 0, err
 		}
@@ -2946,12 +2964,16 @@ func (w *responseWriter) write(lenData int, dataB []byte, dataS string) (n int, 
 	}
 }
 
-func (w *responseWriter) handlerDone() {
+// sluice: it reports whether the serve loop learnt that the handler is
+// done from its last DATA frame (sluice.go).
+func (w *responseWriter) handlerDone() (loopKnows bool) {
 	rws := w.rws
 	rws.handlerDone = true
 	w.Flush()
+	loopKnows = rws.sentLastData
 	w.rws = nil
 	responseWriterStatePool.Put(rws)
+	return loopKnows
 }
 
 var _ http.Pusher = (*responseWriter)(nil)

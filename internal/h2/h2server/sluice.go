@@ -51,3 +51,51 @@ func (w *writeResHeaders) sizeBound() int {
 	}
 	return n + (n/minMaxFrameSize+1)*frameHeaderLen
 }
+
+// lastDataOfHandler reports whether wr, sent by a handler, is its
+// response's last DATA frame. writeChunk sends a DATA frame with
+// END_STREAM only once the handler returned, and runHandler then sends
+// no handlerDoneMsg: the serve loop counts the handler done when it
+// takes this frame, one message per response fewer. Call it before wr
+// is written: once it is, the handler reuses wr.write.
+func lastDataOfHandler(wr FrameWriteRequest) bool {
+	wd, ok := wr.write.(*writeData)
+	return ok && wd.endStream
+}
+
+// readAhead is how many frames the frame reader may read ahead of the
+// serve loop, of those that keep nothing of the framer's read buffer
+// (retainsReadBuffer). Upstream reads one frame, hands it over and waits
+// until the loop processed it (the framer reuses its buffer), two
+// goroutine switches per frame: a client's burst of HEADERS frames in one
+// TLS record now reaches the loop in one switch.
+const readAhead = 8
+
+// noGate is readMore for a frame the reader did not wait for.
+func noGate() {}
+
+// readerWaits reports whether the frame reader waits for the serve loop
+// to be done with what it read (f, or the error) before it reads on.
+// When it does not, the framer forgets f: its next ReadFrame would mark
+// f invalid, a write to f's header while the loop reads it.
+func (sc *serverConn) readerWaits(f Frame, err error) bool {
+	if err != nil || retainsReadBuffer(f) {
+		return true
+	}
+	sc.framer.lastFrame = nil
+	return false
+}
+
+// retainsReadBuffer reports whether f refers to the framer's read
+// buffer, which the next ReadFrame overwrites: DATA, SETTINGS, GOAWAY
+// and unknown frames do, and so the reader waits for the loop to be done
+// with them, as upstream does for every frame. The others hold values
+// (a decoded header block's fields are strings of their own; a PING's
+// data is an array).
+func retainsReadBuffer(f Frame) bool {
+	switch f.(type) {
+	case *MetaHeadersFrame, *WindowUpdateFrame, *RSTStreamFrame, *PingFrame, *PriorityFrame, *PriorityUpdateFrame:
+		return false
+	}
+	return true
+}
