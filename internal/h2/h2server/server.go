@@ -844,6 +844,7 @@ func (sc *serverConn) serve(conf http2Config) {
 				break
 			}
 			last := lastDataOfHandler(wr) // sluice: sluice.go
+			sc.writeHeaderFirst(wr)       // sluice: sluice.go
 			sc.writeFrame(wr)
 			if last {
 				sc.handlerDone()
@@ -1019,10 +1020,12 @@ var writeDataPool = sync.Pool{
 
 // writeDataFromHandler writes DATA response frames from a handler on
 // the given stream.
-func (sc *serverConn) writeDataFromHandler(stream *stream, data []byte, endStream bool) error {
+// sluice: hdr, if not nil, is the response's header frame, written just
+// before (sluice.go).
+func (sc *serverConn) writeDataFromHandler(stream *stream, data []byte, endStream bool, hdr *writeResHeaders) error {
 	ch := sc.srv.state.getErrChan()
 	writeArg := writeDataPool.Get().(*writeData)
-	*writeArg = writeData{stream.id, data, endStream}
+	*writeArg = writeData{stream.id, data, endStream, hdr}
 	err := sc.writeFrameFromHandler(FrameWriteRequest{
 		write:  writeArg,
 		stream: stream,
@@ -2601,6 +2604,7 @@ func (rws *responseWriterState) writeChunk(p []byte) (n int, err error) {
 	}
 
 	isHeadResp := rws.req.Method == "HEAD"
+	var lastHdr *writeResHeaders // sluice: sent with the last DATA frame
 	if !rws.sentHeader {
 		rws.sentHeader = true
 		var ctype, clen string
@@ -2648,7 +2652,7 @@ func (rws *responseWriterState) writeChunk(p []byte) (n int, err error) {
 		}
 
 		endStream := (rws.handlerDone && !rws.hasTrailers() && len(p) == 0) || isHeadResp
-		err = rws.conn.writeHeaders(rws.stream, &writeResHeaders{
+		hdr := &writeResHeaders{ // sluice: a variable (sluice.go)
 			streamID:      rws.stream.id,
 			httpResCode:   rws.status,
 			h:             rws.snapHeader,
@@ -2657,8 +2661,10 @@ func (rws *responseWriterState) writeChunk(p []byte) (n int, err error) {
 			contentType:   ctype,
 			contentLength: clen,
 			date:          date,
-		})
-		if err != nil {
+		}
+		if rws.withLastData(len(p), endStream) { // sluice: sluice.go
+			lastHdr = hdr
+		} else if err = rws.conn.writeHeaders(rws.stream, hdr); err != nil {
 			return 0, err
 		}
 		if endStream {
@@ -2679,7 +2685,7 @@ func (rws *responseWriterState) writeChunk(p []byte) (n int, err error) {
 	if len(p) > 0 || endStream {
 		// only send a 0 byte DATA frame if we're ending the stream.
 		rws.sentLastData = endStream // sluice: sluice.go
-		if err := rws.conn.writeDataFromHandler(rws.stream, p, endStream); err != nil {
+		if err := rws.conn.writeDataFromHandler(rws.stream, p, endStream, lastHdr); err != nil {
 			return 0, err
 		}
 	}

@@ -99,3 +99,28 @@ func retainsReadBuffer(f Frame) bool {
 	}
 	return true
 }
+
+// withLastData reports whether the response's header frame goes to the
+// serve loop in one message with its last DATA frame: when the handler
+// returned with a body of n bytes still buffered and no trailers, the
+// DATA frame that follows is the last (it ends the stream), and upstream's
+// two messages to the loop (the header frame, the DATA frame) become
+// one. The header frame is the writer's snapshot, which nothing changes.
+func (rws *responseWriterState) withLastData(n int, endStream bool) bool {
+	return rws.handlerDone && n > 0 && !endStream && !rws.hasTrailers()
+}
+
+// writeHeaderFirst queues the header frame that came with wr (a
+// handler's last DATA frame; see withLastData) before wr. It is written
+// when wr is queued: the two frames go out with one flush.
+func (sc *serverConn) writeHeaderFirst(wr FrameWriteRequest) {
+	wd, ok := wr.write.(*writeData)
+	if !ok || wd.hdr == nil {
+		return
+	}
+	hdr := wd.hdr
+	wd.hdr = nil
+	sc.inFrameScheduleLoop = true // writeFrame only queues
+	sc.writeFrame(FrameWriteRequest{write: hdr, stream: wr.stream})
+	sc.inFrameScheduleLoop = false
+}

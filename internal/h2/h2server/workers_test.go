@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 
 // pipeServer serves h with the fork over net.Pipe; it returns x/net's
 // client connection to it and a function that runs f on the serve loop.
-func pipeServer(t *testing.T, maxStreams uint32, h http.HandlerFunc) (*http2.ClientConn, func(f func(*serverConn))) {
+// wrap, if given, wraps the server's end of the pipe.
+func pipeServer(t *testing.T, maxStreams uint32, h http.HandlerFunc, wrap ...func(net.Conn) net.Conn) (*http2.ClientConn, func(f func(*serverConn))) {
 	t.Helper()
 	hs := &http.Server{ErrorLog: log.New(io.Discard, "", 0)}
 	s := &Server{MaxConcurrentStreams: maxStreams}
@@ -28,6 +30,9 @@ func pipeServer(t *testing.T, maxStreams uint32, h http.HandlerFunc) (*http2.Cli
 	conns := make(chan *serverConn, 1)
 	s.state.testNewConn = func(sc *serverConn) { conns <- sc }
 	cc, c := net.Pipe()
+	for _, w := range wrap {
+		c = w(c)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -225,11 +230,78 @@ func TestReaderWaits(t *testing.T) {
 	} {
 		sc := &serverConn{framer: NewFramer(io.Discard, nil)}
 		sc.framer.lastFrame = tc.f
+		if tc.f == nil {
+			sc.framer.lastFrame = &DataFrame{} // the frame read before the error
+		}
 		if got := sc.readerWaits(tc.f, tc.err); got != tc.wait {
 			t.Errorf("%T, %v: waits %v, want %v", tc.f, tc.err, got, tc.wait)
 		}
 		if forgot := sc.framer.lastFrame == nil; forgot == tc.wait {
 			t.Errorf("%T, %v: framer forgot the frame: %v, want %v", tc.f, tc.err, forgot, !tc.wait)
+		}
+	}
+}
+
+// countConn counts the server's writes (flushes) and says it always has
+// room, as internal/h2's Conn does when the client reads.
+type countConn struct {
+	net.Conn
+	writes atomic.Int32
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+func (c *countConn) Room(int) bool { return true }
+
+// TestLastDataWithHeader: a handler that returns with its whole body
+// buffered sends the header frame with the last DATA frame, and the
+// loop writes both with one flush (upstream: two messages, two
+// flushes); a response whose header went earlier (a flush), an empty one
+// and one with trailers come out right.
+func TestLastDataWithHeader(t *testing.T) {
+	cc := &countConn{}
+	c, _ := pipeServer(t, 0, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/flush":
+			io.WriteString(w, "hel")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "lo")
+		case "/trailers":
+			w.Header().Set("Trailer", "X-T")
+			io.WriteString(w, "hello")
+			w.Header().Set("X-T", "1")
+		case "/empty":
+		default:
+			w.Header().Set("X-A", "b")
+			io.WriteString(w, "hello")
+		}
+	}, func(c net.Conn) net.Conn { cc.Conn = c; return cc })
+	paths := []string{"/", "/flush", "/trailers", "/empty", "/"}
+	for i, p := range paths {
+		before := cc.writes.Load()
+		res, body, err := get(t, c, "GET", p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		want := "hello"
+		if p == "/empty" {
+			want = ""
+		}
+		if string(body) != want || res.StatusCode != 200 {
+			t.Errorf("%s: %d %q, want 200 %q", p, res.StatusCode, body, want)
+		}
+		if p == "/trailers" && res.Trailer.Get("X-T") != "1" {
+			t.Errorf("%s: trailer %q", p, res.Trailer.Get("X-T"))
+		}
+		if p == "/" && res.Header.Get("X-A") != "b" {
+			t.Errorf("%s: header %v", p, res.Header)
+		}
+		// The last one: the connection's own frames are written.
+		if n := cc.writes.Load() - before; i == len(paths)-1 && n != 1 {
+			t.Errorf("%s: %d writes for the response, want 1", p, n)
 		}
 	}
 }

@@ -100,6 +100,7 @@ type writeData struct {
 	streamID  uint32
 	p         []byte
 	endStream bool
+	hdr       *writeResHeaders // sluice: written first (sluice.go)
 }
 
 func (w *writeData) String() string {
