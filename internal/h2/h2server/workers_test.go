@@ -242,16 +242,43 @@ func TestReaderWaits(t *testing.T) {
 	}
 }
 
-// countConn counts the server's writes (flushes) and says it always has
-// room, as internal/h2's Conn does when the client reads.
+// countConn counts the server's writes (flushes); like internal/h2's
+// Conn, it says it has room and a write only queues (net.Pipe would
+// block the serve loop's first write until the client reads).
 type countConn struct {
 	net.Conn
 	writes atomic.Int32
+	q      chan []byte
+	done   chan struct{}
+	once   sync.Once
+}
+
+func newCountConn(c net.Conn) *countConn {
+	cc := &countConn{Conn: c, q: make(chan []byte, 1024), done: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case p := <-cc.q:
+				if _, err := c.Write(p); err != nil {
+					return
+				}
+			case <-cc.done:
+				return
+			}
+		}
+	}()
+	return cc
 }
 
 func (c *countConn) Write(p []byte) (int, error) {
 	c.writes.Add(1)
-	return c.Conn.Write(p)
+	c.q <- append([]byte(nil), p...)
+	return len(p), nil
+}
+
+func (c *countConn) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
 }
 
 func (c *countConn) Room(int) bool { return true }
@@ -262,7 +289,7 @@ func (c *countConn) Room(int) bool { return true }
 // flushes); a response whose header went earlier (a flush), an empty one
 // and one with trailers come out right.
 func TestLastDataWithHeader(t *testing.T) {
-	cc := &countConn{}
+	var cc *countConn
 	c, _ := pipeServer(t, 0, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/flush":
@@ -278,7 +305,7 @@ func TestLastDataWithHeader(t *testing.T) {
 			w.Header().Set("X-A", "b")
 			io.WriteString(w, "hello")
 		}
-	}, func(c net.Conn) net.Conn { cc.Conn = c; return cc })
+	}, func(c net.Conn) net.Conn { cc = newCountConn(c); return cc })
 	paths := []string{"/", "/flush", "/trailers", "/empty", "/"}
 	for i, p := range paths {
 		before := cc.writes.Load()
