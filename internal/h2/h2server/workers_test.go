@@ -176,27 +176,43 @@ func TestHandlerDoneOnce(t *testing.T) {
 }
 
 // TestWorkerPoolIdleBound: the pool keeps at most maxIdleWorkers idle,
-// however many handlers ran at once.
+// however many handlers ran at once (here on 4 connections, fewer
+// streams each than x/net's client opens before it knows the limit).
 func TestWorkerPoolIdleBound(t *testing.T) {
-	const n = maxIdleWorkers + 50
+	const conns, perConn = 4, 80 // more than maxIdleWorkers in all
+	const n = conns * perConn
 	release := make(chan struct{})
-	var running sync.WaitGroup
-	running.Add(n)
-	c, _ := pipeServer(t, n, func(w http.ResponseWriter, r *http.Request) {
-		running.Done()
+	started := make(chan struct{}, n)
+	h := func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
 		<-release
-	})
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			if _, _, err := get(t, c, "GET", "/"); err != nil {
-				t.Error(err)
-			}
-		})
 	}
-	running.Wait()
+	failed := make(chan error, n)
+	var wg sync.WaitGroup
+	for range conns {
+		c, _ := pipeServer(t, perConn, h)
+		for range perConn {
+			wg.Go(func() {
+				if _, _, err := get(t, c, "GET", "/"); err != nil {
+					failed <- err
+				}
+			})
+		}
+	}
+	for range n {
+		select {
+		case <-started:
+		case err := <-failed:
+			close(release)
+			t.Fatal(err)
+		}
+	}
 	close(release)
 	wg.Wait()
+	close(failed)
+	for err := range failed {
+		t.Error(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for handlerWorkers.idleWorkers() < maxIdleWorkers && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
