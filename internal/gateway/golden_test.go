@@ -174,10 +174,15 @@ func renderTLS(t *BackendTLS) string {
 		return ""
 	case t.Invalid != "":
 		return fmt.Sprintf(" tls(%s: 503: %s)", t.Policy, t.Invalid)
-	case t.CA == nil:
-		return fmt.Sprintf(" tls(%s sni=%s ca=system)", t.Policy, t.Hostname)
 	}
-	return fmt.Sprintf(" tls(%s sni=%s ca=%s, %d bytes)", t.Policy, t.Hostname, t.CASource, len(t.CA))
+	san := ""
+	for _, n := range t.SubjectAltNames {
+		san += " san=" + n.String()
+	}
+	if t.CA == nil {
+		return fmt.Sprintf(" tls(%s sni=%s%s ca=system)", t.Policy, t.Hostname, san)
+	}
+	return fmt.Sprintf(" tls(%s sni=%s%s ca=%s, %d bytes)", t.Policy, t.Hostname, san, t.CASource, len(t.CA))
 }
 
 func conditions(b *strings.Builder, indent string, cs []metav1.Condition) {
