@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,7 +12,6 @@ import (
 	"fmt"
 	"math/big"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"sluice.dev/sluice/internal/golden"
 	"sluice.dev/sluice/internal/route"
 )
 
@@ -34,40 +33,19 @@ var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
 // first document of kind Options, if any) and compares the Result with
 // testdata/<case>/golden.txt.
 func TestGolden(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*/input.yaml")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no golden cases: %v", err)
-	}
-	for _, in := range dirs {
-		dir := filepath.Dir(in)
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			data, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			input, opts, err := decode(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := Build(input, opts)
-			checkInvariants(t, input, res)
-			got := []byte(render(res))
-			golden := filepath.Join(dir, "golden.txt")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("reading golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("output differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
-			}
-		})
-	}
+	golden.Run(t, "testdata/*/input.yaml", *update, func(t *testing.T, c golden.Case) string {
+		data, err := os.ReadFile(c.Input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		input, opts, err := decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := Build(input, opts)
+		checkInvariants(t, input, res)
+		return render(res)
+	})
 }
 
 // render is the golden text: rules, certificates, statuses (one line per
@@ -196,71 +174,41 @@ func conditions(b *strings.Builder, indent string, cs []metav1.Condition) {
 func decode(data []byte) (Input, Options, error) {
 	var in Input
 	var opts Options
-	for i, doc := range strings.Split(string(data), "\n---") {
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			return in, opts, fmt.Errorf("document %d: %w", i, err)
-		}
-		var err error
-		switch tm.Kind {
+	err := golden.Documents(data, func(kind string, doc []byte) error {
+		switch kind {
 		case "Options":
-			err = yaml.UnmarshalStrict([]byte(strings.Replace(doc, "kind: Options", "", 1)), &opts)
+			return yaml.UnmarshalStrict([]byte(strings.Replace(string(doc), "kind: Options", "", 1)), &opts)
 		case "GatewayClass":
-			o := &gatewayv1.GatewayClass{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.GatewayClasses = append(in.GatewayClasses, o)
+			return golden.Append(&in.GatewayClasses, doc)
 		case "Gateway":
-			o := &gatewayv1.Gateway{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.Gateways = append(in.Gateways, o)
+			return golden.Append(&in.Gateways, doc)
 		case "HTTPRoute":
-			o := &gatewayv1.HTTPRoute{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.HTTPRoutes = append(in.HTTPRoutes, o)
+			return golden.Append(&in.HTTPRoutes, doc)
 		case "GRPCRoute":
-			o := &gatewayv1.GRPCRoute{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.GRPCRoutes = append(in.GRPCRoutes, o)
+			return golden.Append(&in.GRPCRoutes, doc)
 		case "ReferenceGrant":
-			o := &gatewayv1.ReferenceGrant{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.ReferenceGrants = append(in.ReferenceGrants, o)
+			return golden.Append(&in.ReferenceGrants, doc)
 		case "Namespace":
-			o := &corev1.Namespace{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.Namespaces = append(in.Namespaces, o)
+			return golden.Append(&in.Namespaces, doc)
 		case "Service":
-			o := &corev1.Service{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.Services = append(in.Services, o)
+			return golden.Append(&in.Services, doc)
 		case "BackendTLSPolicy":
-			o := &gatewayv1.BackendTLSPolicy{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.BackendTLSPolicies = append(in.BackendTLSPolicies, o)
+			return golden.Append(&in.BackendTLSPolicies, doc)
 		case "ConfigMap":
-			o := &corev1.ConfigMap{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			if o.Data[CAKey] == "test-ca" {
+			err := golden.Append(&in.ConfigMaps, doc)
+			if o := in.ConfigMaps[len(in.ConfigMaps)-1]; o.Data[CAKey] == "test-ca" {
 				cert, _ := testKeyPair()
 				o.Data[CAKey] = string(cert)
 			}
-			in.ConfigMaps = append(in.ConfigMaps, o)
+			return err
 		case "Secret":
-			o := &corev1.Secret{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			withTestKeyPair(o)
-			in.Secrets = append(in.Secrets, o)
-		default:
-			err = fmt.Errorf("unknown kind %q", tm.Kind)
+			err := golden.Append(&in.Secrets, doc)
+			withTestKeyPair(in.Secrets[len(in.Secrets)-1])
+			return err
 		}
-		if err != nil {
-			return in, opts, fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)
-		}
-	}
-	return in, opts, nil
+		return fmt.Errorf("unknown kind %q", kind)
+	})
+	return in, opts, err
 }
 
 // withTestKeyPair merges a Secret's stringData into data, and gives a
