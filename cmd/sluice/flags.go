@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -142,6 +143,41 @@ func (a *aliasValue) Set(v string) error {
 func (a *aliasValue) IsBoolFlag() bool {
 	b, ok := a.target.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// parseArgs is parse for a command with positional arguments, which flags
+// may follow (sluice explain ingress a/b --output json); it returns the
+// positional arguments.
+func (fs *flagSet) parseArgs(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return pos, fs.parse(nil) // the environment fills what the command line left alone
+}
+
+// printReport writes a report of `sluice explain` or `sluice migrate` to
+// stdout: indented JSON with output "json", else its text. false when it
+// could not (said on stderr).
+func printReport(stdout, stderr io.Writer, command, output string, rep fmt.Stringer) bool {
+	if output != "json" {
+		fmt.Fprint(stdout, rep.String())
+		return true
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		fmt.Fprintf(stderr, "sluice %s: %v\n", command, err)
+		return false
+	}
+	return true
 }
 
 // usageError ends a command whose flags are wrong: 0 for -h, else the
