@@ -1,16 +1,9 @@
 package gateway
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"flag"
 	"fmt"
-	"math/big"
 	"os"
 	"strings"
 	"sync"
@@ -25,6 +18,7 @@ import (
 
 	"sluice.dev/sluice/internal/golden"
 	"sluice.dev/sluice/internal/route"
+	"sluice.dev/sluice/internal/testcert"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
@@ -108,33 +102,17 @@ func render(res Result) string {
 		}
 	}
 	b.WriteString("httproutes:\n")
-	for _, r := range res.HTTPRoutes {
-		fmt.Fprintf(&b, "  %s/%s\n", r.Namespace, r.Name)
-		for _, p := range r.Parents {
-			ref, _ := json.Marshal(p.ParentRef)
-			fmt.Fprintf(&b, "    parent %s %s\n", ref, p.ControllerName)
-			conditions(&b, "      ", p.Conditions)
-		}
-	}
+	renderRoutes(&b, res.HTTPRoutes)
 	if len(res.GRPCRoutes) > 0 {
 		b.WriteString("grpcroutes:\n")
-		for _, r := range res.GRPCRoutes {
-			fmt.Fprintf(&b, "  %s/%s\n", r.Namespace, r.Name)
-			for _, p := range r.Parents {
-				ref, _ := json.Marshal(p.ParentRef)
-				fmt.Fprintf(&b, "    parent %s %s\n", ref, p.ControllerName)
-				conditions(&b, "      ", p.Conditions)
-			}
-		}
+		renderRoutes(&b, res.GRPCRoutes)
 	}
 	if len(res.BackendTLSPolicies) > 0 {
 		b.WriteString("backendtlspolicies:\n")
 		for _, p := range res.BackendTLSPolicies {
 			fmt.Fprintf(&b, "  %s/%s\n", p.Namespace, p.Name)
 			for _, a := range p.Ancestors {
-				ref, _ := json.Marshal(a.AncestorRef)
-				fmt.Fprintf(&b, "    ancestor %s %s\n", ref, a.ControllerName)
-				conditions(&b, "      ", a.Conditions)
+				renderEntry(&b, "ancestor", a.AncestorRef, a.ControllerName, a.Conditions)
 			}
 		}
 	}
@@ -143,6 +121,24 @@ func render(res Result) string {
 		fmt.Fprintf(&b, "  %s\n", p)
 	}
 	return b.String()
+}
+
+// renderRoutes writes each route's name and parent entries.
+func renderRoutes(b *strings.Builder, sts []RouteStatus) {
+	for _, r := range sts {
+		fmt.Fprintf(b, "  %s/%s\n", r.Namespace, r.Name)
+		for _, p := range r.Parents {
+			renderEntry(b, "parent", p.ParentRef, p.ControllerName, p.Conditions)
+		}
+	}
+}
+
+// renderEntry writes one status entry of a route (parent) or a policy
+// (ancestor): its reference as JSON, its controller, its conditions.
+func renderEntry(b *strings.Builder, what string, ref gatewayv1.ParentReference, ctrl gatewayv1.GatewayController, conds []metav1.Condition) {
+	j, _ := json.Marshal(ref)
+	fmt.Fprintf(b, "    %s %s %s\n", what, j, ctrl)
+	conditions(b, "      ", conds)
 }
 
 // renderTLS describes a backend's BackendTLSPolicy, "" for none.
@@ -233,21 +229,7 @@ func withTestKeyPair(s *corev1.Secret) {
 // testKeyPair is a self-signed ECDSA certificate and its key (PEM), made
 // once per test binary.
 var testKeyPair = sync.OnceValues(func() (cert, key []byte) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
-		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<33, 0), DNSNames: []string{"*.example.com"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		panic(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		panic(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+	return testcert.Static("test", []string{"*.example.com"}, time.Unix(1<<33, 0))
 })
 
 // checkInvariants holds for every input: tenancy (a rule reaches a Service

@@ -43,3 +43,26 @@ func SelfSigned(t testing.TB, names ...string) (certPEM, keyPEM []byte) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
+
+// Static returns a new self-signed ECDSA P-256 certificate for names, with
+// common name cn and serial 1, valid from the Unix epoch until notAfter,
+// as PEM certificate and PEM key: for golden tests, whose output must not
+// depend on the clock. It panics on error: it is made in package-level
+// sync.Once values, without a test at hand.
+func Static(cn string, names []string, notAfter time.Time) (certPEM, keyPEM []byte) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, DNSNames: names,
+		NotBefore: time.Unix(0, 0), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		panic(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}

@@ -3,16 +3,9 @@ package translate
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"flag"
 	"fmt"
-	"math/big"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -27,6 +20,7 @@ import (
 
 	"sluice.dev/sluice/internal/golden"
 	"sluice.dev/sluice/internal/route"
+	"sluice.dev/sluice/internal/testcert"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
@@ -237,29 +231,8 @@ type pemPair struct{ cert, key string }
 // testKeyPair is a self-signed ECDSA certificate for the goldens' Secrets;
 // the dump never shows its bytes, so a fresh one per run is fine.
 var testKeyPair = sync.OnceValue(func() pemPair {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "sluice test"},
-		DNSNames:     []string{"example.com", "*.example.com"},
-		NotBefore:    time.Unix(0, 0),
-		NotAfter:     time.Unix(0, 0).Add(100 * 365 * 24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		panic(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		panic(err)
-	}
-	return pemPair{
-		cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		key:  string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})),
-	}
+	cert, key := testcert.Static("sluice test", []string{"example.com", "*.example.com"}, time.Unix(0, 0).Add(100*365*24*time.Hour))
+	return pemPair{cert: string(cert), key: string(key)}
 })
 
 // checkInvariants asserts what every Config from Build must satisfy.
