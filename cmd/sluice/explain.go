@@ -73,13 +73,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	default:
 		rep = explain.Binding(s)
 	}
-	if !printReport(stdout, stderr, "explain", *output, rep) {
-		return 2
-	}
-	if !rep.Healthy() {
-		return 1
-	}
-	return 0
+	return printReport(stdout, stderr, "explain", *output, rep, !rep.Healthy())
 }
 
 // explainConfig is `sluice explain`'s flags.

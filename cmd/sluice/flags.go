@@ -163,21 +163,25 @@ func (fs *flagSet) parseArgs(args []string) ([]string, error) {
 	return pos, fs.parse(nil) // the environment fills what the command line left alone
 }
 
-// printReport writes a report of `sluice explain` or `sluice migrate` to
-// stdout: indented JSON with output "json", else its text. false when it
-// could not (said on stderr).
-func printReport(stdout, stderr io.Writer, command, output string, rep fmt.Stringer) bool {
-	if output != "json" {
+// printReport ends `sluice explain` or `sluice migrate`: it writes the
+// report to stdout, indented JSON with output "json", else its text, and
+// returns the exit status: 1 when the report found something (found), 2
+// when it could not be written (said on stderr), else 0.
+func printReport(stdout, stderr io.Writer, command, output string, rep fmt.Stringer, found bool) int {
+	if output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "sluice %s: %v\n", command, err)
+			return 2
+		}
+	} else {
 		fmt.Fprint(stdout, rep.String())
-		return true
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		fmt.Fprintf(stderr, "sluice %s: %v\n", command, err)
-		return false
+	if found {
+		return 1
 	}
-	return true
+	return 0
 }
 
 // usageError ends a command whose flags are wrong: 0 for -h, else the

@@ -63,13 +63,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	}
 	in.NginxClass = *class
 	rep := migrate.Analyze(in)
-	if !printReport(stdout, stderr, "migrate", *output, rep) {
-		return 2
-	}
-	if rep.Totals.Findings() > 0 {
-		return 1
-	}
-	return 0
+	return printReport(stdout, stderr, "migrate", *output, rep, rep.Totals.Findings() > 0)
 }
 
 // migrateConfig is `sluice migrate`'s flags.
