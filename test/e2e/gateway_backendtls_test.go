@@ -82,11 +82,21 @@ func (g *gatewaySuite) backendTLS() (int, int, string) {
 	e.settled(gwA, gwTLSApp, 3*time.Minute)
 	g.policyCondition(gwTLSApp, "Accepted", metav1.ConditionTrue, "Accepted")
 
+	// Each phase counts once every proxy has taken the change: settle
+	// answers in a row as wanted (each request on a new connection,
+	// which HAProxy spreads over the proxies).
+	const settle = 10
 	var requests, failed int
 	phase := func(what string, ok func(status int, body echoedTLS) bool) {
+		streak := 0
 		e.eventually(gwStatusWait, what, func(context.Context) (bool, error) {
 			st, b, err := g.tlsGet()
-			return err == nil && ok(st, b), nil
+			if err != nil || !ok(st, b) {
+				streak = 0
+				return false, nil
+			}
+			streak++
+			return streak >= settle, nil
 		})
 		for range gwProbes {
 			st, b, err := g.tlsGet()
