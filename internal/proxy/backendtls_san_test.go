@@ -1,29 +1,14 @@
 package proxy
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"io"
-	"log"
-	"math/big"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"strconv"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/route"
+	"sluice.dev/sluice/internal/testcert"
 	"sluice.dev/sluice/internal/translate"
 )
 
@@ -36,32 +21,10 @@ import (
 // hostname itself when it is not among the SANs, or a URI SAN against the
 // DNS-only certificate fails the handshake: 502, never plain HTTP.
 func TestBackendTLSPolicySANs(t *testing.T) {
-	ca, caKey, caPEM := testCA(t)
+	ca := testcert.NewAuthority(t)
 	const spiffe = "spiffe://cluster.example.com/ns/team-a/sa/secure"
-	backend := func(dns string, uris ...string) int32 {
-		var plain atomic.Int32
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.TLS == nil {
-				plain.Add(1)
-				return
-			}
-			w.Write([]byte(r.TLS.ServerName))
-		}))
-		srv.TLS = &tls.Config{Certificates: []tls.Certificate{leafCert(t, ca, caKey, dns, uris...)}}
-		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
-		srv.StartTLS()
-		t.Cleanup(func() {
-			srv.Close()
-			if n := plain.Load(); n > 0 {
-				t.Errorf("%d requests reached backend %s in plain HTTP", n, dns)
-			}
-		})
-		_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
-		port, _ := strconv.Atoi(portStr)
-		return int32(port)
-	}
-	withURI := backend("app.internal.example.com", spiffe)
-	dnsOnly := backend("dns.internal.example.com")
+	withURI := tlsBackend(t, ca.Issue(t, "app.internal.example.com", spiffe))
+	dnsOnly := tlsBackend(t, ca.Issue(t, "dns.internal.example.com"))
 
 	p, front, c := front(t, Options{})
 	for _, tc := range []struct {
@@ -82,7 +45,7 @@ func TestBackendTLSPolicySANs(t *testing.T) {
 		{"no SANs: the hostname is verified", dnsOnly, nil, 502},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := backendTLSInput(tc.port, caPEM)
+			in := backendTLSInput(tc.port, ca.PEM)
 			in.Gateway.BackendTLSPolicies[0].Spec.Validation.Hostname = "sni.example.com"
 			in.Gateway.BackendTLSPolicies[0].Spec.Validation.SubjectAltNames = tc.sans
 			cfg, problems := translate.Build(in, translate.Options{AllowLoopbackEndpoints: true, AllowEndpointsWithoutPod: true,
@@ -99,49 +62,4 @@ func TestBackendTLSPolicySANs(t *testing.T) {
 			}
 		})
 	}
-}
-
-// testCA is a CA certificate, its key, and the certificate as PEM.
-func testCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-// leafCert is a server certificate for DNS name dns and the URIs, signed
-// by ca.
-func leafCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, dns string, uris ...string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: dns}, DNSNames: []string{dns},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, s := range uris {
-		u, err := url.Parse(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl.URIs = append(tmpl.URIs, u)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -51,6 +51,17 @@ func (d *crdDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIRes
 	return list, nil
 }
 
+// looks waits until discovery was asked n more times (for what).
+func (d *crdDiscovery) looks(t *testing.T, n int64, what string) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for seen := d.calls.Load(); d.calls.Load() < seen+n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("discovery is not asked again for %s", what)
+		}
+	}
+}
+
 func notFound(gv string) error {
 	return apierrors.NewNotFound(schema.GroupResource{Group: "discovery"}, gv)
 }
@@ -170,13 +181,7 @@ func TestGRPCRouteCRDLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Three looks go by without GRPCRoutes: none is read.
-	deadline := time.Now().Add(waitTimeout)
-	for seen := d.calls.Load(); d.calls.Load() < seen+3; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("discovery is not asked again for GRPCRoutes")
-		}
-	}
+	d.looks(t, 3, "GRPCRoutes") // none is read meanwhile
 	if n := len(h.src.Snapshot().Gateway.GRPCRoutes); n != 0 {
 		t.Fatalf("%d GRPCRoutes read while their CRD is not served", n)
 	}
@@ -229,13 +234,7 @@ func TestBackendTLSPolicyCRDLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Three looks go by without BackendTLSPolicies: none is read.
-	deadline := time.Now().Add(waitTimeout)
-	for seen := d.calls.Load(); d.calls.Load() < seen+3; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("discovery is not asked again for BackendTLSPolicies")
-		}
-	}
+	d.looks(t, 3, "BackendTLSPolicies") // none is read meanwhile
 	if in := h.src.Snapshot(); len(in.Gateway.BackendTLSPolicies) != 0 || len(in.Gateway.ConfigMaps) != 0 {
 		t.Fatalf("%d BackendTLSPolicies, %d ConfigMaps read while their CRD is not served", len(in.Gateway.BackendTLSPolicies), len(in.Gateway.ConfigMaps))
 	}
