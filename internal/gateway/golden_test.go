@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"os"
@@ -156,7 +157,23 @@ func renderTLS(t *BackendTLS) string {
 	if t.CA == nil {
 		return fmt.Sprintf(" tls(%s sni=%s%s ca=system)", t.Policy, t.Hostname, san)
 	}
-	return fmt.Sprintf(" tls(%s sni=%s%s ca=%s, %d bytes)", t.Policy, t.Hostname, san, t.CASource, len(t.CA))
+	return fmt.Sprintf(" tls(%s sni=%s%s ca=%s, %d certificates)", t.Policy, t.Hostname, san, t.CASource, pemCertificates(t.CA))
+}
+
+// pemCertificates counts the CERTIFICATE blocks of a CA bundle: its length
+// in bytes varies with the random ECDSA signature of the test's CA.
+func pemCertificates(b []byte) int {
+	n := 0
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return n
+		}
+		if blk.Type == "CERTIFICATE" {
+			n++
+		}
+	}
 }
 
 func conditions(b *strings.Builder, indent string, cs []metav1.Condition) {
