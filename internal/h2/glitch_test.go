@@ -35,8 +35,11 @@ func glitchFrames(t testing.TB) []struct {
 			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true})
 		}), headerLen},
 		{"headers", one(func(fr *http2.Framer) error {
-			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x82, 0x87, 0x84}, EndHeaders: true, PadLength: 3})
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, PadLength: 3})
 		}), headerLen + 1},
+		{"headers", one(func(fr *http2.Framer) error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, Priority: http2.PriorityParam{Weight: 7}})
+		}), headerLen},
 		{"continuation", one(func(fr *http2.Framer) error { return fr.WriteContinuation(1, false, nil) }), headerLen},
 		{"priority", one(func(fr *http2.Framer) error {
 			return fr.WritePriority(3, http2.PriorityParam{StreamDep: 1, Weight: 200})
@@ -84,9 +87,9 @@ func TestGuardGlitches(t *testing.T) {
 	}
 }
 
-// TestGuardNotGlitches: request bodies, the end of a stream or a header
-// block, header block fragments and SETTINGS acknowledgements cost
-// nothing.
+// TestGuardNotGlitches: requests, request bodies, the end of a stream
+// or a header block, header block fragments and SETTINGS
+// acknowledgements cost nothing.
 func TestGuardNotGlitches(t *testing.T) {
 	for name, frame := range map[string][]byte{
 		"data":                     frames(t, func(fr *http2.Framer) error { return fr.WriteData(1, false, []byte("x")) }),
@@ -95,6 +98,11 @@ func TestGuardNotGlitches(t *testing.T) {
 		"continuation":             frames(t, func(fr *http2.Framer) error { return fr.WriteContinuation(1, false, []byte{0x82}) }),
 		"empty final continuation": frames(t, func(fr *http2.Framer) error { return fr.WriteContinuation(1, true, nil) }),
 		"settings ack":             frames(t, func(fr *http2.Framer) error { return fr.WriteSettingsAck() }),
+		"headers":                  headersFrame(t, 1),
+		"padded headers": frames(t, func(fr *http2.Framer) error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x82}, EndHeaders: true, PadLength: 200,
+				Priority: http2.PriorityParam{Weight: 7}})
+		}),
 	} {
 		var g guard
 		g.init(Limits{GlitchBurst: 1}, true, nil)
@@ -106,8 +114,8 @@ func TestGuardNotGlitches(t *testing.T) {
 }
 
 // TestGuardRefill: the HEADERS and DATA frames the server wrote give
-// GlitchRefill each back, up to the burst, and each second since the
-// budget left full gives one.
+// GlitchRefill each back, up to the burst, and the time since the budget
+// left full gives GlitchRate a second.
 func TestGuardRefill(t *testing.T) {
 	const burst = 4
 	ping := frames(t, func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{}) })
@@ -132,15 +140,15 @@ func TestGuardRefill(t *testing.T) {
 	if err := scan(burst); err != nil {
 		t.Fatalf("after a response: %v", err)
 	}
-	clock = clock.Add(2500 * time.Millisecond) // two seconds: two back
+	clock = clock.Add(2*time.Second/GlitchRate + time.Second/GlitchRate/2) // two back
 	if err := scan(2); err != nil {
-		t.Fatalf("two seconds later: %v", err)
+		t.Fatalf("2.5/GlitchRate seconds later: %v", err)
 	}
 	if err := scan(1); err == nil {
-		t.Fatal("a third frame after two seconds passed")
+		t.Fatal("a third frame after 2.5/GlitchRate seconds passed")
 	}
 
-	// A second's refill counts from when the budget left full.
+	// Time counts from when the budget left full.
 	var g2 guard
 	g2.init(Limits{GlitchBurst: 1}, false, nil)
 	clock = t0

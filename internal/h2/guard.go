@@ -54,14 +54,15 @@ type Limits struct {
 	// being a request or its body ("glitches", after HAProxy's name) a
 	// client may send ahead of what the server answers: each takes one
 	// from a budget of GlitchBurst, each HEADERS or DATA frame the server
-	// writes (a response's) gives GlitchRefill back, and every second
-	// gives one back, up to GlitchBurst. A client that overdraws it gets
-	// GOAWAY ENHANCE_YOUR_CALM and the server reads nothing more from it.
-	// Glitches: every HEADERS frame (a stream the server sets up), an
-	// empty HEADERS, an empty DATA without END_STREAM (CVE-2019-9518), an
-	// empty CONTINUATION that does not end its header block (read for
-	// ever before), PING, PRIORITY, PRIORITY_UPDATE, WINDOW_UPDATE,
-	// RST_STREAM, GOAWAY and frames of unknown types. Zero means 1000.
+	// writes (a response's) gives GlitchRefill back, and time gives
+	// GlitchRate a second, up to GlitchBurst. A client that overdraws it
+	// gets GOAWAY ENHANCE_YOUR_CALM and the server reads nothing more from
+	// it. Glitches: a HEADERS frame with an empty header block, an empty
+	// DATA frame without END_STREAM (CVE-2019-9518), an empty
+	// CONTINUATION that does not end its header block (read for ever
+	// before), PING, PRIORITY, PRIORITY_UPDATE, WINDOW_UPDATE, RST_STREAM
+	// (rapid reset: streams opened and reset before an answer earn
+	// nothing back), GOAWAY and frames of unknown types. Zero means 1000.
 	GlitchBurst int
 	// OnFlood, if set, is called once for each connection the guard
 	// ends, with the frame type that overdrew its budget ("settings",
@@ -78,6 +79,13 @@ const (
 	// cancellations, and a gRPC client's BDP pings and window updates
 	// (at most one or two per DATA frame it receives), stay far within.
 	GlitchRefill = 10
+	// GlitchRate is what each second gives back to the glitch budget:
+	// keepalive PINGs on a quiet connection, and the cancellations of a
+	// client whose calls all time out before an answer (a stuck
+	// upstream: a reset, and from x/net's client a PING, each), stay
+	// within; a flood, hundreds of thousands of frames a second, does
+	// not.
+	GlitchRate = 100
 )
 
 // FrameNames are the values of the frame label OnFlood is called with.
@@ -133,7 +141,7 @@ type guard struct {
 	glitches    int            // glitch budget left
 	served      *atomic.Uint64 // HEADERS and DATA frames the server wrote (Conn's); nil: none
 	servedSeen  uint64
-	since       time.Time // when the glitch budget last left full, or got its last second
+	since       time.Time // when the glitch budget last left full, or last gained from time
 	now         func() time.Time
 
 	onFlood func(string)
@@ -231,10 +239,13 @@ func (g *guard) frame(pad int) bool {
 		if flags&flagPriority != 0 {
 			block -= 5
 		}
-		if block > 0 && g.settings < g.burst {
+		if block <= 0 {
+			return g.glitch() // no request: the server resets the stream
+		}
+		if g.settings < g.burst {
 			g.settings++
 		}
-		return g.glitch()
+		return true
 	case frameData:
 		if flags&flagEndStream != 0 {
 			return true
@@ -263,11 +274,15 @@ func (g *guard) glitch() bool {
 		g.since = g.now()
 	}
 	if g.glitches == 0 {
-		// The seconds since the budget left full give one each.
+		// The time since the budget left full gives GlitchRate a second.
 		now := g.now()
-		if secs := now.Sub(g.since) / time.Second; secs > 0 {
-			g.since = g.since.Add(secs * time.Second)
-			g.refill(int(min(secs, time.Duration(g.glitchBurst))))
+		const every = time.Second / GlitchRate
+		if n := now.Sub(g.since) / every; n >= time.Duration(g.glitchBurst) {
+			g.since = now
+			g.refill(g.glitchBurst)
+		} else if n > 0 {
+			g.since = g.since.Add(n * every)
+			g.refill(int(n))
 		}
 	}
 	g.glitches--

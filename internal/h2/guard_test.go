@@ -128,6 +128,9 @@ func FuzzGuard(f *testing.F) {
 	f.Add(cat(preface, settingsFrames(f, 40)), uint8(3))
 	f.Add(cat(preface, headersFrame(f, 1), settingsFrames(f, 2)), uint8(9))
 	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\xff\xff\xff\x04\x00\x00\x00\x00\x00"), uint8(1))
+	for _, g := range glitchFrames(f) {
+		f.Add(cat(preface, repeat(g.frame, 5)), uint8(len(g.frame)))
+	}
 	f.Fuzz(func(t *testing.T, b []byte, chunk uint8) {
 		n := int(chunk)%64 + 1
 		var whole, parts guard

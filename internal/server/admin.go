@@ -66,7 +66,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		}),
 		h2Floods: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_http2_floods_total",
-			Help: "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM because the client flooded the server with frames that cost it work without being requests, by the frame that overdrew its budget: settings (more SETTINGS frames than requests allow), or data, headers, continuation (empty ones, or streams opened faster than answered), ping, priority, priority_update, rst_stream, window_update, goaway, unknown (more than 1000 beyond what the responses and time give back).",
+			Help: "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM because the client flooded the server with frames that cost it work without being requests, by the frame that overdrew its budget: settings (more SETTINGS frames than requests allow), or data, headers, continuation (empty ones), ping, priority, priority_update, rst_stream, window_update, goaway, unknown (more than 1000 beyond what responses and time give back).",
 		}, []string{"frame"}),
 	}
 	for _, f := range h2.FrameNames {

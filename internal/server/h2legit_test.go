@@ -34,15 +34,16 @@ func TestHTTP2BusyClientsNotFlooding(t *testing.T) {
 		o.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/echo":
+				ctl := http.NewResponseController(w)
 				w.WriteHeader(http.StatusOK)
-				w.(http.Flusher).Flush()
+				ctl.Flush()
 				buf := make([]byte, 16)
 				for {
 					if _, err := io.ReadFull(r.Body, buf); err != nil {
 						return
 					}
 					w.Write(buf)
-					w.(http.Flusher).Flush()
+					ctl.Flush()
 				}
 			case "/wait":
 				waiting <- struct{}{}
@@ -144,6 +145,9 @@ func TestHTTP2BusyClientsNotFlooding(t *testing.T) {
 				t.Fatalf("after stream %d: GOAWAY %v, closed %v", id, ev.goAway, ev.eof)
 			}
 		}
+		if len(ev.ended) != 2000 {
+			t.Fatalf("%d responses, want 2000", len(ev.ended))
+		}
 		if n := ts.floods(); n != 0 {
 			t.Fatalf("%v connections ended as floods", n)
 		}
@@ -152,9 +156,11 @@ func TestHTTP2BusyClientsNotFlooding(t *testing.T) {
 
 // TestHTTP2HPACKLimits: a header block that grows the server's decoding
 // table beyond its SETTINGS_HEADER_TABLE_SIZE (4,096) ends the
-// connection with COMPRESSION_ERROR; a header list over the limit is
-// answered 431; a client that allows a table of 1 GiB still gets
-// responses encoded with a table of at most 4,096 bytes.
+// connection with COMPRESSION_ERROR, and so does a single field longer
+// than the header list limit (x/net decodes no longer string); a header
+// list over the limit is answered 431; a client that allows a table of
+// 1 GiB still gets responses encoded with a table of at most 4,096
+// bytes.
 func TestHTTP2HPACKLimits(t *testing.T) {
 	var cs certs
 	cs.set("a.test", newCert(t, "a.test", "a"))
@@ -221,7 +227,7 @@ func TestHTTP2HPACKLimits(t *testing.T) {
 		return st
 	}
 
-	t.Run("header list over the limit", func(t *testing.T) {
+	t.Run("field over the limit", func(t *testing.T) {
 		h := dialH2(t, ts.httpsAddr, "a.test")
 		var mu sync.Mutex
 		mu.Lock()
@@ -230,8 +236,31 @@ func TestHTTP2HPACKLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		mu.Unlock()
+		var goAway *http2.GoAwayFrame
+		h2Frames(t, h, &mu, func(f http2.Frame) bool {
+			goAway, _ = f.(*http2.GoAwayFrame)
+			return f == nil || goAway != nil
+		})
+		if goAway == nil || goAway.ErrCode != http2.ErrCodeCompression {
+			t.Fatalf("a field of 5 KiB over a header list limit of 4.4 KiB: GOAWAY %v, want COMPRESSION_ERROR", goAway)
+		}
+	})
+
+	t.Run("header list over the limit", func(t *testing.T) {
+		h := dialH2(t, ts.httpsAddr, "a.test")
+		var mu sync.Mutex
+		mu.Lock()
+		var big []hpack.HeaderField
+		for i := range 3 {
+			big = append(big, hpack.HeaderField{Name: fmt.Sprintf("x-big%d", i), Value: strings.Repeat("b", 2000)})
+		}
+		block := requestBlock("a.test", big...)
+		if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		mu.Unlock()
 		if st := status(t, h, &mu, hpack.NewDecoder(4096, nil), 1); st != "431" {
-			t.Fatalf("a header list of 5 KiB over a limit of 4.4 KiB: status %q, want 431", st)
+			t.Fatalf("a header list of 6 KiB over a limit of 4.4 KiB: status %q, want 431", st)
 		}
 	})
 
