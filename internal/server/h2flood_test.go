@@ -59,6 +59,23 @@ func flood(t *testing.T, h *h2Conn, batch []byte, read bool) {
 	t.Fatalf("%d bytes of flood written without the connection closing", floodBytes)
 }
 
+// waitFloods waits until sluice_http2_floods_total{frame} is want; it
+// fails t (a subtest's) if it does not get there.
+func waitFloods(t *testing.T, ts *testServer, frame string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := ts.metric("sluice_http2_floods_total", "frame", frame)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice_http2_floods_total{frame=%q} = %v, want %v", frame, got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // floods is sluice_http2_floods_total summed over its frame labels.
 func (ts *testServer) floods() float64 {
 	var n float64
@@ -141,7 +158,7 @@ func TestHTTP2Floods(t *testing.T) {
 					tc.batch(fr)
 				}
 			}), tc.read)
-			ts.waitMetric("sluice_http2_floods_total", "frame", tc.frame, before+1)
+			waitFloods(t, ts, tc.frame, before+1)
 		})
 	}
 
@@ -158,7 +175,7 @@ func TestHTTP2Floods(t *testing.T) {
 				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true, EndStream: true})
 			}
 		}), true)
-		ts.waitMetric("sluice_http2_floods_total", "frame", "headers", before+1)
+		waitFloods(t, ts, "headers", before+1)
 	})
 }
 
