@@ -283,13 +283,16 @@ var malformedAnswers = map[string]bool{
 // malformed (RFC 9113, section 8.2.2), and the fork resets its stream
 // with PROTOCOL_ERROR where x/net answers 400 with the reason. Only a
 // stream whose whole answer is that 400, from the server itself (no
-// X-Method), becomes a reset; anything else about it still compares.
+// X-Method), and, if the request body was still open, the RST_STREAM
+// NO_ERROR x/net sends after a response when the handler did not read
+// the body, becomes that one reset; any other stream still compares.
 func (s *summary) asFork() {
 	for _, st := range s.streams {
 		if len(st.headers) == 1 && strings.HasPrefix(st.headers[0], ":status: 400,") && !strings.Contains(st.headers[0], "x-method: ") &&
-			st.ended && malformedAnswers[string(st.body)] {
+			st.ended && malformedAnswers[string(st.body)] &&
+			(len(st.resets) == 0 || len(st.resets) == 1 && st.resets[0] == http2.ErrCodeNo.String()) {
 			st.headers, st.body, st.ended = nil, nil, false
-			st.resets = append([]string{http2.ErrCodeProtocol.String()}, st.resets...)
+			st.resets = []string{http2.ErrCodeProtocol.String()}
 		}
 	}
 }
