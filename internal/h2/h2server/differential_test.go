@@ -277,19 +277,35 @@ var malformedAnswers = map[string]bool{
 	"request header \"TE\" may only be \"trailers\" in HTTP/2\n":    true,
 }
 
+// isMalformedAnswer reports whether a 400 with header h and body b is
+// one of malformedAnswers, or the answer to a HEAD request (no body, the
+// length of one of them).
+func isMalformedAnswer(h string, b []byte) bool {
+	if len(b) > 0 {
+		return malformedAnswers[string(b)]
+	}
+	for m := range malformedAnswers {
+		if strings.HasSuffix(h, ", content-length: "+strconv.Itoa(len(m))) {
+			return true
+		}
+	}
+	return false
+}
+
 // asFork rewrites x/net's answer where the fork differs on purpose
 // (h2server's NOTICE, and nowhere else): a request with a
 // connection-specific field or a TE field other than "trailers" is
 // malformed (RFC 9113, section 8.2.2), and the fork resets its stream
 // with PROTOCOL_ERROR where x/net answers 400 with the reason. Only a
-// stream whose whole answer is that 400, from the server itself (no
-// X-Method), and, if the request body was still open, the RST_STREAM
-// NO_ERROR x/net sends after a response when the handler did not read
-// the body, becomes that one reset; any other stream still compares.
+// stream whose whole answer is that 400 (isMalformedAnswer), from the
+// server itself (no X-Method), and, if the request body was still open,
+// the RST_STREAM NO_ERROR x/net sends after a response when the handler
+// did not read the body, becomes that one reset; any other stream still
+// compares.
 func (s *summary) asFork() {
 	for _, st := range s.streams {
 		if len(st.headers) == 1 && strings.HasPrefix(st.headers[0], ":status: 400,") && !strings.Contains(st.headers[0], "x-method: ") &&
-			st.ended && malformedAnswers[string(st.body)] &&
+			st.ended && isMalformedAnswer(st.headers[0], st.body) &&
 			(len(st.resets) == 0 || len(st.resets) == 1 && st.resets[0] == http2.ErrCodeNo.String()) {
 			st.headers, st.body, st.ended = nil, nil, false
 			st.resets = []string{http2.ErrCodeProtocol.String()}
