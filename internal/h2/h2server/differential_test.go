@@ -300,15 +300,18 @@ func isMalformedAnswer(h string, b []byte) bool {
 // stream whose whole answer is that 400 (isMalformedAnswer), from the
 // server itself (no X-Method), and, if the request body was still open,
 // the RST_STREAM NO_ERROR x/net sends after a response when the handler
-// did not read the body, becomes that one reset; any other stream still
-// compares.
+// did not read the body, becomes that one reset (after the resets before
+// it: a malformed header block earlier on the same stream id); any
+// other stream still compares.
 func (s *summary) asFork() {
 	for _, st := range s.streams {
 		if len(st.headers) == 1 && strings.HasPrefix(st.headers[0], ":status: 400,") && !strings.Contains(st.headers[0], "x-method: ") &&
-			st.ended && isMalformedAnswer(st.headers[0], st.body) &&
-			(len(st.resets) == 0 || len(st.resets) == 1 && st.resets[0] == http2.ErrCodeNo.String()) {
+			st.ended && isMalformedAnswer(st.headers[0], st.body) {
 			st.headers, st.body, st.ended = nil, nil, false
-			st.resets = []string{http2.ErrCodeProtocol.String()}
+			if n := len(st.resets); n > 0 && st.resets[n-1] == http2.ErrCodeNo.String() {
+				st.resets = st.resets[:n-1]
+			}
+			st.resets = append(st.resets, http2.ErrCodeProtocol.String())
 		}
 	}
 }
