@@ -1633,7 +1633,7 @@ func (sc *serverConn) processSettings(f *SettingsFrame) error {
 		}
 		return nil
 	}
-	if f.NumSettings() > 100 || f.HasDuplicates() && !allowDuplicateSettings { // sluice: see allowDuplicateSettings
+	if f.NumSettings() > 100 || !allowDuplicateSettings && f.HasDuplicates() { // sluice: see allowDuplicateSettings
 		// This isn't actually in the spec, but hang up on
 		// suspiciously large settings frames or those with
 		// duplicate entries.
