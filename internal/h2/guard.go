@@ -40,8 +40,9 @@ const (
 type Limits struct {
 	// SettingsBurst is how many SETTINGS frames (not acknowledgements) a
 	// client may send ahead of its requests: each such frame takes one
-	// from a budget of SettingsBurst, and each HEADERS frame the client
-	// sends gives one back, up to SettingsBurst. A client that overdraws
+	// from a budget of SettingsBurst, and each HEADERS frame with a
+	// header block the client sends gives one back, up to SettingsBurst.
+	// A client that overdraws
 	// it gets GOAWAY ENHANCE_YOUR_CALM and the server reads nothing more
 	// from it. net/http acknowledges any number of SETTINGS frames
 	// through one flag, never counts them toward its control-frame limit
