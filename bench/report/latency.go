@@ -186,12 +186,8 @@ func lineChart(path, title string, ticks []tick, lines []line) error {
 		scale                    = 2
 		left, right, top, bottom = 70, 60, 60, 60
 	)
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	white := color.RGBA{255, 255, 255, 255}
-	black := color.RGBA{30, 30, 30, 255}
-	grey := color.RGBA{220, 220, 220, 255}
-	fill(img, img.Bounds(), white)
-	drawText(img, (w-textWidth(title, scale))/2, 16, title, scale, black)
+	img := newChart(w, h, 16, scale, title)
+	black := chartBlack
 	minX, maxX, maxY := ticks[0].x, ticks[len(ticks)-1].x, 0.0
 	for _, l := range lines {
 		for i := range l.xs {
@@ -204,12 +200,7 @@ func lineChart(path, title string, ticks []tick, lines []line) error {
 	maxY *= 1.1
 	px := func(x float64) int { return left + int((x-minX)/(maxX-minX)*float64(w-left-right)) }
 	py := func(y float64) int { return h - bottom - int(y/maxY*float64(h-top-bottom)) }
-	for i := 0; i <= 4; i++ {
-		y := maxY * float64(i) / 4
-		fill(img, image.Rect(left, py(y), w-right, py(y)+1), grey)
-		label := fmt.Sprintf("%.1f", y)
-		drawText(img, left-8-textWidth(label, 1), py(y)-3, label, 1, black)
-	}
+	yGrid(img, left, w-right, 0, maxY, py)
 	fill(img, image.Rect(left, h-bottom, w-right, h-bottom+2), black)
 	for _, t := range ticks {
 		fill(img, image.Rect(px(t.x), h-bottom, px(t.x)+1, h-bottom+6), black)

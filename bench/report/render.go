@@ -194,18 +194,14 @@ func writeChart(path string, s *Summary) error {
 		top    = 70
 		bottom = 60
 	)
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	white := color.RGBA{255, 255, 255, 255}
-	black := color.RGBA{30, 30, 30, 255}
+	img := newChart(w, h, 20, scale, "CPU MICROSECONDS PER REQUEST (LOWER IS BETTER)")
+	black := chartBlack
 	grey := color.RGBA{200, 200, 200, 255}
 	colors := map[string]color.RGBA{
 		"sluice":  {31, 119, 180, 255},
 		"haproxy": {44, 160, 44, 255},
 		"nginx":   {214, 39, 40, 255},
 	}
-	fill(img, img.Bounds(), white)
-	title := "CPU MICROSECONDS PER REQUEST (LOWER IS BETTER)"
-	drawText(img, (w-textWidth(title, scale))/2, 20, title, scale, black)
 
 	type bar struct {
 		name string
@@ -243,6 +239,33 @@ func writeChart(path string, s *Summary) error {
 		drawText(img, x0+(bw-textWidth(name, scale))/2, base+14, name, scale, black)
 	}
 	return savePNG(path, img)
+}
+
+// The colours every chart is drawn with.
+var (
+	chartWhite = color.RGBA{255, 255, 255, 255}
+	chartBlack = color.RGBA{30, 30, 30, 255}
+	chartGrid  = color.RGBA{220, 220, 220, 255}
+)
+
+// newChart is a w×h white image with title centred at height titleY.
+func newChart(w, h, titleY, scale int, title string) *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	fill(img, img.Bounds(), chartWhite)
+	drawText(img, (w-textWidth(title, scale))/2, titleY, title, scale, chartBlack)
+	return img
+}
+
+// yGrid draws the horizontal grid lines of a chart whose y axis runs from
+// 0 to maxY, between columns x0 and x1, at maxY·i/4 for i from first to
+// 4, each labelled left of x0; py is a value's row.
+func yGrid(img *image.RGBA, x0, x1, first int, maxY float64, py func(float64) int) {
+	for i := first; i <= 4; i++ {
+		y := maxY * float64(i) / 4
+		fill(img, image.Rect(x0, py(y), x1, py(y)+1), chartGrid)
+		label := fmt.Sprintf("%.1f", y)
+		drawText(img, x0-8-textWidth(label, 1), py(y)-3, label, 1, chartBlack)
+	}
 }
 
 func fill(img *image.RGBA, r image.Rectangle, c color.RGBA) {

@@ -83,11 +83,11 @@ func summarizeRows(recs []result.Record) ([]Row, []string) {
 	var rows []Row
 	for _, kind := range rowKinds {
 		row := Row{Variant: kind.variant, What: kind.what}
-		by := map[string]*RowProxy{}
-		for _, name := range proxies {
+		var by map[string]*RowProxy
+		row.Proxies, by = perProxy(func(name string) (RowProxy, bool) {
 			se := ser[key{kind.variant, name}]
 			if se == nil {
-				continue
+				return RowProxy{}, false
 			}
 			p := RowProxy{Name: name, CPUMicrosReq: median(se.cpu), RPS: median(se.rps), P99Us: median(se.p99),
 				Resumed: se.resumed, Failed: se.failed}
@@ -99,9 +99,8 @@ func summarizeRows(recs []result.Record) ([]Row, []string) {
 					p.MiBPerCore = &m
 				}
 			}
-			row.Proxies = append(row.Proxies, p)
-			by[name] = &row.Proxies[len(row.Proxies)-1]
-		}
+			return p, true
+		})
 		if len(row.Proxies) == 0 {
 			continue
 		}
@@ -113,6 +112,24 @@ func summarizeRows(recs []result.Record) ([]Row, []string) {
 		rows = append(rows, row)
 	}
 	return rows, errs
+}
+
+// perProxy is the entries that entry makes, one per proxy (in the order
+// of proxies) for which it says ok, and an index of them by proxy name.
+func perProxy[P any](entry func(name string) (P, bool)) ([]P, map[string]*P) {
+	var out []P
+	var names []string
+	for _, name := range proxies {
+		if p, ok := entry(name); ok {
+			out = append(out, p)
+			names = append(names, name)
+		}
+	}
+	by := make(map[string]*P, len(out))
+	for i := range out {
+		by[names[i]] = &out[i]
+	}
+	return out, by
 }
 
 func ratio(cpu *float64, ref *RowProxy) *float64 {

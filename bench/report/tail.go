@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"image"
-	"image/color"
 	"strconv"
 	"strings"
 
@@ -108,10 +107,10 @@ func summarizeTail(recs []result.Record) []TailLoad {
 	var out []TailLoad
 	for _, load := range loads {
 		tl := TailLoad{Load: load}
-		by := map[string]*TailProxy{}
-		for _, name := range proxies {
+		var by map[string]*TailProxy
+		tl.Proxies, by = perProxy(func(name string) (TailProxy, bool) {
 			if name == "direct" {
-				continue
+				return TailProxy{}, false
 			}
 			tp := TailProxy{Name: name}
 			var d50, d99, d999, base, rates []float64
@@ -142,15 +141,14 @@ func summarizeTail(recs []result.Record) []TailLoad {
 				base = append(base, d.P99Us)
 			}
 			if tp.Rounds == 0 {
-				continue
+				return tp, false
 			}
 			if m := median(rates); m != nil {
 				tp.Rate = int(*m)
 			}
 			tp.P50Us, tp.P99Us, tp.P999Us, tp.DirectUs = median(d50), median(d99), median(d999), median(base)
-			tl.Proxies = append(tl.Proxies, tp)
-			by[name] = &tl.Proxies[len(tl.Proxies)-1]
-		}
+			return tp, true
+		})
 		if len(tl.Proxies) == 0 {
 			continue
 		}
@@ -237,13 +235,8 @@ func writeTailChart(path string, loads []TailLoad) error {
 		scale                    = 2
 		left, right, top, bottom = 70, 30, 70, 60
 	)
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	white := color.RGBA{255, 255, 255, 255}
-	black := color.RGBA{30, 30, 30, 255}
-	grey := color.RGBA{220, 220, 220, 255}
-	fill(img, img.Bounds(), white)
-	title := "P99 ADDED OVER DIRECT, MS, BY LOAD"
-	drawText(img, (w-textWidth(title, scale))/2, 16, title, scale, black)
+	img := newChart(w, h, 16, scale, "P99 ADDED OVER DIRECT, MS, BY LOAD")
+	black := chartBlack
 	maxY := 0.0
 	for _, tl := range loads {
 		for _, p := range tl.Proxies {
@@ -259,12 +252,7 @@ func writeTailChart(path string, loads []TailLoad) error {
 	}
 	maxY *= 1.1
 	py := func(y float64) int { return base - int(y/maxY*float64(base-top)) }
-	for i := 1; i <= 4; i++ {
-		y := maxY * float64(i) / 4
-		fill(img, image.Rect(left, py(y), w-right, py(y)+1), grey)
-		label := fmt.Sprintf("%.1f", y)
-		drawText(img, left-8-textWidth(label, 1), py(y)-3, label, 1, black)
-	}
+	yGrid(img, left, w-right, 1, maxY, py)
 	slot := (w - left - right) / len(loads)
 	for li, tl := range loads {
 		x0 := left + li*slot

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -39,21 +38,8 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		fs.usage()
 	}
 	kubeconfig, controllerNS, class, output, timeout := &c.kubeconfig, &c.controllerNS, &c.class, &c.output, &c.timeout
-	// Flags may follow the arguments (sluice explain ingress a/b --output
-	// json); the environment fills what the command line left alone.
-	var pos []string
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return usageError(stderr, "explain", err)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	if err := fs.parse(nil); err != nil {
+	pos, err := fs.parseArgs(args)
+	if err != nil {
 		return usageError(stderr, "explain", err)
 	}
 	if len(pos) != 2 || !slices.Contains([]string{"ingress", "binding", "gateway"}, pos[0]) || *output != "text" && *output != "json" {
@@ -87,20 +73,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	default:
 		rep = explain.Binding(s)
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "sluice explain: %v\n", err)
-			return 2
-		}
-	} else {
-		fmt.Fprint(stdout, rep.String())
-	}
-	if !rep.Healthy() {
-		return 1
-	}
-	return 0
+	return printReport(stdout, stderr, "explain", *output, rep, !rep.Healthy())
 }
 
 // explainConfig is `sluice explain`'s flags.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -142,6 +143,45 @@ func (a *aliasValue) Set(v string) error {
 func (a *aliasValue) IsBoolFlag() bool {
 	b, ok := a.target.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// parseArgs is parse for a command with positional arguments, which flags
+// may follow (sluice explain ingress a/b --output json); it returns the
+// positional arguments.
+func (fs *flagSet) parseArgs(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return pos, fs.parse(nil) // the environment fills what the command line left alone
+}
+
+// printReport ends `sluice explain` or `sluice migrate`: it writes the
+// report to stdout, indented JSON with output "json", else its text, and
+// returns the exit status: 1 when the report found something (found), 2
+// when it could not be written (said on stderr), else 0.
+func printReport(stdout, stderr io.Writer, command, output string, rep fmt.Stringer, found bool) int {
+	if output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "sluice %s: %v\n", command, err)
+			return 2
+		}
+	} else {
+		fmt.Fprint(stdout, rep.String())
+	}
+	if found {
+		return 1
+	}
+	return 0
 }
 
 // usageError ends a command whose flags are wrong: 0 for -h, else the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -31,16 +30,16 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Reports how sluice --ingress-nginx-compat serves each ingress-nginx annotation in use; exit 1 when any is unsupported, refused or invalid.")
 		fs.usage()
 	}
-	if err := fs.parse(args); err != nil {
+	pos, err := fs.parseArgs(args)
+	if err != nil {
 		return usageError(stderr, "migrate", err)
 	}
-	if fs.NArg() != 0 || *output != "text" && *output != "json" {
+	if len(pos) != 0 || *output != "text" && *output != "json" {
 		fs.Usage()
 		return 2
 	}
 	var in migrate.Input
 	if *dir != "" {
-		var err error
 		if in, err = migrate.ReadDir(*dir); err != nil {
 			fmt.Fprintf(stderr, "sluice migrate: %v\n", err)
 			return 2
@@ -64,20 +63,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	}
 	in.NginxClass = *class
 	rep := migrate.Analyze(in)
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "sluice migrate: %v\n", err)
-			return 2
-		}
-	} else {
-		fmt.Fprint(stdout, rep.String())
-	}
-	if rep.Totals.Findings() > 0 {
-		return 1
-	}
-	return 0
+	return printReport(stdout, stderr, "migrate", *output, rep, rep.Totals.Findings() > 0)
 }
 
 // migrateConfig is `sluice migrate`'s flags.

@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"sluice.dev/sluice/internal/dns"
+	"sluice.dev/sluice/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the plan tests")
@@ -60,36 +60,17 @@ func ref(s string) dns.Ref {
 // and compares the wants, problems, statuses and batches with the
 // .golden file beside it (go test -run TestPlanGolden -update rewrites).
 func TestPlanGolden(t *testing.T) {
-	files, err := filepath.Glob("testdata/plan/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no plan cases: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var c planCase
-			if err := json.Unmarshal(data, &c); err != nil {
-				t.Fatalf("parsing %s: %v", f, err)
-			}
-			got := runPlan(t, c)
-			golden := strings.TrimSuffix(f, ".json") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("reading golden file (run with -update to create it): %v", err)
-			}
-			if got != string(want) {
-				t.Errorf("plan of %s differs from %s:\n--- got\n%s\n--- want\n%s", f, golden, got, want)
-			}
-		})
-	}
+	golden.Run(t, "testdata/plan/*.json", *update, func(t *testing.T, gc golden.Case) string {
+		data, err := os.ReadFile(gc.Input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c planCase
+		if err := json.Unmarshal(data, &c); err != nil {
+			t.Fatalf("parsing %s: %v", gc.Input, err)
+		}
+		return runPlan(t, c)
+	})
 }
 
 // testKey is the secret of test key name.

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"sluice.dev/sluice/internal/route"
 )
 
 // BackendTLSPolicy (gateway.networking.k8s.io/v1): a policy whose
@@ -20,7 +22,8 @@ import (
 // GRPCRoute rules and mirrors use them, be reached over TLS: hostname is
 // the SNI and the name verified, caCertificateRefs (ConfigMaps of the
 // policy's namespace, key ca.crt) or wellKnownCACertificates System the
-// roots. A policy that cannot be met (a CA that cannot be read, an
+// roots; with subjectAltNames (types Hostname and URI), the certificate
+// must carry one of those instead, and hostname is the SNI only. A policy that cannot be met (a CA that cannot be read, an
 // unsupported field) leaves those backends without endpoints: they answer
 // 503, never plain HTTP nor unverified TLS. Of two policies for one target
 // and sectionName the older wins (the other is Conflicted); a policy for
@@ -31,8 +34,12 @@ import (
 type BackendTLS struct {
 	// Policy is "namespace/name" of the BackendTLSPolicy.
 	Policy string
-	// Hostname is sent as SNI and verified in the endpoints' certificates.
+	// Hostname is sent as SNI, and verified in the endpoints' certificates
+	// unless SubjectAltNames is set.
 	Hostname string
+	// SubjectAltNames, when set, are what the endpoints' certificates are
+	// verified against: each must carry at least one.
+	SubjectAltNames []route.SubjectAltName
 	// CA holds the PEM certificates of the caCertificateRefs the
 	// endpoints' certificates must chain to; nil: the system roots
 	// (wellKnownCACertificates System).
@@ -138,8 +145,9 @@ func resolveTLSPolicy(p *gatewayv1.BackendTLSPolicy, cms map[string]*corev1.Conf
 	if errs := validation.IsDNS1123Subdomain(t.Hostname); len(errs) > 0 {
 		invalid(fmt.Sprintf("validation.hostname %q is not a DNS name", truncate(t.Hostname, 253)))
 	}
-	if len(v.SubjectAltNames) > 0 {
-		invalid("validation.subjectAltNames is not supported: the certificate is verified against validation.hostname only")
+	sans, msg := subjectAltNames(v.SubjectAltNames) // backendtls_san.go
+	if msg != "" {
+		invalid(msg)
 	}
 	refs := v.CACertificateRefs
 	wk := ""
@@ -199,7 +207,7 @@ func resolveTLSPolicy(p *gatewayv1.BackendTLSPolicy, cms map[string]*corev1.Conf
 	case tp.resolved.Status != metav1.ConditionTrue:
 		t.Invalid = tp.resolved.Message // connections using an invalid reference fail
 	default:
-		t.CA, t.CASource = pem, strings.Join(sources, ",")
+		t.CA, t.CASource, t.SubjectAltNames = pem, strings.Join(sources, ","), sans
 	}
 	return tp
 }

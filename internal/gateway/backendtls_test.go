@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"crypto/x509"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -9,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"sluice.dev/sluice/internal/route"
 )
 
 // FuzzBackendTLS builds a BackendTLSPolicy of fuzzed fields (namespace,
@@ -85,4 +89,88 @@ func FuzzBackendTLS(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzSubjectAltNames checks a BackendTLSPolicy's subjectAltNames of
+// fuzzed types and values (two entries): no panic; either a message and
+// no names, or names the proxies can use as they are: a lower-case DNS
+// name (a leading "*." allowed, never an IP address) or an absolute URI
+// of printable ASCII with a host, in its url.URL.String form, never
+// duplicated.
+func FuzzSubjectAltNames(f *testing.F) {
+	f.Add("Hostname", "app.example.com", "", "URI", "", "spiffe://cluster.example.com/ns/a/sa/b")
+	f.Add("Hostname", "*.Example.com", "", "Hostname", "*.example.com", "")
+	f.Add("Hostname", "10.0.0.1", "", "URI", "", "https://[2001:db8::1]:8443/x")
+	f.Add("URI", "", "urn:x:y", "URI", "", "spiffe:///a")
+	f.Add("URI", "", "spiffe://a b/c", "IPAddress", "x", "")
+	f.Add("URI", "x", "https://example.com:99999/%zz", "", "", "")
+	f.Fuzz(func(t *testing.T, type1, host1, uri1, type2, host2, uri2 string) {
+		in := []gatewayv1.SubjectAltName{
+			{Type: gatewayv1.SubjectAltNameType(type1), Hostname: gatewayv1.Hostname(host1), URI: gatewayv1.AbsoluteURI(uri1)},
+			{Type: gatewayv1.SubjectAltNameType(type2), Hostname: gatewayv1.Hostname(host2), URI: gatewayv1.AbsoluteURI(uri2)},
+		}
+		sans, msg := subjectAltNames(in)
+		if msg != "" {
+			if sans != nil {
+				t.Fatalf("refused (%s) yet names %v", msg, sans)
+			}
+			return
+		}
+		if len(sans) == 0 || len(sans) > 2 {
+			t.Fatalf("accepted with %d names: %v", len(sans), sans)
+		}
+		seen := map[route.SubjectAltName]bool{}
+		for _, s := range sans {
+			if seen[s] {
+				t.Errorf("duplicate %v", s)
+			}
+			seen[s] = true
+			switch {
+			case s.Hostname != "" && s.URI != "", s.Hostname == "" && s.URI == "":
+				t.Errorf("not exactly one of hostname and URI: %+v", s)
+			case s.Hostname != "":
+				name := strings.TrimPrefix(s.Hostname, "*.")
+				if s.Hostname != strings.ToLower(s.Hostname) || len(validation.IsDNS1123Subdomain(name)) > 0 || net.ParseIP(name) != nil {
+					t.Errorf("hostname %q accepted", s.Hostname)
+				}
+			default:
+				u, err := url.Parse(s.URI)
+				if err != nil || u.Scheme == "" || u.Host == "" || u.String() != s.URI || len(s.URI) > 4*maxURI ||
+					strings.IndexFunc(s.URI, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
+					t.Errorf("URI %q accepted (%v)", s.URI, err)
+				}
+			}
+		}
+	})
+}
+
+// TestSubjectAltNameMatch: the proxies' matching of a certificate's SANs
+// (route.MatchSubjectAltNames) against the names Build accepts.
+func TestSubjectAltNameMatch(t *testing.T) {
+	u, _ := url.Parse("spiffe://cluster.example.com/ns/team-a/sa/app")
+	cert := &x509.Certificate{DNSNames: []string{"App.Internal.example.com", "*.wild.example.com"}, URIs: []*url.URL{u}}
+	cert.Subject.CommonName = "cn.example.com"
+	for _, tc := range []struct {
+		san  gatewayv1.SubjectAltName
+		want bool
+	}{
+		{gatewayv1.SubjectAltName{Type: "Hostname", Hostname: "app.internal.example.com"}, true},
+		{gatewayv1.SubjectAltName{Type: "Hostname", Hostname: "*.internal.example.com"}, true},
+		{gatewayv1.SubjectAltName{Type: "Hostname", Hostname: "x.wild.example.com"}, true},
+		{gatewayv1.SubjectAltName{Type: "Hostname", Hostname: "x.y.wild.example.com"}, false},
+		{gatewayv1.SubjectAltName{Type: "Hostname", Hostname: "wild.example.com"}, false},
+		{gatewayv1.SubjectAltName{Type: "Hostname", Hostname: "*.example.com"}, false},
+		{gatewayv1.SubjectAltName{Type: "Hostname", Hostname: "cn.example.com"}, false},
+		{gatewayv1.SubjectAltName{Type: "URI", URI: "spiffe://cluster.example.com/ns/team-a/sa/app"}, true},
+		{gatewayv1.SubjectAltName{Type: "URI", URI: "spiffe://cluster.example.com/ns/team-a/sa/other"}, false},
+		{gatewayv1.SubjectAltName{Type: "URI", URI: "spiffe://app.internal.example.com"}, false},
+	} {
+		sans, msg := subjectAltNames([]gatewayv1.SubjectAltName{tc.san})
+		if msg != "" {
+			t.Fatalf("%+v refused: %s", tc.san, msg)
+		}
+		if got := route.MatchSubjectAltNames(cert, sans); got != tc.want {
+			t.Errorf("%+v matches = %v, want %v", tc.san, got, tc.want)
+		}
+	}
 }

@@ -33,7 +33,8 @@
 //     RequestMirror (filters.go); timeouts.
 //   - BackendTLSPolicies targeting Services of their own namespace: the
 //     backends of those Services are reached over TLS, verified against
-//     the policy's CA ConfigMaps or the system roots (backendtls.go).
+//     the policy's CA ConfigMaps or the system roots, and its hostname
+//     or subjectAltNames (backendtls.go, backendtls_san.go).
 //
 // Not served, and never served as something else: backendRef filters,
 // retry, sessionPersistence and the other filter types. A rule with any of them is left out and the route says so

@@ -1,19 +1,11 @@
 package gateway
 
 import (
-	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"flag"
 	"fmt"
-	"math/big"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +17,9 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"sluice.dev/sluice/internal/golden"
 	"sluice.dev/sluice/internal/route"
+	"sluice.dev/sluice/internal/testcert"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
@@ -34,40 +28,19 @@ var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
 // first document of kind Options, if any) and compares the Result with
 // testdata/<case>/golden.txt.
 func TestGolden(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*/input.yaml")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no golden cases: %v", err)
-	}
-	for _, in := range dirs {
-		dir := filepath.Dir(in)
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			data, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			input, opts, err := decode(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := Build(input, opts)
-			checkInvariants(t, input, res)
-			got := []byte(render(res))
-			golden := filepath.Join(dir, "golden.txt")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("reading golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("output differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
-			}
-		})
-	}
+	golden.Run(t, "testdata/*/input.yaml", *update, func(t *testing.T, c golden.Case) string {
+		data, err := os.ReadFile(c.Input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		input, opts, err := decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := Build(input, opts)
+		checkInvariants(t, input, res)
+		return render(res)
+	})
 }
 
 // render is the golden text: rules, certificates, statuses (one line per
@@ -130,33 +103,17 @@ func render(res Result) string {
 		}
 	}
 	b.WriteString("httproutes:\n")
-	for _, r := range res.HTTPRoutes {
-		fmt.Fprintf(&b, "  %s/%s\n", r.Namespace, r.Name)
-		for _, p := range r.Parents {
-			ref, _ := json.Marshal(p.ParentRef)
-			fmt.Fprintf(&b, "    parent %s %s\n", ref, p.ControllerName)
-			conditions(&b, "      ", p.Conditions)
-		}
-	}
+	renderRoutes(&b, res.HTTPRoutes)
 	if len(res.GRPCRoutes) > 0 {
 		b.WriteString("grpcroutes:\n")
-		for _, r := range res.GRPCRoutes {
-			fmt.Fprintf(&b, "  %s/%s\n", r.Namespace, r.Name)
-			for _, p := range r.Parents {
-				ref, _ := json.Marshal(p.ParentRef)
-				fmt.Fprintf(&b, "    parent %s %s\n", ref, p.ControllerName)
-				conditions(&b, "      ", p.Conditions)
-			}
-		}
+		renderRoutes(&b, res.GRPCRoutes)
 	}
 	if len(res.BackendTLSPolicies) > 0 {
 		b.WriteString("backendtlspolicies:\n")
 		for _, p := range res.BackendTLSPolicies {
 			fmt.Fprintf(&b, "  %s/%s\n", p.Namespace, p.Name)
 			for _, a := range p.Ancestors {
-				ref, _ := json.Marshal(a.AncestorRef)
-				fmt.Fprintf(&b, "    ancestor %s %s\n", ref, a.ControllerName)
-				conditions(&b, "      ", a.Conditions)
+				renderEntry(&b, "ancestor", a.AncestorRef, a.ControllerName, a.Conditions)
 			}
 		}
 	}
@@ -167,6 +124,24 @@ func render(res Result) string {
 	return b.String()
 }
 
+// renderRoutes writes each route's name and parent entries.
+func renderRoutes(b *strings.Builder, sts []RouteStatus) {
+	for _, r := range sts {
+		fmt.Fprintf(b, "  %s/%s\n", r.Namespace, r.Name)
+		for _, p := range r.Parents {
+			renderEntry(b, "parent", p.ParentRef, p.ControllerName, p.Conditions)
+		}
+	}
+}
+
+// renderEntry writes one status entry of a route (parent) or a policy
+// (ancestor): its reference as JSON, its controller, its conditions.
+func renderEntry(b *strings.Builder, what string, ref gatewayv1.ParentReference, ctrl gatewayv1.GatewayController, conds []metav1.Condition) {
+	j, _ := json.Marshal(ref)
+	fmt.Fprintf(b, "    %s %s %s\n", what, j, ctrl)
+	conditions(b, "      ", conds)
+}
+
 // renderTLS describes a backend's BackendTLSPolicy, "" for none.
 func renderTLS(t *BackendTLS) string {
 	switch {
@@ -174,10 +149,31 @@ func renderTLS(t *BackendTLS) string {
 		return ""
 	case t.Invalid != "":
 		return fmt.Sprintf(" tls(%s: 503: %s)", t.Policy, t.Invalid)
-	case t.CA == nil:
-		return fmt.Sprintf(" tls(%s sni=%s ca=system)", t.Policy, t.Hostname)
 	}
-	return fmt.Sprintf(" tls(%s sni=%s ca=%s, %d bytes)", t.Policy, t.Hostname, t.CASource, len(t.CA))
+	san := ""
+	for _, n := range t.SubjectAltNames {
+		san += " san=" + n.String()
+	}
+	if t.CA == nil {
+		return fmt.Sprintf(" tls(%s sni=%s%s ca=system)", t.Policy, t.Hostname, san)
+	}
+	return fmt.Sprintf(" tls(%s sni=%s%s ca=%s, %d certificates)", t.Policy, t.Hostname, san, t.CASource, pemCertificates(t.CA))
+}
+
+// pemCertificates counts the CERTIFICATE blocks of a CA bundle: its length
+// in bytes varies with the random ECDSA signature of the test's CA.
+func pemCertificates(b []byte) int {
+	n := 0
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return n
+		}
+		if blk.Type == "CERTIFICATE" {
+			n++
+		}
+	}
 }
 
 func conditions(b *strings.Builder, indent string, cs []metav1.Condition) {
@@ -191,71 +187,41 @@ func conditions(b *strings.Builder, indent string, cs []metav1.Condition) {
 func decode(data []byte) (Input, Options, error) {
 	var in Input
 	var opts Options
-	for i, doc := range strings.Split(string(data), "\n---") {
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			return in, opts, fmt.Errorf("document %d: %w", i, err)
-		}
-		var err error
-		switch tm.Kind {
+	err := golden.Documents(data, func(kind string, doc []byte) error {
+		switch kind {
 		case "Options":
-			err = yaml.UnmarshalStrict([]byte(strings.Replace(doc, "kind: Options", "", 1)), &opts)
+			return yaml.UnmarshalStrict([]byte(strings.Replace(string(doc), "kind: Options", "", 1)), &opts)
 		case "GatewayClass":
-			o := &gatewayv1.GatewayClass{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.GatewayClasses = append(in.GatewayClasses, o)
+			return golden.Append(&in.GatewayClasses, doc)
 		case "Gateway":
-			o := &gatewayv1.Gateway{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.Gateways = append(in.Gateways, o)
+			return golden.Append(&in.Gateways, doc)
 		case "HTTPRoute":
-			o := &gatewayv1.HTTPRoute{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.HTTPRoutes = append(in.HTTPRoutes, o)
+			return golden.Append(&in.HTTPRoutes, doc)
 		case "GRPCRoute":
-			o := &gatewayv1.GRPCRoute{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.GRPCRoutes = append(in.GRPCRoutes, o)
+			return golden.Append(&in.GRPCRoutes, doc)
 		case "ReferenceGrant":
-			o := &gatewayv1.ReferenceGrant{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.ReferenceGrants = append(in.ReferenceGrants, o)
+			return golden.Append(&in.ReferenceGrants, doc)
 		case "Namespace":
-			o := &corev1.Namespace{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.Namespaces = append(in.Namespaces, o)
+			return golden.Append(&in.Namespaces, doc)
 		case "Service":
-			o := &corev1.Service{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.Services = append(in.Services, o)
+			return golden.Append(&in.Services, doc)
 		case "BackendTLSPolicy":
-			o := &gatewayv1.BackendTLSPolicy{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.BackendTLSPolicies = append(in.BackendTLSPolicies, o)
+			return golden.Append(&in.BackendTLSPolicies, doc)
 		case "ConfigMap":
-			o := &corev1.ConfigMap{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			if o.Data[CAKey] == "test-ca" {
+			err := golden.Append(&in.ConfigMaps, doc)
+			if o := in.ConfigMaps[len(in.ConfigMaps)-1]; o.Data[CAKey] == "test-ca" {
 				cert, _ := testKeyPair()
 				o.Data[CAKey] = string(cert)
 			}
-			in.ConfigMaps = append(in.ConfigMaps, o)
+			return err
 		case "Secret":
-			o := &corev1.Secret{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			withTestKeyPair(o)
-			in.Secrets = append(in.Secrets, o)
-		default:
-			err = fmt.Errorf("unknown kind %q", tm.Kind)
+			err := golden.Append(&in.Secrets, doc)
+			withTestKeyPair(in.Secrets[len(in.Secrets)-1])
+			return err
 		}
-		if err != nil {
-			return in, opts, fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)
-		}
-	}
-	return in, opts, nil
+		return fmt.Errorf("unknown kind %q", kind)
+	})
+	return in, opts, err
 }
 
 // withTestKeyPair merges a Secret's stringData into data, and gives a
@@ -280,21 +246,7 @@ func withTestKeyPair(s *corev1.Secret) {
 // testKeyPair is a self-signed ECDSA certificate and its key (PEM), made
 // once per test binary.
 var testKeyPair = sync.OnceValues(func() (cert, key []byte) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
-		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<33, 0), DNSNames: []string{"*.example.com"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		panic(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		panic(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+	return testcert.Static("test", []string{"*.example.com"}, time.Unix(1<<33, 0))
 })
 
 // checkInvariants holds for every input: tenancy (a rule reaches a Service

@@ -5,6 +5,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,10 +35,12 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &
 // error fails every later Write and closes the connection.
 //
 // Reads pass through a frame guard (guard.go) that ends a connection
-// flooding the server with frames it must answer.
+// flooding the server with frames that make it work without being
+// requests; the responses written give its budget back.
 type Conn struct {
 	net.Conn // below: *tls.Conn, or the TCP connection for h2c
 	g        guard
+	served   atomic.Uint64 // HEADERS and DATA frames written, for the guard
 
 	mu      sync.Mutex
 	drained sync.Cond // signalled when the flusher took pending
@@ -45,6 +48,7 @@ type Conn struct {
 	writing bool      // a flusher runs
 	closing bool      // Close was called while the flusher ran
 	err     error     // the first write error
+	out     frameCounter
 }
 
 // NewConn wraps c; sawPreface says the client preface was read already
@@ -53,7 +57,7 @@ type Conn struct {
 func NewConn(c net.Conn, sawPreface bool, limits Limits) net.Conn {
 	bc := &Conn{Conn: c}
 	bc.drained.L = &bc.mu
-	bc.g.init(limits, !sawPreface)
+	bc.g.init(limits, !sawPreface, &bc.served)
 	if tc, ok := c.(*tls.Conn); ok {
 		return &tlsConn{Conn: bc, tc: tc}
 	}
@@ -85,6 +89,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.pending = bufPool.Get().(*[]byte)
 	}
 	*c.pending = append(*c.pending, p...)
+	if n := c.out.count(p); n > 0 {
+		c.served.Add(n)
+	}
 	if !c.writing {
 		c.writing = true
 		go c.flush()

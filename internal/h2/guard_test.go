@@ -81,7 +81,7 @@ func TestGuardSettingsBurst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, chunk := range []int{1, 2, 7, 9, 10, 4096} {
 				var g guard
-				g.init(Limits{SettingsBurst: burst}, true)
+				g.init(Limits{SettingsBurst: burst}, true, nil)
 				got := scanAll(&g, tc.wire, chunk)
 				if tc.trip == -1 && got != -1 {
 					t.Errorf("reads of %d: tripped at %d, want not at all", chunk, got)
@@ -100,7 +100,7 @@ func TestGuardSettingsBurst(t *testing.T) {
 // TestGuardDefault: a zero Limits allows DefaultSettingsBurst frames.
 func TestGuardDefault(t *testing.T) {
 	var g guard
-	g.init(Limits{}, false)
+	g.init(Limits{}, false, nil)
 	if got := scanAll(&g, settingsFrames(t, DefaultSettingsBurst), 4096); got != -1 {
 		t.Fatalf("tripped at %d within the default burst", got)
 	}
@@ -128,17 +128,21 @@ func FuzzGuard(f *testing.F) {
 	f.Add(cat(preface, settingsFrames(f, 40)), uint8(3))
 	f.Add(cat(preface, headersFrame(f, 1), settingsFrames(f, 2)), uint8(9))
 	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\xff\xff\xff\x04\x00\x00\x00\x00\x00"), uint8(1))
+	for _, g := range glitchFrames(f) {
+		f.Add(cat(preface, repeat(g.frame, 5)), uint8(len(g.frame)))
+	}
 	f.Fuzz(func(t *testing.T, b []byte, chunk uint8) {
 		n := int(chunk)%64 + 1
 		var whole, parts guard
-		whole.init(Limits{SettingsBurst: 2}, true)
-		parts.init(Limits{SettingsBurst: 2}, true)
+		whole.init(Limits{SettingsBurst: 2, GlitchBurst: 3}, true, nil)
+		parts.init(Limits{SettingsBurst: 2, GlitchBurst: 3}, true, nil)
+		whole.now, parts.now = fixedClock, fixedClock
 		errWhole := whole.scan(b)
 		tripped := scanAll(&parts, b, n) != -1
 		if (errWhole != nil) != tripped {
 			t.Fatalf("read at once: %v; in reads of %d: tripped %v", errWhole, n, tripped)
 		}
-		if errWhole == nil && (whole.skip != parts.skip || whole.hdrN != parts.hdrN || whole.settings != parts.settings) {
+		if errWhole == nil && (whole.skip != parts.skip || whole.hdrN != parts.hdrN || whole.settings != parts.settings || whole.glitches != parts.glitches || whole.padWait != parts.padWait) {
 			t.Fatalf("state differs: %+v vs %+v", whole, parts)
 		}
 	})

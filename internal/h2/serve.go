@@ -2,7 +2,8 @@
 // a fork of golang.org/x/net/http2's server (the one net/http bundles,
 // kept by the Go team; see h2server/NOTICE), on a connection of ours
 // (Conn) that batches the server's writes, the frames of many streams in one TLS record and one write(2),
-// and ends a connection that floods the server with SETTINGS frames.
+// and ends a connection that floods the server with frames that are not
+// requests (SETTINGS, PING, empty DATA and CONTINUATION, ...: guard.go).
 // net/http does the TLS handshake and ALPN, then hands "h2" connections
 // (and h2c ones, with prior knowledge) to the functions Configure puts in
 // http.Server.TLSNextProto.

@@ -30,20 +30,7 @@ import (
 func TestBackendTLSPolicy(t *testing.T) {
 	cert, caPEM := testCert(t, "secure.internal.example.com")
 	_, otherCA := testCert(t, "secure.internal.example.com")
-	var plain atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil {
-			plain.Add(1)
-			return
-		}
-		w.Write([]byte(r.TLS.ServerName))
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	port, _ := strconv.Atoi(portStr)
+	port := tlsBackend(t, cert)
 
 	p, front, c := front(t, Options{})
 	for _, tc := range []struct {
@@ -57,7 +44,7 @@ func TestBackendTLSPolicy(t *testing.T) {
 		{"missing ConfigMap", nil, 503, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := backendTLSInput(int32(port), tc.ca)
+			in := backendTLSInput(port, tc.ca)
 			cfg, problems := translate.Build(in, translate.Options{AllowLoopbackEndpoints: true, AllowEndpointsWithoutPod: true,
 				Gateway: &gateway.Options{GatewayClass: "sluice"}})
 			if tc.ca != nil && len(problems) > 0 {
@@ -72,9 +59,33 @@ func TestBackendTLSPolicy(t *testing.T) {
 			}
 		})
 	}
-	if n := plain.Load(); n > 0 {
-		t.Errorf("%d requests reached the backend in plain HTTP", n)
-	}
+}
+
+// tlsBackend starts an HTTPS server on loopback with cert that answers
+// the server name its client sent, and returns its port; at the end of
+// the test, a request that reached it in plain HTTP is an error.
+func tlsBackend(t *testing.T, cert tls.Certificate) int32 {
+	t.Helper()
+	var plain atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			plain.Add(1)
+			return
+		}
+		w.Write([]byte(r.TLS.ServerName))
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
+	t.Cleanup(func() {
+		srv.Close()
+		if n := plain.Load(); n > 0 {
+			t.Errorf("%d requests reached the backend in plain HTTP", n)
+		}
+	})
+	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	return int32(port)
 }
 
 // backendTLSInput: an HTTPRoute to Service team-a/secure (one endpoint on

@@ -138,5 +138,11 @@ func upstreamTLSConfig(t *route.UpstreamTLS, alpn string) *tls.Config {
 		c.RootCAs = x509.NewCertPool()
 		c.RootCAs.AppendCertsFromPEM(t.CA)
 	}
+	if len(t.SubjectAltNames) > 0 && !t.InsecureSkipVerify {
+		// ServerName is the SNI only: the chain and the names are
+		// verified by t.VerifyConnection.
+		c.InsecureSkipVerify = true
+		c.VerifyConnection = t.VerifyConnection(c.RootCAs)
+	}
 	return c
 }

@@ -296,13 +296,4 @@ func (p *pool) roundTripper(again bool) http.RoundTripper {
 }
 
 // tlsKey is the comparable form of an upstream TLS configuration.
-func tlsKey(t *route.UpstreamTLS) string {
-	if t == nil {
-		return ""
-	}
-	skip := "verify"
-	if t.InsecureSkipVerify {
-		skip = "skip"
-	}
-	return t.ServerName + "\x00" + skip + "\x00" + string(t.CA)
-}
+func tlsKey(t *route.UpstreamTLS) string { return t.Key() }

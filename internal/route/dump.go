@@ -102,6 +102,14 @@ func dumpProtocol(be *Backend) string {
 		if t.InsecureSkipVerify {
 			s += " insecure-skip-verify"
 		}
+		for i, n := range t.SubjectAltNames {
+			if i == 0 {
+				s += " san="
+			} else {
+				s += ","
+			}
+			s += n.String()
+		}
 	}
 	return s
 }

@@ -228,6 +228,10 @@ type UpstreamTLS struct {
 	// InsecureSkipVerify accepts any certificate. It is set only by an
 	// explicit annotation.
 	InsecureSkipVerify bool
+	// SubjectAltNames, when not empty, are what the certificate is
+	// verified against instead of ServerName (then the SNI only): it must
+	// carry at least one of them (upstreamtls.go). Nil: ServerName.
+	SubjectAltNames []SubjectAltName
 }
 
 // Endpoint is one pod address.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"sluice.dev/sluice/internal/h2"
 )
 
 type metrics struct {
@@ -64,10 +66,12 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		}),
 		h2Floods: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_http2_floods_total",
-			Help: "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM because the client flooded the server with frames it must answer, by frame: settings (more SETTINGS frames than requests allow).",
+			Help: "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM because the client flooded the server with frames that cost it work without being requests, by the frame that overdrew its budget: settings (more SETTINGS frames than requests allow), or data, headers, continuation (empty ones), ping, priority, priority_update, rst_stream, window_update, goaway, unknown (more than 1000 beyond what responses and time give back).",
 		}, []string{"frame"}),
 	}
-	m.h2Floods.WithLabelValues("settings")
+	for _, f := range h2.FrameNames {
+		m.h2Floods.WithLabelValues(f)
+	}
 	for _, t := range []string{timeoutReadHeader, timeoutBodyIdle, timeoutWriteIdle, timeoutKeepAlive} {
 		m.timeouts.WithLabelValues(t)
 	}

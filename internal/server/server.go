@@ -140,6 +140,10 @@ type Options struct {
 	ReusePort bool
 }
 
+// h2ReadFrameSize is the largest frame HTTP/2 clients may send
+// (SETTINGS_MAX_FRAME_SIZE): RFC 9113's initial value, 16 KiB.
+const h2ReadFrameSize = 16 << 10
+
 // Listener names, used in metric labels.
 const (
 	listenerHTTP  = "http"
@@ -226,6 +230,11 @@ func New(o Options) (*Server, error) {
 		ErrorLog:          errorLog,
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: o.MaxConcurrentStreams,
+			// The protocol's default (and HAProxy's): the server keeps a
+			// read buffer as large as the largest frame a connection
+			// sent, for the connection's life (x/net's default of 1 MiB
+			// let one frame pin 1 MiB per connection).
+			MaxReadFrameSize: h2ReadFrameSize,
 		},
 	}
 	if o.H2C {
@@ -241,7 +250,7 @@ func New(o Options) (*Server, error) {
 	}
 	// HTTP/2 (over TLS, and h2c with H2C) by internal/h2: net/http's
 	// HTTP/2 server on a connection that batches its writes and ends
-	// SETTINGS floods.
+	// floods of frames that are not requests.
 	floods := func(frame string) { m.h2Floods.WithLabelValues(frame).Inc() }
 	if err := h2.Configure(s.traffic, h2.Limits{OnFlood: floods}); err != nil {
 		s.Close()

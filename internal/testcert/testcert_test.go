@@ -31,3 +31,24 @@ func TestSelfSignedVerifies(t *testing.T) {
 		t.Error("two calls made the same certificate")
 	}
 }
+
+// TestAuthority: a certificate Issue makes verifies against the
+// authority's PEM for its DNS name and carries its URIs.
+func TestAuthority(t *testing.T) {
+	a := NewAuthority(t)
+	c := a.Issue(t, "app.example.com", "spiffe://example.com/app")
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(a.PEM) {
+		t.Fatal("the authority's PEM holds no certificate")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "app.example.com"}); err != nil {
+		t.Errorf("verifying: %v", err)
+	}
+	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != "spiffe://example.com/app" {
+		t.Errorf("URIs = %v", leaf.URIs)
+	}
+}

@@ -218,7 +218,7 @@ func (b *builder) gatewayBackend(ref gateway.BackendRef, routeID string, timeout
 		RefusedEndpoints: res.refusedCount,
 	}
 	if t := ref.TLS; t != nil {
-		be.TLS = &route.UpstreamTLS{ServerName: t.Hostname, CA: t.CA, CASource: t.CASource}
+		be.TLS = &route.UpstreamTLS{ServerName: t.Hostname, CA: t.CA, CASource: t.CASource, SubjectAltNames: t.SubjectAltNames}
 		if t.Invalid != "" {
 			be.Endpoints = nil // reported by gateway.Build: 503, never plain HTTP
 		}

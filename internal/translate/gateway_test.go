@@ -5,11 +5,10 @@ import (
 	"net/netip"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/internal/gateway"
+	"sluice.dev/sluice/internal/golden"
 )
 
 // decodeGatewayDoc decodes the Gateway API kinds of a golden input, the
@@ -20,40 +19,25 @@ func decodeGatewayDoc(kind string, doc []byte, in *Input, opts *Options) (known 
 	g := &in.Gateway
 	switch kind {
 	case "GatewayClass":
-		o := &gatewayv1.GatewayClass{}
-		err = yaml.UnmarshalStrict(doc, o)
-		g.GatewayClasses = append(g.GatewayClasses, o)
+		err = golden.Append(&g.GatewayClasses, doc)
 	case "Gateway":
-		o := &gatewayv1.Gateway{}
-		err = yaml.UnmarshalStrict(doc, o)
-		g.Gateways = append(g.Gateways, o)
+		err = golden.Append(&g.Gateways, doc)
 	case "HTTPRoute":
-		o := &gatewayv1.HTTPRoute{}
-		err = yaml.UnmarshalStrict(doc, o)
-		g.HTTPRoutes = append(g.HTTPRoutes, o)
+		err = golden.Append(&g.HTTPRoutes, doc)
 	case "GRPCRoute":
-		o := &gatewayv1.GRPCRoute{}
-		err = yaml.UnmarshalStrict(doc, o)
-		g.GRPCRoutes = append(g.GRPCRoutes, o)
+		err = golden.Append(&g.GRPCRoutes, doc)
 	case "ReferenceGrant":
-		o := &gatewayv1.ReferenceGrant{}
-		err = yaml.UnmarshalStrict(doc, o)
-		g.ReferenceGrants = append(g.ReferenceGrants, o)
+		err = golden.Append(&g.ReferenceGrants, doc)
 	case "BackendTLSPolicy":
-		o := &gatewayv1.BackendTLSPolicy{}
-		err = yaml.UnmarshalStrict(doc, o)
-		g.BackendTLSPolicies = append(g.BackendTLSPolicies, o)
+		err = golden.Append(&g.BackendTLSPolicies, doc)
 	case "ConfigMap":
-		o := &corev1.ConfigMap{}
-		err = yaml.UnmarshalStrict(doc, o)
+		err = golden.Append(&g.ConfigMaps, doc)
+		o := g.ConfigMaps[len(g.ConfigMaps)-1]
 		for k, v := range o.Data {
 			o.Data[k] = strings.ReplaceAll(v, "{{cert}}", testKeyPair().cert)
 		}
-		g.ConfigMaps = append(g.ConfigMaps, o)
 	case "Namespace":
-		o := &corev1.Namespace{}
-		err = yaml.UnmarshalStrict(doc, o)
-		g.Namespaces = append(g.Namespaces, o)
+		err = golden.Append(&g.Namespaces, doc)
 	case "GatewayOptions":
 		var o struct {
 			Kind         string `json:"kind"`

@@ -3,33 +3,24 @@ package translate
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"flag"
 	"fmt"
-	"math/big"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"sluice.dev/sluice/internal/golden"
 	"sluice.dev/sluice/internal/route"
+	"sluice.dev/sluice/internal/testcert"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
@@ -38,33 +29,13 @@ var update = flag.Bool("update", false, "rewrite testdata/*/golden.txt")
 // the problems and the answers to testdata/<case>/requests.txt (if any) with
 // testdata/<case>/golden.txt.
 func TestGolden(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*/input.yaml")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no golden cases: %v", err)
-	}
-	for _, in := range dirs {
-		dir := filepath.Dir(in)
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			input, opts := loadCase(t, dir)
-			cfg, problems := Build(input, opts)
-			checkInvariants(t, &cfg)
-			got := render(t, dir, &cfg, problems)
-			golden := filepath.Join(dir, "golden.txt")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("reading golden file (run with -update to create it): %v", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
-			}
-		})
-	}
+	golden.Run(t, "testdata/*/input.yaml", *update, func(t *testing.T, c golden.Case) string {
+		dir := filepath.Dir(c.Input)
+		input, opts := loadCase(t, dir)
+		cfg, problems := Build(input, opts)
+		checkInvariants(t, &cfg)
+		return render(t, dir, &cfg, problems)
+	})
 }
 
 // render is the golden text: route.Dump, the problems, and the route and
@@ -178,42 +149,22 @@ func loadCase(t testing.TB, dir string) (Input, Options) {
 	return in, opts
 }
 
-var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
-
 func decodeObjects(data []byte) (Input, Options, error) {
 	var in Input
 	var opts Options
-	for i, doc := range docSeparator.Split(string(data), -1) {
-		if j, err := yaml.YAMLToJSON([]byte(doc)); err != nil {
-			return in, opts, fmt.Errorf("document %d: %w", i, err)
-		} else if string(j) == "null" {
-			continue // empty or only comments
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			return in, opts, fmt.Errorf("document %d: %w", i, err)
-		}
-		var err error
-		switch tm.Kind {
+	err := golden.Documents(data, func(kind string, doc []byte) error {
+		switch kind {
 		case "Ingress":
-			o := &networkingv1.Ingress{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.Ingresses = append(in.Ingresses, o)
+			return golden.Append(&in.Ingresses, doc)
 		case "IngressClass":
-			o := &networkingv1.IngressClass{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.IngressClasses = append(in.IngressClasses, o)
+			return golden.Append(&in.IngressClasses, doc)
 		case "Service":
-			o := &corev1.Service{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.Services = append(in.Services, o)
+			return golden.Append(&in.Services, doc)
 		case "EndpointSlice":
-			o := &discoveryv1.EndpointSlice{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			in.EndpointSlices = append(in.EndpointSlices, o)
+			return golden.Append(&in.EndpointSlices, doc)
 		case "Pod": // into Input.Pods: with any Pod, the endpoint checks compare addresses
 			o := &corev1.Pod{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
+			err := yaml.UnmarshalStrict(doc, o)
 			pods, _ := in.Pods.(PodMap)
 			if pods == nil {
 				pods = PodMap{}
@@ -224,11 +175,11 @@ func decodeObjects(data []byte) (Input, Options, error) {
 				ips = append(ips, ip.IP)
 			}
 			pods[o.Namespace+"/"+o.Name] = ips
+			return err
 		case "Secret":
-			o := &corev1.Secret{}
-			err = yaml.UnmarshalStrict([]byte(doc), o)
-			mergeStringData(o)
-			in.Secrets = append(in.Secrets, o)
+			err := golden.Append(&in.Secrets, doc)
+			mergeStringData(in.Secrets[len(in.Secrets)-1])
+			return err
 		case "BuildOptions":
 			var o struct {
 				Kind                     string   `json:"kind"`
@@ -244,7 +195,7 @@ func decodeObjects(data []byte) (Input, Options, error) {
 				SSLRedirect              bool     `json:"sslRedirect"`
 				IngressNginx             bool     `json:"ingressNginx"`
 			}
-			err = yaml.UnmarshalStrict([]byte(doc), &o)
+			err := yaml.UnmarshalStrict(doc, &o)
 			opts = Options{IngressClass: o.IngressClass, IngressClasses: o.IngressClasses, ControllerName: o.ControllerName,
 				DefaultCertificate: o.DefaultCertificate, AllowEndpointsWithoutPod: o.AllowEndpointsWithoutPod,
 				AllowLoopbackEndpoints: o.AllowLoopbackEndpoints,
@@ -252,17 +203,14 @@ func decodeObjects(data []byte) (Input, Options, error) {
 			if o.IngressNginx {
 				opts.IngressNginx = &IngressNginx{}
 			}
-		default:
-			var known bool
-			if known, err = decodeGatewayDoc(tm.Kind, []byte(doc), &in, &opts); !known {
-				err = fmt.Errorf("unknown kind %q", tm.Kind)
-			}
+			return err
 		}
-		if err != nil {
-			return in, opts, fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)
+		if known, err := decodeGatewayDoc(kind, doc, &in, &opts); known {
+			return err
 		}
-	}
-	return in, opts, nil
+		return fmt.Errorf("unknown kind %q", kind)
+	})
+	return in, opts, err
 }
 
 func mergeStringData(s *corev1.Secret) {
@@ -283,29 +231,8 @@ type pemPair struct{ cert, key string }
 // testKeyPair is a self-signed ECDSA certificate for the goldens' Secrets;
 // the dump never shows its bytes, so a fresh one per run is fine.
 var testKeyPair = sync.OnceValue(func() pemPair {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "sluice test"},
-		DNSNames:     []string{"example.com", "*.example.com"},
-		NotBefore:    time.Unix(0, 0),
-		NotAfter:     time.Unix(0, 0).Add(100 * 365 * 24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		panic(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		panic(err)
-	}
-	return pemPair{
-		cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		key:  string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})),
-	}
+	cert, key := testcert.Static("sluice test", []string{"example.com", "*.example.com"}, time.Unix(0, 0).Add(100*365*24*time.Hour))
+	return pemPair{cert: string(cert), key: string(key)}
 })
 
 // checkInvariants asserts what every Config from Build must satisfy.

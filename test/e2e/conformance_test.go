@@ -84,6 +84,7 @@ const sluiceBase = "sluice/base-manifests.yaml"
 // passes.
 var conformanceFeatures = []features.FeatureName{
 	features.SupportBackendTLSPolicy,
+	features.SupportBackendTLSPolicySANValidation,
 	features.SupportHTTPRouteRequestMirror,
 	features.SupportHTTPRouteRequestMultipleMirrors,
 	features.SupportGatewayStaticAddresses,

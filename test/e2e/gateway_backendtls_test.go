@@ -15,36 +15,42 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"net/url"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // The gateway-backend-tls case: an echo-basic pod serving HTTPS with a
-// certificate for gwTLSName from a CA of the test, behind an HTTPRoute
-// for gwTLSHost and a BackendTLSPolicy naming the CA's ConfigMap.
+// certificate for gwTLSName (and the URI gwTLSURI) from a CA of the test,
+// behind an HTTPRoute for gwTLSHost and a BackendTLSPolicy naming the
+// CA's ConfigMap.
 const (
 	gwTLSHost = "tls.gw.test"
 	gwTLSName = "secure.gw.test" // the policy's hostname: SNI and verified name
+	gwTLSURI  = "spiffe://gw.test/ns/gw-a/sa/tls-echo"
 	gwTLSApp  = "tls-echo"
 )
 
 // backendTLS: every request is answered by the pod over TLS with the
-// policy's SNI; the ConfigMap changed to another CA, every request fails
-// the handshake (502); the ConfigMap deleted, the backend has no
+// policy's SNI; with subjectAltNames naming a URI the certificate lacks,
+// every request fails the handshake (502), naming its URI, every request
+// is answered again (the hostname the SNI only); the ConfigMap changed to
+// another CA, every request fails the handshake (502); the ConfigMap deleted, the backend has no
 // endpoints (503) and the policy says NoValidCACertificate. Never an
 // answer in plain HTTP. failed counts requests answered otherwise.
 func (g *gatewaySuite) backendTLS() (int, int, string) {
 	e := g.e
 	ctx := context.Background()
 	ca, caKey := testCA(e)
-	cert, key := leafCert(e, ca, caKey, gwTLSName)
+	cert, key := leafCert(e, ca, caKey, gwTLSName, gwTLSURI)
 	other, _ := testCA(e)
 	labels := map[string]string{"app.kubernetes.io/name": gwTLSApp}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: gwA, Name: gwTLSApp + "-ca"}, Data: map[string]string{"ca.crt": pemOf(ca)}}
@@ -76,11 +82,21 @@ func (g *gatewaySuite) backendTLS() (int, int, string) {
 	e.settled(gwA, gwTLSApp, 3*time.Minute)
 	g.policyCondition(gwTLSApp, "Accepted", metav1.ConditionTrue, "Accepted")
 
+	// Each phase counts once every proxy has taken the change: settle
+	// answers in a row as wanted (each request on a new connection,
+	// which HAProxy spreads over the proxies).
+	const settle = 10
 	var requests, failed int
 	phase := func(what string, ok func(status int, body echoedTLS) bool) {
+		streak := 0
 		e.eventually(gwStatusWait, what, func(context.Context) (bool, error) {
 			st, b, err := g.tlsGet()
-			return err == nil && ok(st, b), nil
+			if err != nil || !ok(st, b) {
+				streak = 0
+				return false, nil
+			}
+			streak++
+			return streak >= settle, nil
 		})
 		for range gwProbes {
 			st, b, err := g.tlsGet()
@@ -91,16 +107,25 @@ func (g *gatewaySuite) backendTLS() (int, int, string) {
 			}
 		}
 	}
-	phase("answered over TLS with the policy's SNI", func(st int, b echoedTLS) bool {
-		return st == 200 && b.TLS != nil && b.TLS.ServerName == gwTLSName
-	})
+	verified := func(st int, b echoedTLS) bool { return st == 200 && b.TLS != nil && b.TLS.ServerName == gwTLSName }
+	phase("answered over TLS with the policy's SNI", verified)
+	// subjectAltNames: a merge patch of the spec (the controller writes
+	// the status meanwhile).
+	sans := func(uri string) {
+		patch := []byte(fmt.Sprintf(`{"spec":{"validation":{"subjectAltNames":[{"type":"URI","uri":%q}]}}}`, uri))
+		g.must(g.cl.Patch(ctx, &gatewayv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: gwA, Name: gwTLSApp}}, client.RawPatch(types.MergePatchType, patch)))
+	}
+	sans(gwTLSURI + "-other")
+	phase("502 with a URI SAN the certificate lacks", func(st int, _ echoedTLS) bool { return st == http.StatusBadGateway })
+	sans(gwTLSURI) // kept for the phases below
+	phase("answered with the certificate's URI SAN", verified)
 	cm.Data["ca.crt"] = pemOf(other)
 	g.must(g.cl.Update(ctx, cm))
 	phase("502 with another CA", func(st int, _ echoedTLS) bool { return st == http.StatusBadGateway })
 	g.must(g.cl.Delete(ctx, cm))
 	phase("503 without the CA ConfigMap", func(st int, _ echoedTLS) bool { return st == http.StatusServiceUnavailable })
 	g.policyCondition(gwTLSApp, "Accepted", metav1.ConditionFalse, "NoValidCACertificate")
-	return requests, failed, fmt.Sprintf("phases=verified,wrong_ca_502,no_ca_503 per_phase=%d", gwProbes)
+	return requests, failed, fmt.Sprintf("phases=verified,san_mismatch_502,san_uri,wrong_ca_502,no_ca_503 per_phase=%d", gwProbes)
 }
 
 // echoedTLS is what of echo-basic's answer the case reads.
@@ -209,8 +234,9 @@ func testCA(e *env) (*x509.Certificate, *ecdsa.PrivateKey) {
 	return c, k
 }
 
-// leafCert is a server certificate for name signed by ca (PEM cert, key).
-func leafCert(e *env, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string) (string, string) {
+// leafCert is a server certificate for name and the URIs, signed by ca
+// (PEM cert, key).
+func leafCert(e *env, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, uris ...string) (string, string) {
 	e.t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -219,6 +245,13 @@ func leafCert(e *env, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, s := range uris {
+		u, err := url.Parse(s)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, u)
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
 	if err != nil {
 		e.t.Fatal(err)

@@ -72,7 +72,8 @@ const (
 //     explain gateway` on a healthy Gateway, and on the suite's, which
 //     names the route its listener refuses;
 //   - gateway-backend-tls: a BackendTLSPolicy's backend answers over
-//     TLS verified against the policy's CA ConfigMap; another CA: 502;
+//     TLS verified against the policy's CA ConfigMap; a subjectAltNames
+//     URI the certificate lacks: 502, its own: answered; another CA: 502;
 //     no ConfigMap: 503 and NoValidCACertificate;
 //   - gateway-listener-add: a listener on an extra port added to the
 //     Gateway and removed again under load on its port-80 host: the extra

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,10 +41,11 @@ func (c *caRefs) has(obj client.Object) bool {
 }
 
 // listBackendTLS lists the policies into in and reads the ConfigMaps they
-// name; nothing without Options.BackendTLSPolicies.
+// name; nothing without Options.BackendTLSPolicies or
+// WatchBackendTLSPolicies.
 func (r *Reconciler) listBackendTLS(ctx context.Context, in *gateway.Input) (*gatewayv1.BackendTLSPolicyList, error) {
 	list := &gatewayv1.BackendTLSPolicyList{}
-	if !r.opts.BackendTLSPolicies {
+	if !r.opts.BackendTLSPolicies && !r.tlsLater.on.Load() {
 		return list, nil
 	}
 	if err := r.opts.Client.List(ctx, list); err != nil {
@@ -81,41 +81,17 @@ func (r *Reconciler) patchBackendTLS(ctx context.Context, list *gatewayv1.Backen
 	for _, st := range res.BackendTLSPolicies {
 		ours[st.Namespace+"/"+st.Name] = st.Ancestors
 	}
-	var errs []error
-	for i := range list.Items {
-		p := &list.Items[i]
-		want := policyAncestors(p.Status.Ancestors, ours[p.Namespace+"/"+p.Name], now)
-		errs = append(errs, r.patch(ctx, p, !equality.Semantic.DeepEqual(p.Status.Ancestors, want), func() { p.Status.Ancestors = want }))
-	}
-	return errs
-}
-
-// policyAncestors is a policy's status.ancestors: other controllers'
-// entries as they are, ours replaced by want (none: ours removed). Never
-// nil: the field is required.
-func policyAncestors(cur, want []gatewayv1.PolicyAncestorStatus, now metav1.Time) []gatewayv1.PolicyAncestorStatus {
-	out := []gatewayv1.PolicyAncestorStatus{}
-	for _, a := range cur {
-		if a.ControllerName != gateway.ControllerName {
-			out = append(out, *a.DeepCopy())
-		}
-	}
-	for _, w := range want {
-		var prev []metav1.Condition
-		for _, a := range cur {
-			if a.ControllerName == gateway.ControllerName && equality.Semantic.DeepEqual(a.AncestorRef, w.AncestorRef) {
-				prev = a.Conditions
-			}
-		}
-		w.Conditions = mergeConditions(prev, w.Conditions, now)
-		out = append(out, w)
-	}
-	if len(cur) == 0 && len(out) == 0 {
-		return cur // nothing to write
-	}
-	return out
+	return patchEntries(ctx, r, list.Items, ours, func(p *gatewayv1.BackendTLSPolicy) *[]gatewayv1.PolicyAncestorStatus { return &p.Status.Ancestors },
+		policyAncestors, now)
 }
 
 // ServeBackendTLSPolicies sets Options.BackendTLSPolicies; call it before
 // Setup (the manager finds out with gateway.BackendTLSPoliciesServed).
 func (r *Reconciler) ServeBackendTLSPolicies(served bool) { r.opts.BackendTLSPolicies = served }
+
+// WatchBackendTLSPolicies makes a reconciler set up without
+// BackendTLSPolicies read them (their CRD was installed since): it
+// watches them and the ConfigMaps they name from now on, and the next
+// reconcile reads them and writes their statuses. Call it after Setup,
+// once.
+func (r *Reconciler) WatchBackendTLSPolicies() error { return r.tlsLater.start("BackendTLSPolicies") }

@@ -2,27 +2,15 @@ package gatewaystatus_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"sluice.dev/sluice/api/v1alpha1"
-	ct "sluice.dev/sluice/internal/controller/controllertest"
-	"sluice.dev/sluice/internal/controller/gatewaystatus"
 	"sluice.dev/sluice/internal/gateway"
+	"sluice.dev/sluice/internal/testcert"
 )
 
 // TestBackendTLSPolicies: with BackendTLSPolicies served, a policy whose
@@ -32,44 +20,16 @@ import (
 // another controller's entry, which is kept; without, nothing is written.
 func TestBackendTLSPolicies(t *testing.T) {
 	for _, served := range []bool{true, false} {
-		s := ct.Scheme()
-		if err := gatewayv1.Install(s); err != nil {
-			t.Fatal(err)
-		}
-		route := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "secure"},
-			Spec: gatewayv1.HTTPRouteSpec{
-				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "web", Namespace: ptr(gatewayv1.Namespace("infra"))}}},
-				Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
-					Name: "secure", Port: ptr(gatewayv1.PortNumber(443))}}}}}},
-			}}
 		theirs := gatewayv1.PolicyAncestorStatus{ControllerName: "example.com/other", AncestorRef: gatewayv1.ParentReference{Name: "theirs"},
 			Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: metav1.Unix(1, 0)}}}
-		pol := &gatewayv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "secure"},
-			Spec: gatewayv1.BackendTLSPolicySpec{
-				TargetRefs: []gatewayv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gatewayv1.LocalPolicyTargetReference{Kind: "Service", Name: "secure"}}},
-				Validation: gatewayv1.BackendTLSPolicyValidation{Hostname: "secure.example.com",
-					CACertificateRefs: []gatewayv1.LocalObjectReference{{Kind: "ConfigMap", Name: "ca"}}},
-			},
-			Status: gatewayv1.PolicyStatus{Ancestors: []gatewayv1.PolicyAncestorStatus{theirs}}}
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "secure"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}}
-		c := fake.NewClientBuilder().WithScheme(s).
-			WithStatusSubresource(&gatewayv1.GatewayClass{}, &gatewayv1.Gateway{}, &gatewayv1.HTTPRoute{}, &gatewayv1.BackendTLSPolicy{}, &v1alpha1.LoadBalancerBinding{}).
-			WithObjects(append(fixtures(), route, pol, svc)...).Build()
-		r, err := gatewaystatus.New(gatewaystatus.Options{Client: c, Namespace: "sluice-system"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		pol := securePolicy()
+		pol.Status.Ancestors = []gatewayv1.PolicyAncestorStatus{theirs}
+		c, r := newReconciler(t, append(fixtures(), secureRoute(), pol, secureService())...)
 		r.ServeBackendTLSPolicies(served)
-		ctx := context.Background()
 		reconcileAndGet := func() []gatewayv1.PolicyAncestorStatus {
 			t.Helper()
-			if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
-				t.Fatal(err)
-			}
 			var got gatewayv1.BackendTLSPolicy
-			if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "secure"}, &got); err != nil {
-				t.Fatal(err)
-			}
+			reconcileGet(t, r, c, client.ObjectKey{Namespace: "team-a", Name: "secure"}, &got)
 			return got.Status.Ancestors
 		}
 		anc := reconcileAndGet()
@@ -94,7 +54,8 @@ func TestBackendTLSPolicies(t *testing.T) {
 			t.Errorf("ResolvedRefs = %+v", cd)
 		}
 
-		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ca"}, Data: map[string]string{gateway.CAKey: testCA(t)}}); err != nil {
+		ca, _ := testcert.SelfSigned(t, "ca")
+		if err := c.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ca"}, Data: map[string]string{gateway.CAKey: string(ca)}}); err != nil {
 			t.Fatal(err)
 		}
 		anc = reconcileAndGet()
@@ -109,18 +70,28 @@ func TestBackendTLSPolicies(t *testing.T) {
 	}
 }
 
-// testCA is a self-signed CA certificate (PEM).
-func testCA(t *testing.T) string {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+// secureRoute is an HTTPRoute attached to infra/web whose backend is
+// Service team-a/secure (secureService), port 443.
+func secureRoute() *gatewayv1.HTTPRoute {
+	return &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "secure"},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "web", Namespace: ptr(gatewayv1.Namespace("infra"))}}},
+			Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+				Name: "secure", Port: ptr(gatewayv1.PortNumber(443))}}}}}},
+		}}
+}
+
+func secureService() *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "secure"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}}
+}
+
+// securePolicy is a BackendTLSPolicy for Service team-a/secure whose CA is
+// ConfigMap team-a/ca.
+func securePolicy() *gatewayv1.BackendTLSPolicy {
+	return &gatewayv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "secure"},
+		Spec: gatewayv1.BackendTLSPolicySpec{
+			TargetRefs: []gatewayv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gatewayv1.LocalPolicyTargetReference{Kind: "Service", Name: "secure"}}},
+			Validation: gatewayv1.BackendTLSPolicyValidation{Hostname: "secure.example.com",
+				CACertificateRefs: []gatewayv1.LocalObjectReference{{Kind: "ConfigMap", Name: "ca"}}},
+		}}
 }

@@ -24,7 +24,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,10 +73,9 @@ type Options struct {
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
-	// GRPCRoutes served only since after Setup (grpc.go).
-	grpcLater atomic.Bool
-	watchGRPC func() error
-	caRefs    caRefs // backendtls.go
+	// Kinds served only since after Setup (setup.go).
+	grpcLater, tlsLater late
+	caRefs              caRefs // backendtls.go
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -203,15 +201,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		want := gatewayStatus(gw.Status, st.Status, addrs, why, now)
 		errs = append(errs, r.patch(ctx, gw, !equality.Semantic.DeepEqual(gw.Status, want), func() { gw.Status = want }))
 	}
-	ours := map[string][]gatewayv1.RouteParentStatus{}
-	for _, st := range res.HTTPRoutes {
-		ours[st.Namespace+"/"+st.Name] = st.Parents
-	}
-	for i := range routes.Items {
-		rt := &routes.Items[i]
-		want := routeParents(rt.Status.Parents, ours[rt.Namespace+"/"+rt.Name], now)
-		errs = append(errs, r.patch(ctx, rt, !equality.Semantic.DeepEqual(rt.Status.Parents, want), func() { rt.Status.Parents = want }))
-	}
+	errs = append(errs, patchEntries(ctx, r, routes.Items, routeEntries(res.HTTPRoutes),
+		func(rt *gatewayv1.HTTPRoute) *[]gatewayv1.RouteParentStatus { return &rt.Status.Parents }, routeParents, now)...)
 	errs = append(errs, r.patchGRPCRoutes(ctx, grpcs, res, now)...)
 	errs = append(errs, r.patchBackendTLS(ctx, policies, res, now)...)
 	return reconcile.Result{}, errors.Join(errs...)

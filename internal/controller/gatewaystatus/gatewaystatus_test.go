@@ -19,14 +19,42 @@ import (
 	"sluice.dev/sluice/internal/gateway"
 )
 
+// newClient is a fake client holding objs, with the status subresource
+// of every kind the reconciler writes.
 func newClient(objs ...client.Object) client.Client {
 	s := ct.Scheme()
 	if err := gatewayv1.Install(s); err != nil {
 		panic(err)
 	}
 	return fake.NewClientBuilder().WithScheme(s).
-		WithStatusSubresource(&gatewayv1.GatewayClass{}, &gatewayv1.Gateway{}, &gatewayv1.HTTPRoute{}, &v1alpha1.LoadBalancerBinding{}).
+		WithStatusSubresource(&gatewayv1.GatewayClass{}, &gatewayv1.Gateway{}, &gatewayv1.HTTPRoute{}, &gatewayv1.GRPCRoute{},
+			&gatewayv1.BackendTLSPolicy{}, &v1alpha1.LoadBalancerBinding{}).
 		WithObjects(objs...).Build()
+}
+
+// newReconciler is newClient(objs...) and a reconciler on it, the
+// controller's namespace sluice-system.
+func newReconciler(t *testing.T, objs ...client.Object) (client.Client, *gatewaystatus.Reconciler) {
+	t.Helper()
+	c := newClient(objs...)
+	r, err := gatewaystatus.New(gatewaystatus.Options{Client: c, Namespace: "sluice-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, r
+}
+
+// reconcileGet runs one Reconcile of r, then reads the object key names
+// into obj.
+func reconcileGet(t *testing.T, r *gatewaystatus.Reconciler, c client.Client, key client.ObjectKey, obj client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, key, obj); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func fixtures() []client.Object {
@@ -134,19 +162,10 @@ func TestReconcile(t *testing.T) {
 func TestNoAddress(t *testing.T) {
 	objs := fixtures()
 	objs[0].(*v1alpha1.LoadBalancerBinding).Status.Addresses = nil
-	c := newClient(objs...)
-	r, err := gatewaystatus.New(gatewaystatus.Options{Client: c, Namespace: "sluice-system"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, r := newReconciler(t, objs...)
 	ctx := context.Background()
-	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
-		t.Fatal(err)
-	}
 	var gw gatewayv1.Gateway
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "infra", Name: "web"}, &gw); err != nil {
-		t.Fatal(err)
-	}
+	reconcileGet(t, r, c, client.ObjectKey{Namespace: "infra", Name: "web"}, &gw)
 	if cd := condition(t, gw.Status.Conditions, "Programmed"); cd.Status != metav1.ConditionFalse || cd.Reason != "AddressNotAssigned" {
 		t.Errorf("Programmed = %+v", cd)
 	}
@@ -158,12 +177,7 @@ func TestNoAddress(t *testing.T) {
 	if err := c.Update(ctx, &rt); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "app"}, &rt); err != nil {
-		t.Fatal(err)
-	}
+	reconcileGet(t, r, c, client.ObjectKey{Namespace: "team-a", Name: "app"}, &rt)
 	if len(rt.Status.Parents) != 1 || rt.Status.Parents[0].ControllerName != "example.com/other" {
 		t.Errorf("parents after detaching = %+v", rt.Status.Parents)
 	}
@@ -179,21 +193,12 @@ func TestOwnAddresses(t *testing.T) {
 	web.CreationTimestamp = metav1.Unix(100, 0)
 	second := web.DeepCopy()
 	second.Name, second.CreationTimestamp = "second", metav1.Unix(200, 0)
-	c := newClient(append(objs, second)...)
-	r, err := gatewaystatus.New(gatewaystatus.Options{Client: c, Namespace: "sluice-system"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, r := newReconciler(t, append(objs, second)...)
 	ctx := context.Background()
 	get := func(name string) *gatewayv1.Gateway {
 		t.Helper()
-		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
-			t.Fatal(err)
-		}
 		var gw gatewayv1.Gateway
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "infra", Name: name}, &gw); err != nil {
-			t.Fatal(err)
-		}
+		reconcileGet(t, r, c, client.ObjectKey{Namespace: "infra", Name: name}, &gw)
 		return &gw
 	}
 	if gw := get("web"); len(gw.Status.Addresses) != 1 || gw.Status.Addresses[0].Value != "198.51.100.1" {

@@ -2,10 +2,8 @@ package gatewaystatus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -19,7 +17,7 @@ import (
 // Options.GRPCRoutes or WatchGRPCRoutes.
 func (r *Reconciler) listGRPCRoutes(ctx context.Context, in *gateway.Input) (*gatewayv1.GRPCRouteList, error) {
 	list := &gatewayv1.GRPCRouteList{}
-	if !r.opts.GRPCRoutes && !r.grpcLater.Load() {
+	if !r.opts.GRPCRoutes && !r.grpcLater.on.Load() {
 		return list, nil
 	}
 	if err := r.opts.Client.List(ctx, list); err != nil {
@@ -33,17 +31,8 @@ func (r *Reconciler) listGRPCRoutes(ctx context.Context, in *gateway.Input) (*ga
 
 // patchGRPCRoutes writes the GRPCRoutes' parent statuses of res.
 func (r *Reconciler) patchGRPCRoutes(ctx context.Context, list *gatewayv1.GRPCRouteList, res gateway.Result, now metav1.Time) []error {
-	ours := map[string][]gatewayv1.RouteParentStatus{}
-	for _, st := range res.GRPCRoutes {
-		ours[st.Namespace+"/"+st.Name] = st.Parents
-	}
-	var errs []error
-	for i := range list.Items {
-		rt := &list.Items[i]
-		want := routeParents(rt.Status.Parents, ours[rt.Namespace+"/"+rt.Name], now)
-		errs = append(errs, r.patch(ctx, rt, !equality.Semantic.DeepEqual(rt.Status.Parents, want), func() { rt.Status.Parents = want }))
-	}
-	return errs
+	return patchEntries(ctx, r, list.Items, routeEntries(res.GRPCRoutes), func(rt *gatewayv1.GRPCRoute) *[]gatewayv1.RouteParentStatus { return &rt.Status.Parents },
+		routeParents, now)
 }
 
 // ServeGRPCRoutes sets Options.GRPCRoutes; call it before Setup (the
@@ -55,13 +44,4 @@ func (r *Reconciler) ServeGRPCRoutes(served bool) { r.opts.GRPCRoutes = served }
 // (their CRD was installed since): it watches them from now on, and the
 // next reconcile reads them and writes their statuses. Call it after
 // Setup, once.
-func (r *Reconciler) WatchGRPCRoutes() error {
-	if r.watchGRPC == nil {
-		return errors.New("watching GRPCRoutes: the gateway-status controller is not set up")
-	}
-	r.grpcLater.Store(true) // before the watch's first events reconcile
-	if err := r.watchGRPC(); err != nil {
-		return fmt.Errorf("watching GRPCRoutes: %w", err)
-	}
-	return nil
-}
+func (r *Reconciler) WatchGRPCRoutes() error { return r.grpcLater.start("GRPCRoutes") }

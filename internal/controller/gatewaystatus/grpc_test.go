@@ -6,16 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"sluice.dev/sluice/api/v1alpha1"
-	ct "sluice.dev/sluice/internal/controller/controllertest"
 	"sluice.dev/sluice/internal/controller/gatewaystatus"
 )
 
@@ -25,23 +19,12 @@ import (
 // attachedRoutes; without, it is not read.
 func TestGRPCRoutes(t *testing.T) {
 	for _, served := range []bool{true, false} {
-		s := ct.Scheme()
-		if err := gatewayv1.Install(s); err != nil {
-			t.Fatal(err)
-		}
-		grpc := echoGRPCRoute()
-		c, r := grpcFixture(t, s, grpc)
+		c, r := newReconciler(t, append(fixtures(), echoGRPCRoute())...)
 		r.ServeGRPCRoutes(served)
-		ctx := context.Background()
-		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
-			t.Fatal(err)
-		}
 		var got gatewayv1.GRPCRoute
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "echo"}, &got); err != nil {
-			t.Fatal(err)
-		}
+		reconcileGet(t, r, c, client.ObjectKey{Namespace: "team-a", Name: "echo"}, &got)
 		var gw gatewayv1.Gateway
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "infra", Name: "web"}, &gw); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "infra", Name: "web"}, &gw); err != nil {
 			t.Fatal(err)
 		}
 		if !served {
@@ -76,58 +59,52 @@ func echoGRPCRoute() *gatewayv1.GRPCRoute {
 		}}
 }
 
-// grpcFixture is a fake client with the fixtures and grpc, and a
-// reconciler on it.
-func grpcFixture(t *testing.T, s *runtime.Scheme, grpc *gatewayv1.GRPCRoute) (client.Client, *gatewaystatus.Reconciler) {
-	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(s).
-		WithStatusSubresource(&gatewayv1.GatewayClass{}, &gatewayv1.Gateway{}, &gatewayv1.HTTPRoute{}, &gatewayv1.GRPCRoute{}, &v1alpha1.LoadBalancerBinding{}).
-		WithObjects(append(fixtures(), grpc)...).Build()
-	r, err := gatewaystatus.New(gatewaystatus.Options{Client: c, Namespace: "sluice-system"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, r
-}
-
-// TestWatchGRPCRoutesLater: a reconciler set up without GRPCRoutes (their
-// CRD was not served yet) adds their watch once, and from then on reads
-// them and writes their statuses; before Setup it refuses, and a failing
-// watch is reported.
-func TestWatchGRPCRoutesLater(t *testing.T) {
-	s := ct.Scheme()
-	if err := gatewayv1.Install(s); err != nil {
-		t.Fatal(err)
-	}
-	c, r := grpcFixture(t, s, echoGRPCRoute())
-	ctx := context.Background()
-	if err := r.WatchGRPCRoutes(); err == nil {
-		t.Fatal("watched GRPCRoutes before Setup")
-	}
-	parents := func() int {
-		t.Helper()
-		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
-			t.Fatal(err)
-		}
-		var got gatewayv1.GRPCRoute
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "echo"}, &got); err != nil {
-			t.Fatal(err)
-		}
-		return len(got.Status.Parents)
-	}
-	watches := 0
-	r.SetWatchGRPC(func() error { watches++; return nil })
-	if n := parents(); n != 0 || watches != 0 {
-		t.Fatalf("before WatchGRPCRoutes: %d parents, %d watches; want 0, 0", n, watches)
-	}
-	if err := r.WatchGRPCRoutes(); err != nil {
-		t.Fatal(err)
-	}
-	if n := parents(); n != 1 || watches != 1 {
-		t.Fatalf("after WatchGRPCRoutes: %d parents, %d watches; want 1, 1", n, watches)
-	}
-	r.SetWatchGRPC(func() error { return errors.New("no cache") })
-	if err := r.WatchGRPCRoutes(); err == nil || !strings.Contains(err.Error(), "no cache") {
-		t.Errorf("a failing watch: %v", err)
+// TestWatchLater: a reconciler set up without GRPCRoutes, or without
+// BackendTLSPolicies (their CRD was not served yet), adds the kind's
+// watch once, and from then on reads it and writes its statuses; before
+// Setup it refuses, and a failing watch is reported.
+func TestWatchLater(t *testing.T) {
+	for _, kind := range []struct {
+		name     string
+		obj      client.Object
+		key      client.ObjectKey
+		setWatch func(*gatewaystatus.Reconciler, func() error)
+		watch    func(*gatewaystatus.Reconciler) error
+		entries  func(client.Object) int
+	}{
+		{"GRPCRoutes", echoGRPCRoute(), client.ObjectKey{Namespace: "team-a", Name: "echo"},
+			(*gatewaystatus.Reconciler).SetWatchGRPC, (*gatewaystatus.Reconciler).WatchGRPCRoutes,
+			func(o client.Object) int { return len(o.(*gatewayv1.GRPCRoute).Status.Parents) }},
+		{"BackendTLSPolicies", securePolicy(), client.ObjectKey{Namespace: "team-a", Name: "secure"},
+			(*gatewaystatus.Reconciler).SetWatchBackendTLS, (*gatewaystatus.Reconciler).WatchBackendTLSPolicies,
+			func(o client.Object) int { return len(o.(*gatewayv1.BackendTLSPolicy).Status.Ancestors) }},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			c, r := newReconciler(t, append(fixtures(), kind.obj, secureRoute(), secureService())...)
+			if err := kind.watch(r); err == nil {
+				t.Fatalf("watched %s before Setup", kind.name)
+			}
+			entries := func() int {
+				t.Helper()
+				got := kind.obj.DeepCopyObject().(client.Object)
+				reconcileGet(t, r, c, kind.key, got)
+				return kind.entries(got)
+			}
+			watches := 0
+			kind.setWatch(r, func() error { watches++; return nil })
+			if n := entries(); n != 0 || watches != 0 {
+				t.Fatalf("before the late watch: %d status entries, %d watches; want 0, 0", n, watches)
+			}
+			if err := kind.watch(r); err != nil {
+				t.Fatal(err)
+			}
+			if n := entries(); n != 1 || watches != 1 {
+				t.Fatalf("after the late watch: %d status entries, %d watches; want 1, 1", n, watches)
+			}
+			kind.setWatch(r, func() error { return errors.New("no cache") })
+			if err := kind.watch(r); err == nil || !strings.Contains(err.Error(), "no cache") {
+				t.Errorf("a failing watch: %v", err)
+			}
+		})
 	}
 }

@@ -1,11 +1,13 @@
 package gatewaystatus
 
 import (
+	"context"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -89,24 +91,82 @@ func statusAddresses(addrs []v1alpha1.LoadBalancerAddress) []gatewayv1.GatewaySt
 	return slices.CompactFunc(out, func(a, b gatewayv1.GatewayStatusAddress) bool { return a.Value == b.Value })
 }
 
-// routeParents is an HTTPRoute's status.parents: other controllers'
-// entries as they are, ours replaced by want (nil: ours removed).
+// routeParents is a route's status.parents: other controllers' entries
+// as they are, ours replaced by want (nil: ours removed).
 func routeParents(cur []gatewayv1.RouteParentStatus, want []gatewayv1.RouteParentStatus, now metav1.Time) []gatewayv1.RouteParentStatus {
-	var out []gatewayv1.RouteParentStatus
-	for _, p := range cur {
-		if p.ControllerName != gateway.ControllerName {
-			out = append(out, *p.DeepCopy())
+	return mergeEntries(cur, want, func(p *gatewayv1.RouteParentStatus) (gatewayv1.GatewayController, *gatewayv1.ParentReference, *[]metav1.Condition) {
+		return p.ControllerName, &p.ParentRef, &p.Conditions
+	}, now)
+}
+
+// policyAncestors is a policy's status.ancestors: other controllers'
+// entries as they are, ours replaced by want (none: ours removed). Never
+// nil: the field is required.
+func policyAncestors(cur, want []gatewayv1.PolicyAncestorStatus, now metav1.Time) []gatewayv1.PolicyAncestorStatus {
+	out := mergeEntries(cur, want, func(a *gatewayv1.PolicyAncestorStatus) (gatewayv1.GatewayController, *gatewayv1.ParentReference, *[]metav1.Condition) {
+		return a.ControllerName, &a.AncestorRef, &a.Conditions
+	}, now)
+	switch {
+	case len(cur) == 0 && len(out) == 0:
+		return cur // nothing to write
+	case out == nil:
+		return []gatewayv1.PolicyAncestorStatus{}
+	}
+	return out
+}
+
+// mergeEntries is a list of status entries (route parents, policy
+// ancestors) with other controllers' entries of cur as they are and ours
+// replaced by want, each condition keeping its LastTransitionTime from
+// our entry of cur for the same reference while its status holds. fields
+// gives an entry's controller, reference and conditions.
+func mergeEntries[E any, P interface {
+	*E
+	DeepCopy() *E
+}](cur, want []E, fields func(*E) (gatewayv1.GatewayController, *gatewayv1.ParentReference, *[]metav1.Condition), now metav1.Time) []E {
+	var out []E
+	for i := range cur {
+		if ctrl, _, _ := fields(&cur[i]); ctrl != gateway.ControllerName {
+			out = append(out, *P(&cur[i]).DeepCopy())
 		}
 	}
 	for _, w := range want {
+		_, ref, conds := fields(&w)
 		var prev []metav1.Condition
-		for _, p := range cur {
-			if p.ControllerName == gateway.ControllerName && equality.Semantic.DeepEqual(p.ParentRef, w.ParentRef) {
-				prev = p.Conditions
+		for i := range cur {
+			if ctrl, r, c := fields(&cur[i]); ctrl == gateway.ControllerName && equality.Semantic.DeepEqual(*r, *ref) {
+				prev = *c
 			}
 		}
-		w.Conditions = mergeConditions(prev, w.Conditions, now)
+		*conds = mergeConditions(prev, *conds, now)
 		out = append(out, w)
+	}
+	return out
+}
+
+// patchEntries writes, for each of items, the list of status entries
+// field points at, as merge makes it of the current one and ours (by
+// "namespace/name"), where it changed.
+func patchEntries[T any, O interface {
+	*T
+	client.Object
+}, E any](ctx context.Context, r *Reconciler, items []T, ours map[string][]E, field func(O) *[]E,
+	merge func(cur, want []E, now metav1.Time) []E, now metav1.Time) []error {
+	var errs []error
+	for i := range items {
+		obj := O(&items[i])
+		f := field(obj)
+		want := merge(*f, ours[obj.GetNamespace()+"/"+obj.GetName()], now)
+		errs = append(errs, r.patch(ctx, obj, !equality.Semantic.DeepEqual(*f, want), func() { *f = want }))
+	}
+	return errs
+}
+
+// routeEntries maps "namespace/name" to a route's parent entries.
+func routeEntries(sts []gateway.RouteStatus) map[string][]gatewayv1.RouteParentStatus {
+	out := make(map[string][]gatewayv1.RouteParentStatus, len(sts))
+	for _, st := range sts {
+		out[st.Namespace+"/"+st.Name] = st.Parents
 	}
 	return out
 }

@@ -3,8 +3,10 @@ package gatewaystatus
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -26,7 +28,9 @@ var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "gateway-
 // the Gateway API objects, Namespace label changes, Services coming and
 // going, and bindings' addresses all enqueue the one key; the reconciler's
 // own status writes do not. GRPCRoutes are watched with Options.GRPCRoutes,
-// or from WatchGRPCRoutes on.
+// or from WatchGRPCRoutes on; BackendTLSPolicies (and the ConfigMaps they
+// name) with Options.BackendTLSPolicies, or from WatchBackendTLSPolicies
+// on.
 func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{key}
@@ -57,8 +61,35 @@ func (r *Reconciler) Setup(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("setting up the gateway-status controller: %w", err)
 	}
-	r.watchGRPC = func() error {
+	r.grpcLater.watch = func() error {
 		return c.Watch(source.Kind(mgr.GetCache(), client.Object(&gatewayv1.GRPCRoute{}), one, predicate.GenerationChangedPredicate{}))
+	}
+	r.tlsLater.watch = func() error {
+		if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(&gatewayv1.BackendTLSPolicy{}), one, predicate.GenerationChangedPredicate{})); err != nil {
+			return err
+		}
+		cm := &metav1.PartialObjectMetadata{}
+		cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		return c.Watch(source.Kind(mgr.GetCache(), client.Object(cm), one, predicate.NewPredicateFuncs(r.caRefs.has)))
+	}
+	return nil
+}
+
+// late is an optional kind whose CRD the API server served only after
+// Setup.
+type late struct {
+	on    atomic.Bool  // read from now on
+	watch func() error // set by Setup
+}
+
+// start has the kind read from now on and watched.
+func (l *late) start(kind string) error {
+	if l.watch == nil {
+		return fmt.Errorf("watching %s: the gateway-status controller is not set up", kind)
+	}
+	l.on.Store(true) // before the watch's first events reconcile
+	if err := l.watch(); err != nil {
+		return fmt.Errorf("watching %s: %w", kind, err)
 	}
 	return nil
 }

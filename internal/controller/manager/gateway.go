@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -44,24 +45,37 @@ func setupGateway(mgr ctrl.Manager, o Options, allowed func(*v1alpha1.LoadBalanc
 	}
 	log := o.Logger.With("controller", "gatewaystatus")
 	setup := func() error {
-		grpc := gateway.GRPCRoutesServed(disco)
+		grpc, tls := gateway.GRPCRoutesServed(disco), gateway.BackendTLSPoliciesServed(disco)
 		routes.ServeGRPCRoutes(grpc)
 		routes.Serve() // host ownership counts attached routes from now on
 		r.ServeGRPCRoutes(grpc)
-		r.ServeBackendTLSPolicies(gateway.BackendTLSPoliciesServed(disco))
-		if err := r.Setup(mgr); err != nil || grpc {
+		r.ServeBackendTLSPolicies(tls)
+		if err := r.Setup(mgr); err != nil {
 			return err
 		}
-		// The GRPCRoute CRD is optional: looked for every gatewayCRDPoll.
-		log.Info("GRPCRoutes are not served by the API server; their statuses are written once they are", "recheck", gatewayCRDPoll)
-		err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			return waitGRPCRoutes(ctx, disco, gatewayCRDPoll, log, func() error {
+		// The GRPCRoute and BackendTLSPolicy CRDs are optional: looked
+		// for every gatewayCRDPoll.
+		var late []lateKind
+		if !grpc {
+			late = append(late, lateKind{"GRPCRoutes", func() bool { return gateway.GRPCRoutesServed(disco) }, func() error {
 				routes.ServeGRPCRoutes(true)
 				return r.WatchGRPCRoutes()
-			})
+			}})
+		}
+		if !tls {
+			late = append(late, lateKind{"BackendTLSPolicies", func() bool { return gateway.BackendTLSPoliciesServed(disco) }, r.WatchBackendTLSPolicies})
+		}
+		if len(late) == 0 {
+			return nil
+		}
+		for _, k := range late {
+			log.Info(k.name+" are not served by the API server; their statuses are written once they are", "recheck", gatewayCRDPoll)
+		}
+		err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return waitLate(ctx, gatewayCRDPoll, log, late)
 		}))
 		if err != nil {
-			return fmt.Errorf("adding the GRPCRoute CRD watch: %w", err)
+			return fmt.Errorf("adding the optional Gateway API CRDs' watch: %w", err)
 		}
 		return nil
 	}
@@ -90,13 +104,38 @@ func waitGatewayCRDs(ctx context.Context, disco discovery.DiscoveryInterface, po
 	})
 }
 
-// waitGRPCRoutes calls watch once the API server serves GRPCRoutes
-// (looking every poll), then returns; nil also when ctx ends first.
-func waitGRPCRoutes(ctx context.Context, disco discovery.DiscoveryInterface, poll time.Duration, log *slog.Logger, watch func() error) error {
-	return waitServed(ctx, poll, func() bool { return gateway.GRPCRoutesServed(disco) }, func() error {
-		log.Info("GRPCRoutes are served by the API server: writing their statuses")
-		return watch()
-	})
+// lateKind is an optional Gateway API kind the API server did not serve
+// when the reconciler was set up.
+type lateKind struct {
+	name   string // plural, for the log
+	served func() bool
+	watch  func() error // once served
+}
+
+// waitLate calls each kind's watch once the API server serves it (looking
+// every poll), and returns once every one is watched, or with the first
+// watch's error; nil also when ctx ends first.
+func waitLate(ctx context.Context, poll time.Duration, log *slog.Logger, late []lateKind) error {
+	for len(late) > 0 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(poll):
+		}
+		var err error
+		late = slices.DeleteFunc(late, func(k lateKind) bool {
+			if err != nil || !k.served() {
+				return false
+			}
+			log.Info(k.name + " are served by the API server: writing their statuses")
+			err = k.watch()
+			return true
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitServed calls then once served says yes, looking every poll.

@@ -21,11 +21,11 @@ import (
 
 // crds answers discovery of gateway.networking.k8s.io/v1: NotFound until
 // served is set, then the kinds (all of them only when full is set, and
-// GRPCRoutes when grpc is).
+// GRPCRoutes, BackendTLSPolicies when grpc, tls are).
 type crds struct {
 	*fakediscovery.FakeDiscovery
-	served, full, grpc atomic.Bool
-	calls              atomic.Int64
+	served, full, grpc, tls atomic.Bool
+	calls                   atomic.Int64
 }
 
 func (d *crds) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
@@ -41,6 +41,9 @@ func (d *crds) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceLis
 	}
 	if d.grpc.Load() {
 		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "grpcroutes"})
+	}
+	if d.tls.Load() {
+		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "backendtlspolicies"})
 	}
 	return list, nil
 }
@@ -81,40 +84,64 @@ func TestWaitGatewayCRDs(t *testing.T) {
 	}
 }
 
-// TestWaitGRPCRoutes: with the other kinds served, the GRPCRoute watch is
-// added only once the API server serves GRPCRoutes too, exactly once,
-// after looks that found none; its error is the wait's.
-func TestWaitGRPCRoutes(t *testing.T) {
+// TestWaitLateKinds: with the other kinds served, the GRPCRoute and the
+// BackendTLSPolicy watches are each added only once the API server
+// serves that kind too, exactly once, after looks that found none; the
+// wait ends once both are watched; a watch's error is the wait's.
+func TestWaitLateKinds(t *testing.T) {
 	d := &crds{FakeDiscovery: &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}}
 	d.served.Store(true)
 	d.full.Store(true)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	var watches atomic.Int32
+	var grpcWatches, tlsWatches atomic.Int32
+	late := []lateKind{
+		{"GRPCRoutes", func() bool { return gateway.GRPCRoutesServed(d) }, func() error { grpcWatches.Add(1); return nil }},
+		{"BackendTLSPolicies", func() bool { return gateway.BackendTLSPoliciesServed(d) }, func() error { tlsWatches.Add(1); return nil }},
+	}
 	done := make(chan error, 1)
-	go func() {
-		done <- waitGRPCRoutes(context.Background(), d, time.Millisecond, log, func() error { watches.Add(1); return nil })
-	}()
+	go func() { done <- waitLate(context.Background(), time.Millisecond, log, late) }()
+	looks := func(n int64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for seen := d.calls.Load(); d.calls.Load() < seen+n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("discovery is not asked for %s again", what)
+			}
+		}
+	}
+	looks(3, "GRPCRoutes and BackendTLSPolicies")
+	if g, b := grpcWatches.Load(), tlsWatches.Load(); g != 0 || b != 0 {
+		t.Fatalf("%d GRPCRoute, %d BackendTLSPolicy watches while neither is served", g, b)
+	}
+	d.tls.Store(true)
 	deadline := time.Now().Add(30 * time.Second)
-	for d.calls.Load() < 3 { // three looks without GRPCRoutes
+	for tlsWatches.Load() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("discovery is not asked for GRPCRoutes again")
+			t.Fatal("never watched BackendTLSPolicies once they were served")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if n := watches.Load(); n != 0 {
-		t.Fatalf("%d watches while GRPCRoutes are not served", n)
+	looks(3, "GRPCRoutes")
+	if g, b := grpcWatches.Load(), tlsWatches.Load(); g != 0 || b != 1 {
+		t.Fatalf("%d GRPCRoute, %d BackendTLSPolicy watches with BackendTLSPolicies served; want 0, 1", g, b)
 	}
 	d.grpc.Store(true)
 	select {
 	case err := <-done:
-		if err != nil || watches.Load() != 1 {
-			t.Fatalf("wait ended with %v after %d watches", err, watches.Load())
+		if g, b := grpcWatches.Load(), tlsWatches.Load(); err != nil || g != 1 || b != 1 {
+			t.Fatalf("wait ended with %v after %d GRPCRoute, %d BackendTLSPolicy watches; want 1, 1", err, g, b)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("never watched GRPCRoutes once they were served")
 	}
-	if err := waitGRPCRoutes(context.Background(), d, time.Millisecond, log, func() error { return errors.New("no cache") }); err == nil {
+	failing := []lateKind{{"GRPCRoutes", func() bool { return true }, func() error { return errors.New("no cache") }}}
+	if err := waitLate(context.Background(), time.Millisecond, log, failing); err == nil {
 		t.Error("a failing watch was not reported")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := waitLate(ctx, time.Millisecond, log, []lateKind{{"GRPCRoutes", func() bool { return false }, nil}}); err != nil {
+		t.Errorf("a wait whose context ended: %v", err)
 	}
 }

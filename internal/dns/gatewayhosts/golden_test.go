@@ -4,18 +4,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/internal/dns"
 	"sluice.dev/sluice/internal/dns/gatewayhosts"
 	"sluice.dev/sluice/internal/gateway"
+	"sluice.dev/sluice/internal/golden"
 	"sluice.dev/sluice/internal/translate"
 )
 
@@ -36,80 +33,40 @@ type options struct {
 // example.com, and compares sources, problems and desired records with
 // the .golden file beside it (-update rewrites).
 func TestGolden(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no cases: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := run(t, data)
-			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("reading golden file (run with -update to create it): %v", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", f, golden, got, want)
-			}
-		})
-	}
+	golden.Run(t, "testdata/*.yaml", *update, func(t *testing.T, c golden.Case) string {
+		data, err := os.ReadFile(c.Input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run(t, data)
+	})
 }
 
 func run(t *testing.T, data []byte) string {
 	t.Helper()
 	var in translate.Input
 	var o options
-	for i, doc := range strings.Split(string(data), "\n---") {
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatalf("document %d: %v", i, err)
-		}
-		var err error
-		switch tm.Kind {
+	err := golden.Documents(data, func(kind string, doc []byte) error {
+		switch kind {
 		case "Options":
-			err = yaml.UnmarshalStrict([]byte(strings.Replace(doc, "kind: Options", "", 1)), &o)
+			return yaml.UnmarshalStrict([]byte(strings.Replace(string(doc), "kind: Options", "", 1)), &o)
 		case "GatewayClass":
-			v := &gatewayv1.GatewayClass{}
-			err = yaml.UnmarshalStrict([]byte(doc), v)
-			in.Gateway.GatewayClasses = append(in.Gateway.GatewayClasses, v)
+			return golden.Append(&in.Gateway.GatewayClasses, doc)
 		case "Gateway":
-			v := &gatewayv1.Gateway{}
-			err = yaml.UnmarshalStrict([]byte(doc), v)
-			in.Gateway.Gateways = append(in.Gateway.Gateways, v)
+			return golden.Append(&in.Gateway.Gateways, doc)
 		case "HTTPRoute":
-			v := &gatewayv1.HTTPRoute{}
-			err = yaml.UnmarshalStrict([]byte(doc), v)
-			in.Gateway.HTTPRoutes = append(in.Gateway.HTTPRoutes, v)
+			return golden.Append(&in.Gateway.HTTPRoutes, doc)
 		case "GRPCRoute":
-			v := &gatewayv1.GRPCRoute{}
-			err = yaml.UnmarshalStrict([]byte(doc), v)
-			in.Gateway.GRPCRoutes = append(in.Gateway.GRPCRoutes, v)
+			return golden.Append(&in.Gateway.GRPCRoutes, doc)
 		case "Ingress":
-			v := &networkingv1.Ingress{}
-			err = yaml.UnmarshalStrict([]byte(doc), v)
-			in.Ingresses = append(in.Ingresses, v)
+			return golden.Append(&in.Ingresses, doc)
 		case "IngressClass":
-			v := &networkingv1.IngressClass{}
-			err = yaml.UnmarshalStrict([]byte(doc), v)
-			in.IngressClasses = append(in.IngressClasses, v)
-		default:
-			err = fmt.Errorf("unknown kind %q", tm.Kind)
+			return golden.Append(&in.IngressClasses, doc)
 		}
-		if err != nil {
-			t.Fatalf("document %d: %v", i, err)
-		}
+		return fmt.Errorf("unknown kind %q", kind)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	gopts := gateway.Options{SecretsUnread: true}
 	own := translate.HostOwnership(in, translate.Options{Gateway: &gopts, SecretsUnread: true, HostOwnership: o.Ownership})

@@ -1647,7 +1647,7 @@ func (sc *serverConn) processSettings(f *SettingsFrame) error {
 		}
 		return nil
 	}
-	if f.NumSettings() > 100 || f.HasDuplicates() {
+	if f.NumSettings() > 100 || !allowDuplicateSettings && f.HasDuplicates() { // sluice: see allowDuplicateSettings
 		// This isn't actually in the spec, but hang up on
 		// suspiciously large settings frames or those with
 		// duplicate entries.
@@ -1997,7 +1997,7 @@ func (sc *serverConn) processHeaders(f *MetaHeadersFrame) error {
 		// Their header list was too long. Send a 431 error.
 		handler = handleHeaderListTooLong
 	} else if err := checkValidHTTP2RequestHeaders(req.Header); err != nil {
-		handler = new400Handler(err)
+		return sc.malformedRequest(st) // sluice: a stream error, not 400
 	}
 
 	// The net/http package sets the read deadline from the

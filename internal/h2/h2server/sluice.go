@@ -124,3 +124,21 @@ func (sc *serverConn) writeHeaderFirst(wr FrameWriteRequest) {
 	sc.writeFrame(FrameWriteRequest{write: hdr, stream: wr.stream})
 	sc.inFrameScheduleLoop = false
 }
+
+// allowDuplicateSettings: RFC 9113, section 6.5.3, has a SETTINGS frame's
+// values processed in the order they appear, repeated identifiers
+// included; upstream hangs up on a frame that repeats one (h2spec 6.5.3/1
+// fails). The fork keeps upstream's bound of 100 values a frame, and
+// internal/h2's frame guard bounds how many SETTINGS frames a client
+// sends, so a repeated value costs no more than another.
+const allowDuplicateSettings = true
+
+// malformedRequest answers a request with a connection-specific header
+// field or a TE field other than "trailers": RFC 9113, section 8.2.2,
+// makes it malformed, and section 8.1.1 a stream error of type
+// PROTOCOL_ERROR (h2spec 8.1.2.2); upstream runs a handler that answers
+// 400. The stream is reset as for the other malformed requests, before
+// a handler runs.
+func (sc *serverConn) malformedRequest(st *stream) error {
+	return sc.countError("bad_conn_header", streamError(st.id, ErrCodeProtocol))
+}

@@ -6,21 +6,28 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
 	"sluice.dev/sluice/internal/gateway"
 	"sluice.dev/sluice/internal/translate"
 )
 
-// watchBackendTLS adds the BackendTLSPolicy informers, and those of the
-// ConfigMaps their caCertificateRefs name, when the API server serves
-// BackendTLSPolicies (once, as the watch starts; a CRD installed later is
-// read after a restart). Without the CRD no ConfigMap is read. ConfigMaps
-// are kept with their "ca.crt" only (caOnly).
-func (w *gatewayWatch) watchBackendTLS() {
-	if !gateway.BackendTLSPoliciesServed(w.disco) {
-		w.log.Info("BackendTLSPolicies are not served by the API server; BackendTLSPolicies and ConfigMaps are not read")
-		return
-	}
+// backendTLSListers are the BackendTLSPolicy listers and those of the
+// ConfigMaps their caCertificateRefs name, per watched namespace.
+type backendTLSListers struct {
+	policies   []gwlisters.BackendTLSPolicyLister
+	configMaps []corelisters.ConfigMapLister
+}
+
+// tlsInformers adds the BackendTLSPolicy informers, and those of the
+// ConfigMaps (in factories of their own, w.cmFactories), and returns
+// their listers; called once the API server serves BackendTLSPolicies,
+// as the watch starts or later (gateway.go's late kinds): without the CRD
+// no ConfigMap is read. ConfigMaps are kept with their "ca.crt" only
+// (caOnly).
+func (w *gatewayWatch) tlsInformers() *backendTLSListers {
+	l := &backendTLSListers{}
 	for i, f := range w.factories {
 		p := f.Gateway().V1().BackendTLSPolicies()
 		name := "BackendTLSPolicy"
@@ -28,7 +35,7 @@ func (w *gatewayWatch) watchBackendTLS() {
 			name = fmt.Sprintf("BackendTLSPolicy/%d", i)
 		}
 		w.informers[name] = p.Informer()
-		w.tlsPolicies = append(w.tlsPolicies, p.Lister())
+		l.policies = append(l.policies, p.Lister())
 	}
 	for i, ns := range w.namespaceList {
 		f := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithNamespace(ns), informers.WithTransform(caOnly))
@@ -39,8 +46,9 @@ func (w *gatewayWatch) watchBackendTLS() {
 			name = fmt.Sprintf("ConfigMap/%d", i)
 		}
 		w.informers[name] = cm.Informer()
-		w.configMaps = append(w.configMaps, cm.Lister())
+		l.configMaps = append(l.configMaps, cm.Lister())
 	}
+	return l
 }
 
 // caOnly keeps of a ConfigMap its metadata (without managed fields) and
@@ -62,13 +70,18 @@ func caOnly(obj any) (any, error) {
 	return obj, err
 }
 
-// snapshotBackendTLS lists the policies and ConfigMaps into g.
+// snapshotBackendTLS lists the policies and ConfigMaps into g; nothing
+// before their caches synced.
 func (w *gatewayWatch) snapshotBackendTLS(g *translate.GatewayInput) {
-	for _, l := range w.tlsPolicies {
+	tls := w.backendTLS.Load()
+	if tls == nil {
+		return
+	}
+	for _, l := range tls.policies {
 		pols, _ := l.List(labels.Everything())
 		g.BackendTLSPolicies = append(g.BackendTLSPolicies, pols...)
 	}
-	for _, l := range w.configMaps {
+	for _, l := range tls.configMaps {
 		cms, _ := l.List(labels.Everything())
 		g.ConfigMaps = append(g.ConfigMaps, cms...)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -27,8 +27,9 @@ import (
 // their allowedRoutes selectors need). They start only once the API server
 // serves every kind of gateway.Resources: a cluster without the CRDs is told
 // once in the log, and checked again every crdPoll until they appear. The
-// GRPCRoute CRD is optional: without it the other kinds are watched, and it
-// is looked for every crdPoll too, its informers added once it appears.
+// GRPCRoute and BackendTLSPolicy CRDs are optional: without them the other
+// kinds are watched, and they are looked for every crdPoll too, their
+// informers added once they appear (no restart).
 type gatewayWatch struct {
 	log       *slog.Logger
 	disco     discovery.DiscoveryInterface
@@ -44,13 +45,14 @@ type gatewayWatch struct {
 	grpcRoutes atomic.Pointer[[]gwlisters.GRPCRouteLister]
 	grants     []gwlisters.ReferenceGrantLister
 	namespaces corelisters.NamespaceLister
-	// BackendTLSPolicies and ConfigMaps (their CA bundles), per watched
-	// namespace; nil when BackendTLSPolicies are not served (backendtls.go).
-	tlsPolicies   []gwlisters.BackendTLSPolicyLister
-	configMaps    []corelisters.ConfigMapLister
+	// backendTLS: nil until BackendTLSPolicies are served and their
+	// caches synced (backendtls.go).
+	backendTLS    atomic.Pointer[backendTLSListers]
 	client        kubernetes.Interface
 	namespaceList []string
 	cmFactories   []informers.SharedInformerFactory
+	// registered: the informers with the event handler (registerNew).
+	registered map[string]bool
 
 	synced atomic.Bool
 }
@@ -60,7 +62,7 @@ const crdPoll = 30 * time.Second
 
 func newGatewayWatch(client kubernetes.Interface, gw gwclient.Interface, namespaces []string, log *slog.Logger) *gatewayWatch {
 	w := &gatewayWatch{log: log.With("api", "gateway"), disco: client.Discovery(), poll: crdPoll,
-		informers: map[string]cache.SharedIndexInformer{}, client: client, namespaceList: namespaces}
+		informers: map[string]cache.SharedIndexInformer{}, registered: map[string]bool{}, client: client, namespaceList: namespaces}
 	w.core = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(StripObject))
 	ns := w.core.Core().V1().Namespaces()
 	w.informers["Namespace"] = ns.Informer()
@@ -120,42 +122,44 @@ func (w *gatewayWatch) run(ctx context.Context, handler cache.ResourceEventHandl
 		case <-time.After(w.poll):
 		}
 	}
-	grpc := w.grpcInformers()
-	w.watchBackendTLS() // backendtls.go
-	for kind, inf := range w.informers {
-		w.register(kind, inf, handler)
+	var grpc []gwlisters.GRPCRouteLister
+	if gateway.GRPCRoutesServed(w.disco) {
+		grpc = w.grpcInformers()
 	}
-	w.core.StartWithContext(ctx)
-	for _, f := range w.factories {
-		f.StartWithContext(ctx)
+	var tls *backendTLSListers
+	if gateway.BackendTLSPoliciesServed(w.disco) {
+		tls = w.tlsInformers() // backendtls.go
 	}
-	for _, f := range w.cmFactories {
-		f.StartWithContext(ctx)
-	}
+	w.registerNew(handler)
 	defer func() {
-		w.core.Shutdown()
-		for _, f := range w.factories {
-			f.Shutdown()
-		}
-		for _, f := range w.cmFactories {
+		for _, f := range w.allFactories() {
 			f.Shutdown()
 		}
 	}()
-	if res := w.core.WaitForCacheSyncWithContext(ctx); res.Err != nil {
-		return
+	for _, f := range w.allFactories() {
+		f.StartWithContext(ctx)
 	}
-	for _, f := range w.cmFactories {
+	for _, f := range w.allFactories() {
 		if res := f.WaitForCacheSyncWithContext(ctx); res.Err != nil {
 			return
 		}
 	}
-	for _, f := range w.factories {
-		if res := f.WaitForCacheSyncWithContext(ctx); res.Err != nil {
-			return
-		}
-	}
+	var late []lateKind
 	if grpc != nil {
 		w.grpcRoutes.Store(&grpc)
+	} else {
+		late = append(late, lateKind{"GRPCRoutes", gateway.GRPCRoutesServed, func() func() {
+			l := w.grpcInformers()
+			return func() { w.grpcRoutes.Store(&l) }
+		}})
+	}
+	if tls != nil {
+		w.backendTLS.Store(tls)
+	} else {
+		late = append(late, lateKind{"BackendTLSPolicies", gateway.BackendTLSPoliciesServed, func() func() {
+			l := w.tlsInformers()
+			return func() { w.backendTLS.Store(l) }
+		}})
 	}
 	w.synced.Store(true)
 	w.log.Info("Gateway API caches synced")
@@ -164,59 +168,106 @@ func (w *gatewayWatch) run(ctx context.Context, handler cache.ResourceEventHandl
 	} else {
 		close(first)
 	}
-	if grpc == nil {
-		w.log.Info("GRPCRoutes are not served by the API server; GRPCRoutes are read once they are", "recheck", w.poll)
-		if !w.awaitGRPCRoutes(ctx, handler) {
-			return
-		}
-		w.log.Info("GRPCRoutes are served by the API server: reading them")
-		notify()
+	for _, k := range late {
+		w.log.Info(k.name+" are not served by the API server; they are read once they are", "recheck", w.poll)
 	}
+	w.awaitLate(ctx, handler, notify, late)
 	<-ctx.Done()
 }
 
-// register sets the watch error logger and the event handler of one
-// informer (before it starts).
-func (w *gatewayWatch) register(kind string, inf cache.SharedIndexInformer, handler cache.ResourceEventHandler) {
-	log := w.log.With("kind", kind)
-	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		LogWatchError(log, err)
-	}); err != nil {
-		w.log.Error("setting watch error handler", "kind", kind, "err", err)
-	}
-	if _, err := inf.AddEventHandler(handler); err != nil {
-		w.log.Error("adding event handler", "kind", kind, "err", err)
+// lateKind is an optional kind the API server did not serve when the
+// watch started.
+type lateKind struct {
+	name   string // plural, for the log
+	served func(gateway.Discovery) bool
+	// add adds its informers (to w.informers, and factories if it needs
+	// more) and returns what makes snapshot read them, called once their
+	// caches synced.
+	add func() (publish func())
+}
+
+// awaitLate looks every poll whether the API server serves the late
+// kinds; for each that it does, it starts their informers and, once
+// their caches synced, has snapshot read them and notifies. It returns
+// when every kind is read or ctx ended.
+func (w *gatewayWatch) awaitLate(ctx context.Context, handler cache.ResourceEventHandler, notify func(), late []lateKind) {
+	for len(late) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(w.poll):
+		}
+		for i := 0; i < len(late); i++ {
+			k := late[i]
+			if !k.served(w.disco) {
+				continue
+			}
+			if !w.startLate(ctx, handler, k) {
+				return
+			}
+			w.log.Info(k.name + " are served by the API server: reading them")
+			notify()
+			late = slices.Delete(late, i, i+1)
+			i--
+		}
 	}
 }
 
-// awaitGRPCRoutes looks every poll whether the API server serves
-// GRPCRoutes; once it does, it starts their informers and returns true
-// when their caches synced (the listers then in w.grpcRoutes), false if
-// ctx ended first.
-func (w *gatewayWatch) awaitGRPCRoutes(ctx context.Context, handler cache.ResourceEventHandler) bool {
-	for served := false; !served; served = gateway.GRPCRoutesServed(w.disco) {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(w.poll):
-		}
-	}
-	listers := w.grpcInformers()
-	for kind, inf := range w.informers {
-		if strings.HasPrefix(kind, "GRPCRoute") {
-			w.register(kind, inf, handler)
-		}
-	}
-	for _, f := range w.factories {
+// startLate adds a late kind's informers, starts them and waits for
+// their caches; false if ctx ended first. Its listers are published only
+// then: snapshot never lists a cache that has not synced.
+func (w *gatewayWatch) startLate(ctx context.Context, handler cache.ResourceEventHandler, k lateKind) bool {
+	publish := k.add()
+	w.registerNew(handler)
+	for _, f := range w.allFactories() {
 		f.StartWithContext(ctx) // starts only the informers not started yet
 	}
-	for _, f := range w.factories {
+	for _, f := range w.allFactories() {
 		if res := f.WaitForCacheSyncWithContext(ctx); res.Err != nil {
 			return false
 		}
 	}
-	w.grpcRoutes.Store(&listers)
+	publish()
 	return true
+}
+
+// registerNew sets the watch error logger and the event handler of each
+// informer of w.informers not registered yet (before it starts).
+func (w *gatewayWatch) registerNew(handler cache.ResourceEventHandler) {
+	for kind, inf := range w.informers {
+		if w.registered[kind] {
+			continue
+		}
+		w.registered[kind] = true
+		log := w.log.With("kind", kind)
+		if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			LogWatchError(log, err)
+		}); err != nil {
+			w.log.Error("setting watch error handler", "kind", kind, "err", err)
+		}
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			w.log.Error("adding event handler", "kind", kind, "err", err)
+		}
+	}
+}
+
+// factory is what the watch does with an informer factory.
+type factory interface {
+	StartWithContext(context.Context)
+	WaitForCacheSyncWithContext(context.Context) cache.SyncResult
+	Shutdown()
+}
+
+// allFactories is every informer factory of the watch.
+func (w *gatewayWatch) allFactories() []factory {
+	out := []factory{w.core}
+	for _, f := range w.factories {
+		out = append(out, f)
+	}
+	for _, f := range w.cmFactories {
+		out = append(out, f)
+	}
+	return out
 }
 
 // snapshot lists the caches into in.Gateway; nothing before they synced.
@@ -247,12 +298,9 @@ func (w *gatewayWatch) snapshot(in *translate.Input) {
 }
 
 // grpcInformers adds the GRPCRoute informers (kinds "GRPCRoute...") to
-// w.informers and returns their listers when the API server serves
-// GRPCRoutes; nil when it does not.
+// w.informers and returns their listers (the API server serves
+// GRPCRoutes).
 func (w *gatewayWatch) grpcInformers() []gwlisters.GRPCRouteLister {
-	if !gateway.GRPCRoutesServed(w.disco) {
-		return nil
-	}
 	var listers []gwlisters.GRPCRouteLister
 	for i, f := range w.factories {
 		r := f.Gateway().V1().GRPCRoutes()

@@ -22,13 +22,14 @@ import (
 )
 
 // crdDiscovery answers discovery for gateway.networking.k8s.io/v1 with the
-// watched kinds once installed is set (GRPCRoutes too once grpc is set),
+// watched kinds once installed is set (GRPCRoutes, BackendTLSPolicies too
+// once grpc, tls are set),
 // and NotFound before.
 type crdDiscovery struct {
 	*fakediscovery.FakeDiscovery
 	installed atomic.Bool
 	grpc      atomic.Bool
-	tls       bool // BackendTLSPolicies served too
+	tls       atomic.Bool // BackendTLSPolicies served too
 	calls     atomic.Int64
 }
 
@@ -44,10 +45,21 @@ func (d *crdDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIRes
 	if d.grpc.Load() {
 		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "grpcroutes"})
 	}
-	if d.tls {
+	if d.tls.Load() {
 		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "backendtlspolicies"})
 	}
 	return list, nil
+}
+
+// looks waits until discovery was asked n more times (for what).
+func (d *crdDiscovery) looks(t *testing.T, n int64, what string) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for seen := d.calls.Load(); d.calls.Load() < seen+n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("discovery is not asked again for %s", what)
+		}
+	}
 }
 
 func notFound(gv string) error {
@@ -99,7 +111,7 @@ func startGatewayWith(t *testing.T, installed, tls bool) (*harness, *crdDiscover
 	}
 	d := &crdDiscovery{FakeDiscovery: client.Discovery().(*fakediscovery.FakeDiscovery)}
 	d.installed.Store(installed)
-	d.tls = tls
+	d.tls.Store(tls)
 	src.gw.disco = d
 	src.gw.poll = 5 * time.Millisecond
 	h := &harness{t: t, client: client, src: src, notes: make(chan struct{}, 1)}
@@ -169,13 +181,7 @@ func TestGRPCRouteCRDLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Three looks go by without GRPCRoutes: none is read.
-	deadline := time.Now().Add(waitTimeout)
-	for seen := d.calls.Load(); d.calls.Load() < seen+3; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("discovery is not asked again for GRPCRoutes")
-		}
-	}
+	d.looks(t, 3, "GRPCRoutes") // none is read meanwhile
 	if n := len(h.src.Snapshot().Gateway.GRPCRoutes); n != 0 {
 		t.Fatalf("%d GRPCRoutes read while their CRD is not served", n)
 	}
@@ -214,4 +220,38 @@ func TestBackendTLSPolicyWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.eventually("the new BackendTLSPolicy", func(in translate.Input) bool { return len(in.Gateway.BackendTLSPolicies) == 1 })
+}
+
+// TestBackendTLSPolicyCRDLater: BackendTLSPolicies whose CRD the API
+// server serves only after the watch started are read once it does
+// (looked for every poll), with the ConfigMaps (their CA bundle only) and
+// a notify, without a restart; nothing of them is read before, and the
+// other kinds are read meanwhile.
+func TestBackendTLSPolicyCRDLater(t *testing.T) {
+	h, d, gwc := startGateway(t, true)
+	_, err := gwc.GatewayV1().BackendTLSPolicies("team-a").Create(context.Background(),
+		&gatewayv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "p"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.looks(t, 3, "BackendTLSPolicies") // none is read meanwhile
+	if in := h.src.Snapshot(); len(in.Gateway.BackendTLSPolicies) != 0 || len(in.Gateway.ConfigMaps) != 0 {
+		t.Fatalf("%d BackendTLSPolicies, %d ConfigMaps read while their CRD is not served", len(in.Gateway.BackendTLSPolicies), len(in.Gateway.ConfigMaps))
+	}
+	d.tls.Store(true)
+	h.eventually("the BackendTLSPolicy and the ConfigMap", func(in translate.Input) bool {
+		return len(in.Gateway.BackendTLSPolicies) == 1 && len(in.Gateway.ConfigMaps) == 1
+	})
+	if cm := h.src.Snapshot().Gateway.ConfigMaps[0]; len(cm.Data) != 1 || cm.Data[gateway.CAKey] != "pem" {
+		t.Errorf("ConfigMap kept as %+v, want its %s only", cm, gateway.CAKey)
+	}
+	_, err = gwc.GatewayV1().BackendTLSPolicies("team-a").Create(context.Background(),
+		&gatewayv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "p2"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the second BackendTLSPolicy (watched)", func(in translate.Input) bool { return len(in.Gateway.BackendTLSPolicies) == 2 })
+	if n := gatewayCount(h.src.Snapshot()); n != 4 {
+		t.Fatalf("%d other Gateway API objects after BackendTLSPolicies appeared, want 4", n)
+	}
 }
