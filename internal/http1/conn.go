@@ -70,9 +70,10 @@ type connReader struct {
 	nc      net.Conn
 	pending byte
 	has     bool
-	// direct: read(2) on fd (in the idle wait's callback, idle.go).
-	direct bool
-	fd     int
+	// direct: recv(2) on fd (in the idle wait's callback, idle.go);
+	// notSock: fd is not a socket, read(2) it.
+	direct, notSock bool
+	fd              int
 }
 
 func (r *connReader) Read(p []byte) (int, error) {

@@ -56,13 +56,13 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		c.t.m.headerTooLarge.Inc()
 	}
 	if c.t == nil || c.t.writeIdle <= 0 {
-		return c.Conn.Write(p)
+		return c.write(p)
 	}
 	var n int
 	for {
 		chunk := p[:min(len(p), writeChunk)]
 		c.moveWriteDeadline()
-		k, err := c.Conn.Write(chunk)
+		k, err := c.write(chunk)
 		n += k
 		p = p[k:]
 		if err != nil {
@@ -183,7 +183,7 @@ func (s *Server) netHTTPHandler(next http.Handler) http.Handler {
 
 // Read notes whether the read timed out, for net/http's timeouts.
 func (c *trackedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	n, err := c.read(p)
 	c.readTimedOut.Store(err != nil && isTimeout(err))
 	return n, err
 }
