@@ -393,7 +393,7 @@ func (c *conn) serve(x *exchange) (keep bool) {
 	w.head = req.Method == http.MethodHead
 	w.cl = -1
 	w.header, c.header = c.header, nil
-	w.closeAfter = req.Close || c.s.shutdown.Load() || hasToken(req.Header.Get("Connection"), "close")
+	w.closeAfter = req.Close || c.s.shutdown.Load() || hasToken(get(req.Header["Connection"]), "close")
 	if req.Body != http.NoBody && req.Body != nil {
 		x.body.rc = req.Body
 		x.body.size = req.ContentLength

@@ -184,7 +184,9 @@ func (s *Server) netHTTPHandler(next http.Handler) http.Handler {
 // Read notes whether the read timed out, for net/http's timeouts.
 func (c *trackedConn) Read(p []byte) (int, error) {
 	n, err := c.read(p)
-	c.readTimedOut.Store(err != nil && isTimeout(err))
+	if to := err != nil && isTimeout(err); to || c.readTimedOut.Load() {
+		c.readTimedOut.Store(to) // most reads change nothing: no store
+	}
 	return n, err
 }
 
