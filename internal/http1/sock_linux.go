@@ -7,10 +7,6 @@ import (
 	"unsafe"
 )
 
-// rawSockCalls makes the calls without telling the scheduler (no
-// entersyscall/exitsyscall): an experiment, see docs/development-log.md.
-const rawSockCalls = false
-
 // sockRecv is recv(2) (recvfrom without an address) on fd, or read(2)
 // when notSock.
 func sockRecv(fd uintptr, p []byte, notSock bool) (int, syscall.Errno) {
@@ -22,13 +18,7 @@ func sockRecv(fd uintptr, p []byte, notSock bool) (int, syscall.Errno) {
 	if notSock {
 		trap = syscall.SYS_READ
 	}
-	var n uintptr
-	var e syscall.Errno
-	if rawSockCalls {
-		n, _, e = syscall.RawSyscall6(trap, fd, uintptr(b), uintptr(len(p)), 0, 0, 0)
-	} else {
-		n, _, e = syscall.Syscall6(trap, fd, uintptr(b), uintptr(len(p)), 0, 0, 0)
-	}
+	n, _, e := syscall.Syscall6(trap, fd, uintptr(b), uintptr(len(p)), 0, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
@@ -47,13 +37,7 @@ func sockSend(fd uintptr, p []byte, notSock bool) (int, syscall.Errno) {
 	if notSock {
 		trap, flags = syscall.SYS_WRITE, 0
 	}
-	var n uintptr
-	var e syscall.Errno
-	if rawSockCalls {
-		n, _, e = syscall.RawSyscall6(trap, fd, uintptr(b), uintptr(len(p)), flags, 0, 0)
-	} else {
-		n, _, e = syscall.Syscall6(trap, fd, uintptr(b), uintptr(len(p)), flags, 0, 0)
-	}
+	n, _, e := syscall.Syscall6(trap, fd, uintptr(b), uintptr(len(p)), flags, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
