@@ -77,9 +77,7 @@ func readerOf(s *SockIO) io.Reader { return readerFuncOf(s.Read) }
 // everything.
 func TestSockIOWriteWaits(t *testing.T) {
 	s, tc, peer := sockPair(t)
-	tc.SetWriteBuffer(4096)
-	peer.SetReadBuffer(4096)
-	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB: more than the socket buffers hold
 	got := make(chan []byte)
 	go func() {
 		b, _ := io.ReadAll(peer)
