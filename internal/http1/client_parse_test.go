@@ -120,3 +120,46 @@ func FuzzParseResponse(f *testing.F) {
 		parseBoth(t, in, m)
 	})
 }
+
+// TestParseReuses: one ResponseReader parses response after response with
+// one allocation each (the header's text): its Response, header map and
+// value slices are reused, and nothing of the previous response shows
+// in the next.
+func TestParseReuses(t *testing.T) {
+	resps := []string{
+		"HTTP/1.1 200 OK\r\nX-A: 1\r\nX-B: 2\r\nX-B: 3\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 201 Created\r\nContent-Length: 1\r\nX-C: c\r\n\r\nk",
+	}
+	want := []http.Header{
+		{"X-A": {"1"}, "X-B": {"2", "3"}, "Content-Length": {"2"}},
+		{"Content-Length": {"1"}, "X-C": {"c"}},
+	}
+	var rr ResponseReader
+	req := &http.Request{Method: http.MethodGet}
+	parse := func(i int) *http.Response {
+		br := bufio.NewReader(strings.NewReader(resps[i]))
+		br.Peek(len(resps[i]))
+		res, ok := rr.Parse(br, req)
+		if !ok {
+			t.Fatalf("Parse declined %q", resps[i])
+		}
+		return res
+	}
+	for i := range 4 {
+		if res := parse(i % 2); !reflect.DeepEqual(res.Header, want[i%2]) {
+			t.Fatalf("response %d: header %v, want %v", i, res.Header, want[i%2])
+		}
+	}
+	var res *http.Response
+	br := bufio.NewReaderSize(nil, 4<<10)
+	r := strings.NewReader("")
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Reset(resps[1]) // no repeated field: no value slice grows
+		br.Reset(r)
+		br.Peek(len(resps[1]))
+		res, _ = rr.Parse(br, req)
+	})
+	if res == nil || allocs > 1 {
+		t.Errorf("Parse: %v allocations per response, want 1", allocs)
+	}
+}

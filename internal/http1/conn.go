@@ -70,9 +70,10 @@ type connReader struct {
 	nc      net.Conn
 	pending byte
 	has     bool
-	// direct: read(2) on fd (in the idle wait's callback, idle.go).
-	direct bool
-	fd     int
+	// direct: recv(2) on fd (in the idle wait's callback, idle.go);
+	// notSock: fd is not a socket, read(2) it.
+	direct, notSock bool
+	fd              int
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
@@ -392,7 +393,7 @@ func (c *conn) serve(x *exchange) (keep bool) {
 	w.head = req.Method == http.MethodHead
 	w.cl = -1
 	w.header, c.header = c.header, nil
-	w.closeAfter = req.Close || c.s.shutdown.Load() || hasToken(req.Header.Get("Connection"), "close")
+	w.closeAfter = req.Close || c.s.shutdown.Load() || hasToken(get(req.Header["Connection"]), "close")
 	if req.Body != http.NoBody && req.Body != nil {
 		x.body.rc = req.Body
 		x.body.size = req.ContentLength

@@ -88,18 +88,22 @@ func (c *conn) tryIdleRead(fd uintptr) bool {
 	return true
 }
 
-// readDirect is connReader.Read inside the idle wait's callback: read(2)
-// on the descriptor, as netFD.Read does it, EAGAIN passed through.
+// readDirect is connReader.Read inside the idle wait's callback: recv(2)
+// on the descriptor (read(2) if it is not a socket; sock.go), as
+// netFD.Read reads, EAGAIN passed through.
 func (r *connReader) readDirect(p []byte) (int, error) {
 	for {
-		n, err := syscall.Read(r.fd, p)
+		n, e := sockRecv(uintptr(r.fd), p, r.notSock)
 		switch {
-		case err == syscall.EINTR:
+		case e == syscall.ENOTSOCK && !r.notSock:
+			r.notSock = true
 			continue
-		case err == syscall.EAGAIN:
-			return 0, err
-		case err != nil:
-			return 0, os.NewSyscallError("read", err)
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return 0, e
+		case e != 0:
+			return 0, os.NewSyscallError("read", e)
 		case n == 0 && len(p) > 0:
 			return 0, io.EOF
 		}

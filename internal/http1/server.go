@@ -3,7 +3,8 @@
 // balancer, and the wire half of the upstream client (WriteRequest,
 // ResponseReader; the proxy keeps the connection pool, deadlines and
 // retries). Both share the parsing, framing, chunked bodies and timeout
-// test (wire.go).
+// test (wire.go), and SockIO, socket reads and writes with recv(2) and
+// send(2) (sock.go), which the listener's connections use too.
 //
 // The server loop: net/http's server costs a background read, a context, and
 // several goroutine hand-offs per request; this loop serves each request

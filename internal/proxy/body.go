@@ -30,12 +30,21 @@ type bodyReader h1conn
 
 func (r *bodyReader) Read(p []byte) (int, error) {
 	hc := (*h1conn)(r)
-	n, err := hc.c.Read(p)
+	n, err := hc.read(p)
 	if n == 0 && err != nil && hc.lazy != nil && http1.IsTimeout(err) {
 		hc.slowBody()
-		n, err = hc.c.Read(p)
+		n, err = hc.read(p)
 	}
 	return n, err
+}
+
+// read reads from the connection: with recv(2) when it gives its
+// descriptor (http1.SockIO).
+func (hc *h1conn) read(p []byte) (int, error) {
+	if hc.raw != nil {
+		return hc.sock.Read(p)
+	}
+	return hc.c.Read(p)
 }
 
 // slowBody ends the lazy watch: the body may take any time from now on,
@@ -44,7 +53,7 @@ func (hc *h1conn) slowBody() {
 	ctx := hc.lazy
 	hc.lazy = nil
 	hc.c.SetReadDeadline(time.Time{})
-	hc.deadline = false
+	hc.rdl = time.Time{}
 	hc.watch(ctx)
 }
 

@@ -53,15 +53,20 @@ type h1conn struct {
 	pl  *pool
 	c   net.Conn
 	raw syscall.RawConn // for the liveness peek; nil if unavailable
-	lr  http1.HeaderLimitReader
-	br  *bufio.Reader // while in use
+	// sock reads and writes c with recv(2) and send(2) when raw is set
+	// (http1.SockIO).
+	sock http1.SockIO
+	lr   http1.HeaderLimitReader
+	br   *bufio.Reader // while in use
 	// stop unregisters the request context's close callback (nil if none);
 	// it reports false if the callback already ran (the connection is
 	// closed).
 	stop func() bool
-	// deadline is set while a read deadline may be pending.
-	deadline bool
-	body     h1body
+	// rdl is the read deadline in effect, zero for none: a request's
+	// short deadline stays in effect when the next one's is within
+	// shortSlack after it (exchange).
+	rdl  time.Time
+	body h1body
 	// rr parses the common responses, reusing one Response from one
 	// response to the next: a response lives only until finish.
 	rr http1.ResponseReader
@@ -191,6 +196,13 @@ func isBodyReadError(err error) bool {
 // allocations and locks per request).
 const watchAfter = 100 * time.Millisecond
 
+// shortSlack is how much earlier than watchAfter from now a connection's
+// short deadline may be and still stay for the next request: moving a
+// deadline updates a runtime timer, and under load a connection serves
+// many requests within the slack, so most requests move none. The client
+// is then watched (and the response timeout set) up to shortSlack sooner.
+const shortSlack = watchAfter / 8
+
 // exchange writes r on hc and reads the response header. wrote reports
 // whether the whole request was written.
 // start is when the request arrived: without a body to send or a
@@ -241,15 +253,18 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 	if !deadline.IsZero() && deadline.Before(first) {
 		first = deadline
 	}
-	hc.c.SetReadDeadline(first)
-	hc.deadline = true
 	// short: the deadline in effect is first, not the response timeout.
 	short := !first.Equal(deadline)
+	if d := first.Sub(hc.rdl); !short || hc.rdl.IsZero() || d < 0 || d >= shortSlack {
+		hc.c.SetReadDeadline(first)
+		hc.rdl = first
+	}
 	extend := func() {
 		if short {
 			short = false
 			hc.watch(ctx)
 			hc.c.SetReadDeadline(deadline)
+			hc.rdl = deadline
 		}
 	}
 	hc.lr.Left = p.opts.MaxResponseHeaderBytes
@@ -301,7 +316,7 @@ func (p *Proxy) exchange(ctx context.Context, hc *h1conn, r *http.Request, rb *r
 			hc.lazy = ctx
 		} else {
 			hc.c.SetReadDeadline(time.Time{})
-			hc.deadline = false
+			hc.rdl = time.Time{}
 			hc.watch(ctx)
 		}
 	}
@@ -355,10 +370,14 @@ func (p *Proxy) putReader(hc *h1conn) {
 // rewritten by rewriteRequestHeader.
 func (p *Proxy) writeRequest(hc *h1conn, r *http.Request, rb *replayBody) error {
 	bw := p.bws.Get().(*bufio.Writer)
-	bw.Reset(hc.c)
-	if d := hc.pl.send; d > 0 { // iotimeout.go
+	switch d := hc.pl.send; {
+	case d > 0: // iotimeout.go
 		bw.Reset(withSend(hc.c, d))
 		defer hc.c.SetWriteDeadline(time.Time{})
+	case hc.raw != nil:
+		bw.Reset(&hc.sock)
+	default:
+		bw.Reset(hc.c)
 	}
 	defer func() {
 		bw.Reset(nil)

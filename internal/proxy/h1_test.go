@@ -467,3 +467,47 @@ func TestSlowHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestShortDeadlineKept: back-to-back requests on one upstream connection
+// mostly keep the short read deadline the previous one set (shortSlack),
+// and a slow answer after them is still waited for past watchAfter (the
+// kept deadline extends to the response timeout like a new one).
+func TestShortDeadlineKept(t *testing.T) {
+	if stdMode {
+		t.Skip("the synchronous path's deadlines")
+	}
+	var slow atomic.Bool
+	u := newRawUpstream(t, func(c net.Conn, _ *http.Request) bool {
+		if slow.Load() {
+			time.Sleep(2 * watchAfter)
+		}
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return err == nil
+	})
+	_, url, c := fastProxy(t, Options{}, u.addr())
+	var seen []time.Time
+	testHookReused = func(hc *h1conn) { seen = append(seen, hc.rdl) }
+	t.Cleanup(func() { testHookReused = nil })
+	const n = 20
+	for range n {
+		if r := get(t, c, url); r.status != 200 || r.body != "ok" {
+			t.Fatalf("%d %q, want 200 ok", r.status, r.body)
+		}
+	}
+	moved := 0
+	for i := 1; i < len(seen); i++ {
+		if !seen[i].Equal(seen[i-1]) {
+			moved++
+		}
+	}
+	if len(seen) < n-1 || moved >= len(seen)-1 {
+		t.Errorf("%d reused requests moved the deadline %d times; want it kept at least once", len(seen), moved)
+	}
+	slow.Store(true)
+	if r := get(t, c, url); r.status != 200 || r.body != "ok" {
+		t.Errorf("slow answer after a kept deadline: %d %q, want 200 ok", r.status, r.body)
+	}
+	if u.conns.Load() != 1 {
+		t.Errorf("%d upstream connections, want 1", u.conns.Load())
+	}
+}

@@ -140,6 +140,9 @@ func (p *pool) dial(ctx context.Context) (*h1conn, error) {
 	if sc, ok := c.(syscall.Conn); ok {
 		hc.raw, _ = sc.SyscallConn()
 	}
+	if hc.raw != nil {
+		hc.sock.Init(c, hc.raw)
+	}
 	return hc, nil
 }
 
@@ -158,10 +161,10 @@ func (p *pool) get(check bool, since int64) *h1conn {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if check && hc.deadline {
+		if check && !hc.rdl.IsZero() {
 			// The last response's header deadline may have passed since.
 			hc.c.SetReadDeadline(time.Time{})
-			hc.deadline = false
+			hc.rdl = time.Time{}
 		}
 		if !check || hc.alive() {
 			return hc

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"sluice.dev/sluice/internal/http1"
 )
 
 // Reasons a traffic connection closed (label of
@@ -127,6 +129,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 		}
 		tc := &trackedConn{Conn: c, t: l.t, listener: l.name}
 		tc.wdl.Store(noDeadline)
+		tc.initSock()
 		if l.t.add(tc) {
 			return tc, nil
 		}
@@ -161,6 +164,48 @@ type trackedConn struct {
 	// connection last went active; whether a request body timed out.
 	httpState                      atomic.Int32
 	readTimedOut, served, bodyIdle atomic.Bool
+
+	// sock reads and writes the socket with recv(2) and send(2)
+	// (http1.SockIO), when hasSock; rmu and wmu serialize its reads and
+	// its writes (net.Conn allows concurrent calls).
+	sock     http1.SockIO
+	hasSock  bool
+	rmu, wmu sync.Mutex
+}
+
+// initSock sets c up to read and write its socket with recv(2) and
+// send(2) when the connection gives its descriptor.
+func (c *trackedConn) initSock() {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	c.sock.Init(c.Conn, raw)
+	c.hasSock = true
+}
+
+// read and write are the connection's Read and Write, through sock when
+// it has one.
+func (c *trackedConn) read(p []byte) (int, error) {
+	if !c.hasSock {
+		return c.Conn.Read(p)
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return c.sock.Read(p)
+}
+
+func (c *trackedConn) write(p []byte) (int, error) {
+	if !c.hasSock {
+		return c.Conn.Write(p)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.sock.Write(p)
 }
 
 // SyscallConn passes on the descriptor of a plain TCP connection, so the

@@ -80,3 +80,51 @@ func TestWriteDeadlineFromAboveStands(t *testing.T) {
 		t.Fatalf("write once it was cleared: %v", err)
 	}
 }
+
+// TestTrackedConnSockIO: an accepted TCP connection reads and writes its
+// socket with recv(2) and send(2) (http1.SockIO); the deadlines, the
+// write idle timeout and closing work as through net.Conn. A connection
+// without a descriptor keeps net.Conn's Read and Write.
+func TestTrackedConnSockIO(t *testing.T) {
+	for _, sock := range []bool{true, false} {
+		c, peer := tcpPair(t)
+		m, _ := newMetrics(nil)
+		tr := newTracker(m, func() string { return reasonServing })
+		tr.writeIdle = time.Hour
+		tc := &trackedConn{Conn: c, t: tr}
+		tc.wdl.Store(noDeadline)
+		if sock {
+			tc.initSock()
+			if !tc.hasSock {
+				t.Fatal("a TCP connection has no SockIO")
+			}
+		}
+		if _, err := tc.Write([]byte("ping")); err != nil {
+			t.Fatalf("sock %v: write: %v", sock, err)
+		}
+		got := make([]byte, 4)
+		if _, err := io.ReadFull(peer, got); err != nil || string(got) != "ping" {
+			t.Fatalf("sock %v: peer read %q, %v", sock, got, err)
+		}
+		peer.Write([]byte("pong"))
+		if _, err := io.ReadFull(tc, got); err != nil || string(got) != "pong" {
+			t.Fatalf("sock %v: read %q, %v", sock, got, err)
+		}
+		tc.SetReadDeadline(time.Now().Add(time.Millisecond))
+		if _, err := tc.Read(got); !isTimeout(err) || !tc.readTimedOut.Load() {
+			t.Fatalf("sock %v: read past the deadline: %v", sock, err)
+		}
+		tc.SetReadDeadline(time.Time{})
+		peer.Close()
+		if _, err := tc.Read(got); err != io.EOF {
+			t.Fatalf("sock %v: read after the peer closed: %v, want io.EOF", sock, err)
+		}
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	tc := &trackedConn{Conn: a}
+	if tc.initSock(); tc.hasSock {
+		t.Fatal("a pipe has a SockIO")
+	}
+}

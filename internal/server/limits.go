@@ -56,13 +56,13 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		c.t.m.headerTooLarge.Inc()
 	}
 	if c.t == nil || c.t.writeIdle <= 0 {
-		return c.Conn.Write(p)
+		return c.write(p)
 	}
 	var n int
 	for {
 		chunk := p[:min(len(p), writeChunk)]
 		c.moveWriteDeadline()
-		k, err := c.Conn.Write(chunk)
+		k, err := c.write(chunk)
 		n += k
 		p = p[k:]
 		if err != nil {
@@ -183,8 +183,10 @@ func (s *Server) netHTTPHandler(next http.Handler) http.Handler {
 
 // Read notes whether the read timed out, for net/http's timeouts.
 func (c *trackedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.readTimedOut.Store(err != nil && isTimeout(err))
+	n, err := c.read(p)
+	if to := err != nil && isTimeout(err); to || c.readTimedOut.Load() {
+		c.readTimedOut.Store(to) // most reads change nothing: no store
+	}
 	return n, err
 }
 
