@@ -40,6 +40,18 @@ func h2Frames(t *testing.T, c *h2Conn, mu *sync.Mutex, stop func(http2.Frame) bo
 	}
 }
 
+// awaitGoAway reads frames from c (see h2Frames) until a GOAWAY or the
+// end of the connection: the GOAWAY, or nil if there was none.
+func awaitGoAway(t *testing.T, c *h2Conn, mu *sync.Mutex) *http2.GoAwayFrame {
+	t.Helper()
+	var goAway *http2.GoAwayFrame
+	h2Frames(t, c, mu, func(f http2.Frame) bool {
+		goAway, _ = f.(*http2.GoAwayFrame)
+		return f == nil || goAway != nil
+	})
+	return goAway
+}
+
 // requestBlock is the HPACK block of a GET with extra fields.
 func requestBlock(sni string, extra ...hpack.HeaderField) []byte {
 	var b bytes.Buffer
@@ -89,11 +101,7 @@ func TestHTTP2Abuse(t *testing.T) {
 				}
 			}
 		}()
-		var goAway *http2.GoAwayFrame
-		h2Frames(t, h, &mu, func(f http2.Frame) bool {
-			goAway, _ = f.(*http2.GoAwayFrame)
-			return f == nil || goAway != nil
-		})
+		goAway := awaitGoAway(t, h, &mu)
 		if goAway == nil || goAway.ErrCode != http2.ErrCodeEnhanceYourCalm {
 			t.Fatalf("100 streams reset at once: GOAWAY %v, want ENHANCE_YOUR_CALM", goAway)
 		}
@@ -127,11 +135,7 @@ func TestHTTP2Abuse(t *testing.T) {
 				n = off
 			}
 		}()
-		var goAway *http2.GoAwayFrame
-		h2Frames(t, h, &mu, func(f http2.Frame) bool {
-			goAway, _ = f.(*http2.GoAwayFrame)
-			return f == nil || goAway != nil
-		})
+		goAway := awaitGoAway(t, h, &mu)
 		if goAway == nil || goAway.ErrCode != http2.ErrCodeProtocol {
 			t.Errorf("a header block of 16 MiB: GOAWAY %v, want PROTOCOL_ERROR", goAway)
 		}

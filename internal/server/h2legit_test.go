@@ -188,11 +188,7 @@ func TestHTTP2HPACKLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		mu.Unlock()
-		var goAway *http2.GoAwayFrame
-		h2Frames(t, h, &mu, func(f http2.Frame) bool {
-			goAway, _ = f.(*http2.GoAwayFrame)
-			return f == nil || goAway != nil
-		})
+		goAway := awaitGoAway(t, h, &mu)
 		if goAway == nil || goAway.ErrCode != http2.ErrCodeCompression {
 			t.Fatalf("a table size update to 1 MiB: GOAWAY %v, want COMPRESSION_ERROR", goAway)
 		}
@@ -236,11 +232,7 @@ func TestHTTP2HPACKLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		mu.Unlock()
-		var goAway *http2.GoAwayFrame
-		h2Frames(t, h, &mu, func(f http2.Frame) bool {
-			goAway, _ = f.(*http2.GoAwayFrame)
-			return f == nil || goAway != nil
-		})
+		goAway := awaitGoAway(t, h, &mu)
 		if goAway == nil || goAway.ErrCode != http2.ErrCodeCompression {
 			t.Fatalf("a field of 5 KiB over a header list limit of 4.4 KiB: GOAWAY %v, want COMPRESSION_ERROR", goAway)
 		}
